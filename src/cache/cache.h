@@ -1,0 +1,237 @@
+/* cache: what troupe knows of the cluster — nodes, pods, pod groups — and what
+ * each node has free.
+ *
+ * Threads and rules
+ *  - One writer (the snapshot loader at start-up, later the informer thread)
+ *    adds, replaces and removes nodes: functions marked "writer".
+ *  - Any number of readers (the HTTP pool) look nodes up inside a read section,
+ *    without taking a lock; a node record is immutable once published and is
+ *    reclaimed through an epoch only when no reader can still hold it.
+ *  - GPU usage per node is a device mask plus a count of GPUs held by pods
+ *    whose devices troupe does not know, changed together by one double-word
+ *    compare-and-swap, so an assume (bind) and a watch update can never hand out
+ *    the same device twice. Functions marked "any" may run on any thread.
+ *
+ * Errors follow the project convention: 0 or -errno.
+ */
+#ifndef TROUPE_CACHE_CACHE_H
+#define TROUPE_CACHE_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+enum {
+	CACHE_MAX_GPUS = 64,            /* devices per node the mask can name */
+	CACHE_MAX_GPU_RESOURCES = 8,    /* managed resource names (nvidia.com/gpu, ...) */
+	CACHE_ERR_LEN = 256,
+};
+
+struct cache;
+
+/* Settings fixed when the cache is created. */
+struct cache_opts {
+	/* Managed GPU resource names, e.g. "nvidia.com/gpu". A node offers the
+	 * first one it advertises; a pod may ask for one of them. */
+	const char *gpu_resources[CACHE_MAX_GPU_RESOURCES];
+	unsigned n_gpu_resources;
+};
+
+/* ---- Objects ---------------------------------------------------------- */
+
+struct cache_kv {
+	const char *key;
+	const char *value;
+};
+
+struct cache_taint {
+	const char *key;
+	const char *value;
+	const char *effect;
+};
+
+/* A node as troupe keeps it: one allocation, immutable once published. */
+struct cache_node {
+	const char *name;
+	int gpu_resource;               /* index in cache_opts, -1: advertises none */
+	uint32_t gpu_capacity;          /* devices 0..capacity-1 exist (capped at 64) */
+	uint32_t gpu_allocatable;       /* healthy devices the kubelet offers */
+	int64_t cpu_milli;              /* allocatable */
+	int64_t mem_bytes;              /* allocatable */
+	bool ready;                     /* condition Ready is True */
+	bool unschedulable;             /* spec.unschedulable (cordoned) */
+	uint16_t n_labels;
+	uint16_t n_taints;
+	const struct cache_kv *labels;  /* sorted by key */
+	const struct cache_taint *taints;
+};
+
+enum cache_pod_phase {
+	CACHE_POD_PENDING = 0,
+	CACHE_POD_RUNNING,
+	CACHE_POD_SUCCEEDED,
+	CACHE_POD_FAILED,
+	CACHE_POD_UNKNOWN,
+};
+
+/* What a pod asks for, computed as Kubernetes does: for each resource the larger
+ * of the largest init container (plus the sidecars started before it) and the
+ * sum of app containers and sidecars, plus pod overhead. */
+struct cache_demand {
+	int gpu_resource;               /* index in cache_opts, -1 when none */
+	uint32_t gpus;
+	int64_t cpu_milli;
+	int64_t mem_bytes;
+};
+
+/* A pod as parsed from its JSON: one allocation owning every string. */
+struct cache_pod {
+	const char *uid;
+	const char *ns;
+	const char *name;
+	const char *node;               /* spec.nodeName, NULL when unbound */
+	enum cache_pod_phase phase;
+	bool deleting;                  /* metadata.deletionTimestamp is set */
+	bool has_devices;               /* annotation troupe.io/gpu-ids was valid */
+	uint64_t devices;               /* device mask from that annotation */
+	struct cache_demand demand;
+	const char *demand_error;       /* non-NULL: the GPU request is invalid (why) */
+};
+
+/* Parse a Node object. Returns NULL with a message in <err> when the object is
+ * not a usable node (no name). The caller owns the result (cache_node_free). */
+struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *opts,
+				    char *err, size_t errlen);
+void cache_node_free(struct cache_node *node);
+/* The value of label <key>, or NULL. */
+const char *cache_node_label(const struct cache_node *node, const char *key);
+
+/* Parse a Pod object. Malformed GPU requests are not a parse failure: they set
+ * demand_error, which filter reports to the user. Returns NULL with <err> set
+ * when the pod has no namespace/name. The caller owns the result. */
+struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opts, char *err,
+				  size_t errlen);
+void cache_pod_free(struct cache_pod *pod);
+
+/* Compute a pod's effective demand from its spec. Returns 0, or -EINVAL with a
+ * message a user can act on in <err>. */
+int cache_demand_compute(const cJSON *spec, const struct cache_opts *opts,
+			 struct cache_demand *out, char *err, size_t errlen);
+
+/* Parse "0,3,5" into a device mask. Returns 0 or -EINVAL. */
+int cache_devices_parse(const char *s, uint64_t *mask);
+/* Write a mask as "0,3,5" into buf. */
+void cache_devices_format(uint64_t mask, char *buf, size_t len);
+
+/* ---- The store -------------------------------------------------------- */
+
+/* Create an empty cache. Returns NULL and sets errno. */
+struct cache *cache_new(const struct cache_opts *opts);
+void cache_free(struct cache *c);
+const struct cache_opts *cache_get_opts(const struct cache *c);
+
+/* Mark the cache synced (every initial list applied) or not. Thread: any. */
+void cache_set_synced(struct cache *c, bool synced);
+bool cache_is_synced(const struct cache *c);
+
+/* A node and its usage as a reader sees it. <node> is valid until the end of
+ * the read section; used/unattributed are a snapshot (bind re-checks). */
+struct cache_node_view {
+	const struct cache_node *node;
+	uint64_t used;                  /* devices held by known pods */
+	uint32_t unattributed;          /* GPUs held by pods with unknown devices */
+};
+
+/* Free GPUs in a view: allocatable less what is held, never negative. */
+uint32_t cache_view_free_gpus(const struct cache_node_view *v);
+/* Free devices in a view, as a mask within capacity. */
+uint64_t cache_view_free_mask(const struct cache_node_view *v);
+
+/* Read sections bracket every node lookup. Thread: any; not reentrant. */
+void cache_read_begin(struct cache *c);
+void cache_read_end(struct cache *c);
+/* Look a node up by name inside a read section. Returns false when unknown. */
+bool cache_node_lookup(struct cache *c, const char *name, size_t len,
+		       struct cache_node_view *out);
+/* Usage of a node by name (for nodes given in full by a request). Returns
+ * false when troupe has no usage for it. Inside a read section. */
+bool cache_usage_lookup(struct cache *c, const char *name, size_t len, uint64_t *used,
+			uint32_t *unattributed);
+/* Visit every node inside a read section; stop when <fn> returns false. */
+void cache_node_foreach(struct cache *c, bool (*fn)(const struct cache_node_view *, void *),
+			void *arg);
+
+/* Writer: publish <node>, replacing any node of the same name. Takes ownership
+ * (also on error). */
+int cache_node_upsert(struct cache *c, struct cache_node *node);
+/* Writer: remove a node. Returns -ENOENT when unknown. */
+int cache_node_delete(struct cache *c, const char *name);
+/* Writer: reclaim records retired by earlier writes once readers are done. */
+void cache_writer_reclaim(struct cache *c);
+
+/* ---- Pods and accounting ------------------------------------------------ */
+
+enum cache_pod_state {
+	CACHE_POD_STATE_NONE = 0,       /* not known */
+	CACHE_POD_STATE_PENDING,        /* known, holds nothing */
+	CACHE_POD_STATE_ASSUMED,        /* troupe bound it; holds devices */
+	CACHE_POD_STATE_BOUND,          /* the API says it is on a node; holds GPUs */
+};
+
+/* A copy of what the cache holds for a pod. */
+struct cache_pod_info {
+	enum cache_pod_state state;
+	char ns[64];
+	char name[254];
+	char node[254];
+	struct cache_demand demand;
+	bool demand_valid;
+	uint64_t devices;               /* held devices (attributed) */
+	uint32_t unattributed;          /* held GPUs of unknown devices */
+};
+
+/* Writer: apply a pod's current state (from a snapshot or the watch): update
+ * what it holds. Takes ownership of <pod> (also on error). */
+int cache_pod_apply(struct cache *c, struct cache_pod *pod);
+/* Writer: the pod is gone; release what it held. -ENOENT when unknown. */
+int cache_pod_delete(struct cache *c, const char *uid);
+
+/* Any: remember a pod seen in a request (filter) so that a later bind knows its
+ * demand even before the watch shows it. Does nothing when the pod is already
+ * known. Takes ownership of <pod>. */
+int cache_pod_remember(struct cache *c, struct cache_pod *pod);
+
+/* Any: copy what the cache knows of pod <uid>. Returns -ENOENT when unknown. */
+int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out);
+
+/* Any: assume pod <uid> on <node>, taking exactly <devices> (which must be free
+ * there, and at most the node's free count). Returns 0; -EALREADY when the pod
+ * already holds exactly this (idempotent bind: <devices> is replaced by what it
+ * holds); -EEXIST when it holds something elsewhere; -EAGAIN when the devices
+ * are no longer free (usage changed: choose again); -ENOSPC when the node has
+ * too few free GPUs; -ENOENT when the pod or node is unknown. */
+int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_t *devices);
+/* Any: undo an assume (the binding failed). -ENOENT when not assumed. */
+int cache_pod_forget(struct cache *c, const char *uid);
+
+/* Counters for logs, /debug and tests. */
+struct cache_stats {
+	size_t nodes;
+	size_t pods;
+	size_t pods_holding;
+	uint64_t gpus_allocatable;
+	uint64_t gpus_held;
+};
+void cache_get_stats(struct cache *c, struct cache_stats *out);
+
+/* ---- Snapshot files ----------------------------------------------------- */
+
+/* Writer: load a cluster snapshot (a v1 List of Node, Pod and PodGroup items, as
+ * `kubectl get nodes,pods,podgroups -A -o json|yaml` prints it, or several such
+ * documents). Items that cannot be used are skipped with a log line; a file
+ * that cannot be read or parsed is an error with a message in <err>. */
+int cache_snapshot_load(struct cache *c, const char *path, char *err, size_t errlen);
+
+#endif

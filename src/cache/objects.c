@@ -1,0 +1,536 @@
+/* Parsing Kubernetes Node and Pod JSON into troupe's compact records.
+ *
+ * Each record is a single allocation: the struct, then its arrays, then its
+ * strings. Sizes are summed in a first pass and filled in a second, so a node
+ * costs one malloc and one cache-friendly block (the per-node memory budget is
+ * a few hundred bytes plus its labels).
+ */
+#include "cache/cache.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/quantity.h"
+#include "common/util.h"
+
+#define TROUPE_GPU_IDS_ANNOTATION "troupe.io/gpu-ids"
+
+/* Bump allocator over the block being filled. */
+struct blk {
+	char *p;
+	char *end;
+};
+
+static void *blk_take(struct blk *b, size_t n, size_t align)
+{
+	uintptr_t at = ((uintptr_t)b->p + align - 1) & ~(uintptr_t)(align - 1);
+	char *r = (char *)at;
+
+	b->p = r + n;
+	return r;
+}
+
+static const char *blk_str(struct blk *b, const char *s)
+{
+	size_t n;
+	char *d;
+
+	if (!s)
+		return NULL;
+	n = strlen(s) + 1;
+	d = blk_take(b, n, 1);
+	memcpy(d, s, n);
+	return d;
+}
+
+static size_t str_size(const char *s)
+{
+	return s ? strlen(s) + 1 : 0;
+}
+
+static int kv_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct cache_kv *)a)->key, ((const struct cache_kv *)b)->key);
+}
+
+/* ---- Nodes -------------------------------------------------------------- */
+
+static bool node_is_ready(const cJSON *status)
+{
+	const cJSON *conds = cJSON_GetObjectItemCaseSensitive(status, "conditions");
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, conds) {
+		const char *type = json_str(c, "type");
+		const char *st = json_str(c, "status");
+
+		if (type && strcmp(type, "Ready") == 0)
+			return st && strcmp(st, "True") == 0;
+	}
+	return false;
+}
+
+/* A whole count from a ResourceList entry; -1 when absent or malformed. */
+static int64_t resource_count(const cJSON *list, const char *name)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(list, name);
+	int64_t milli;
+
+	if (!it || json_quantity_milli(it, &milli) < 0 || milli < 0)
+		return -1;
+	return milli / 1000;
+}
+
+static int64_t resource_milli(const cJSON *list, const char *name)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(list, name);
+	int64_t milli;
+
+	if (!it || json_quantity_milli(it, &milli) < 0 || milli < 0)
+		return 0;
+	return milli;
+}
+
+struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *opts,
+				    char *err, size_t errlen)
+{
+	const cJSON *meta = json_obj(obj, "metadata");
+	const cJSON *spec = json_obj(obj, "spec");
+	const cJSON *status = json_obj(obj, "status");
+	const cJSON *labels = json_obj(meta, "labels");
+	const cJSON *taints = cJSON_GetObjectItemCaseSensitive(spec, "taints");
+	const cJSON *alloc = json_obj(status, "allocatable");
+	const cJSON *cap = json_obj(status, "capacity");
+	const char *name = json_str(meta, "name");
+	const cJSON *it;
+	struct cache_node *n = NULL;
+	struct cache_kv *kv;
+	struct cache_taint *tt;
+	size_t size, nl = 0, nt = 0;
+	struct blk b;
+
+	if (!name || !name[0] || strlen(name) > 253) {
+		snprintf(err, errlen, "node has no valid metadata.name");
+		return NULL;
+	}
+	size = sizeof(*n) + str_size(name) + 16;
+	cJSON_ArrayForEach(it, labels) {
+		if (!cJSON_IsString(it) || !it->string)
+			continue;
+		size += sizeof(struct cache_kv) + str_size(it->string) + str_size(it->valuestring);
+		nl++;
+	}
+	cJSON_ArrayForEach(it, json_list(taints)) {
+		size += sizeof(struct cache_taint) + str_size(json_str(it, "key")) +
+			str_size(json_str(it, "value")) + str_size(json_str(it, "effect"));
+		nt++;
+	}
+	if (nl > UINT16_MAX || nt > UINT16_MAX) {
+		snprintf(err, errlen, "node %s has too many labels or taints", name);
+		return NULL;
+	}
+	n = calloc(1, size);
+	if (!n) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	b.p = (char *)(n + 1);
+	b.end = (char *)n + size;
+	kv = blk_take(&b, nl * sizeof(*kv), _Alignof(struct cache_kv));
+	tt = blk_take(&b, nt * sizeof(*tt), _Alignof(struct cache_taint));
+	n->name = blk_str(&b, name);
+	nl = 0;
+	cJSON_ArrayForEach(it, labels) {
+		if (!cJSON_IsString(it) || !it->string)
+			continue;
+		kv[nl].key = blk_str(&b, it->string);
+		kv[nl].value = blk_str(&b, it->valuestring);
+		nl++;
+	}
+	qsort(kv, nl, sizeof(*kv), kv_cmp);
+	nt = 0;
+	cJSON_ArrayForEach(it, json_list(taints)) {
+		tt[nt].key = blk_str(&b, json_str(it, "key"));
+		tt[nt].value = blk_str(&b, json_str(it, "value"));
+		tt[nt].effect = blk_str(&b, json_str(it, "effect"));
+		nt++;
+	}
+	n->labels = kv;
+	n->n_labels = (uint16_t)nl;
+	n->taints = tt;
+	n->n_taints = (uint16_t)nt;
+
+	n->gpu_resource = -1;
+	for (unsigned i = 0; i < opts->n_gpu_resources; i++) {
+		int64_t c = resource_count(cap, opts->gpu_resources[i]);
+		int64_t a = resource_count(alloc, opts->gpu_resources[i]);
+
+		if (c <= 0 && a <= 0)
+			continue;
+		if (a < 0)
+			a = c;  /* no allocatable reported: all devices usable */
+		if (c < a)
+			c = a;
+		if (c > CACHE_MAX_GPUS) {
+			log_warn("cache", "node %s reports %lld %s; troupe tracks the first %d",
+				 name, (long long)c, opts->gpu_resources[i], CACHE_MAX_GPUS);
+			c = CACHE_MAX_GPUS;
+		}
+		if (a > c)
+			a = c;
+		n->gpu_resource = (int)i;
+		n->gpu_capacity = (uint32_t)c;
+		n->gpu_allocatable = (uint32_t)a;
+		break;
+	}
+	n->cpu_milli = resource_milli(alloc, "cpu");
+	n->mem_bytes = (resource_milli(alloc, "memory") + 999) / 1000;
+	n->ready = node_is_ready(status);
+	n->unschedulable = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "unschedulable"));
+	return n;
+}
+
+void cache_node_free(struct cache_node *node)
+{
+	free(node);
+}
+
+const char *cache_node_label(const struct cache_node *node, const char *key)
+{
+	size_t lo = 0, hi = node->n_labels;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(node->labels[mid].key, key);
+
+		if (c == 0)
+			return node->labels[mid].value;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* ---- Demand --------------------------------------------------------------- */
+
+/* Resources tracked per container: the managed GPU names, then cpu, memory. */
+enum { R_MAX = CACHE_MAX_GPU_RESOURCES + 2 };
+
+struct rvec {
+	int64_t v[R_MAX];
+};
+
+static void rvec_add(struct rvec *a, const struct rvec *b, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		a->v[i] = a->v[i] > INT64_MAX - b->v[i] ? INT64_MAX : a->v[i] + b->v[i];
+}
+
+static void rvec_max(struct rvec *a, const struct rvec *b, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (b->v[i] > a->v[i])
+			a->v[i] = b->v[i];
+}
+
+/* Read one container's requests. GPU rules (validation.go): whole numbers,
+ * a request needs a limit, and both must be equal. */
+static int container_demand(const cJSON *ctr, const struct cache_opts *opts, struct rvec *out,
+			    char *err, size_t errlen)
+{
+	const cJSON *res = json_obj(ctr, "resources");
+	const cJSON *lim = json_obj(res, "limits");
+	const cJSON *req = json_obj(res, "requests");
+	const char *cname = json_str(ctr, "name");
+	unsigned ng = opts->n_gpu_resources;
+
+	if (!cname)
+		cname = "?";
+	memset(out, 0, sizeof(*out));
+	for (unsigned i = 0; i < ng; i++) {
+		const char *rn = opts->gpu_resources[i];
+		const cJSON *l = cJSON_GetObjectItemCaseSensitive(lim, rn);
+		const cJSON *r = cJSON_GetObjectItemCaseSensitive(req, rn);
+		int64_t lm = 0, rm = 0;
+
+		if (!l && !r)
+			continue;
+		if (r && !l) {
+			snprintf(err, errlen,
+				 "container %s requests %s without a limit; GPUs cannot be "
+				 "overcommitted, set resources.limits[%s]",
+				 cname, rn, rn);
+			return -EINVAL;
+		}
+		if (json_quantity_milli(l, &lm) < 0 || lm < 0 || lm % 1000 != 0 ||
+		    (r && (json_quantity_milli(r, &rm) < 0 || rm < 0 || rm % 1000 != 0))) {
+			snprintf(err, errlen, "container %s: %s must be a whole, non-negative number",
+				 cname, rn);
+			return -EINVAL;
+		}
+		if (r && rm != lm) {
+			snprintf(err, errlen,
+				 "container %s: %s request (%lld) must equal its limit (%lld)",
+				 cname, rn, (long long)(rm / 1000), (long long)(lm / 1000));
+			return -EINVAL;
+		}
+		out->v[i] = lm / 1000;
+	}
+	/* cpu and memory: the request, or the limit when only that is set. */
+	for (unsigned k = 0; k < 2; k++) {
+		const char *rn = k == 0 ? "cpu" : "memory";
+		const cJSON *q = cJSON_GetObjectItemCaseSensitive(req, rn);
+		int64_t m = 0;
+
+		if (!q)
+			q = cJSON_GetObjectItemCaseSensitive(lim, rn);
+		if (q && (json_quantity_milli(q, &m) < 0 || m < 0)) {
+			snprintf(err, errlen, "container %s: invalid %s quantity", cname, rn);
+			return -EINVAL;
+		}
+		out->v[ng + k] = k == 0 ? m : (m + 999) / 1000;
+	}
+	return 0;
+}
+
+int cache_demand_compute(const cJSON *spec, const struct cache_opts *opts,
+			 struct cache_demand *out, char *err, size_t errlen)
+{
+	const cJSON *ctrs = cJSON_GetObjectItemCaseSensitive(spec, "containers");
+	const cJSON *inits = cJSON_GetObjectItemCaseSensitive(spec, "initContainers");
+	const cJSON *overhead = json_obj(spec, "overhead");
+	unsigned ng = opts->n_gpu_resources, nr = ng + 2;
+	struct rvec sum = { { 0 } }, init_max = { { 0 } }, sidecars = { { 0 } }, one;
+	const cJSON *c;
+	int found = -1;
+
+	memset(out, 0, sizeof(*out));
+	out->gpu_resource = -1;
+	if (ctrs && !cJSON_IsArray(ctrs)) {
+		snprintf(err, errlen, "spec.containers is not a list");
+		return -EINVAL;
+	}
+	if (inits && !cJSON_IsArray(inits)) {
+		snprintf(err, errlen, "spec.initContainers is not a list");
+		return -EINVAL;
+	}
+	cJSON_ArrayForEach(c, ctrs) {
+		if (container_demand(c, opts, &one, err, errlen) < 0)
+			return -EINVAL;
+		rvec_add(&sum, &one, nr);
+	}
+	/* Init containers run one at a time, each beside the sidecars (init
+	 * containers with restartPolicy Always) started before it; sidecars keep
+	 * running beside the app containers (component-helpers PodRequests). */
+	cJSON_ArrayForEach(c, inits) {
+		const char *rp = json_str(c, "restartPolicy");
+
+		if (container_demand(c, opts, &one, err, errlen) < 0)
+			return -EINVAL;
+		if (rp && strcmp(rp, "Always") == 0) {
+			rvec_add(&sum, &one, nr);
+			rvec_add(&sidecars, &one, nr);
+			one = sidecars;
+		} else {
+			rvec_add(&one, &sidecars, nr);
+		}
+		rvec_max(&init_max, &one, nr);
+	}
+	rvec_max(&sum, &init_max, nr);
+	if (overhead) {
+		for (unsigned i = 0; i < nr; i++) {
+			const char *rn = i < ng ? opts->gpu_resources[i] : i == ng ? "cpu" : "memory";
+			const cJSON *q = cJSON_GetObjectItemCaseSensitive(overhead, rn);
+			int64_t m;
+
+			if (!q)
+				continue;
+			if (json_quantity_milli(q, &m) < 0 || m < 0) {
+				snprintf(err, errlen, "spec.overhead: invalid %s quantity", rn);
+				return -EINVAL;
+			}
+			one.v[0] = i < ng ? m / 1000 : i == ng ? m : (m + 999) / 1000;
+			sum.v[i] = sum.v[i] > INT64_MAX - one.v[0] ? INT64_MAX : sum.v[i] + one.v[0];
+		}
+	}
+	for (unsigned i = 0; i < ng; i++) {
+		if (sum.v[i] == 0)
+			continue;
+		if (found >= 0) {
+			snprintf(err, errlen, "pod asks for both %s and %s; troupe places one GPU kind "
+				 "per pod", opts->gpu_resources[found], opts->gpu_resources[i]);
+			return -EINVAL;
+		}
+		if (sum.v[i] > CACHE_MAX_GPUS) {
+			snprintf(err, errlen, "pod asks for %lld %s; no node offers more than %d",
+				 (long long)sum.v[i], opts->gpu_resources[i], CACHE_MAX_GPUS);
+			return -EINVAL;
+		}
+		found = (int)i;
+	}
+	if (found >= 0) {
+		out->gpu_resource = found;
+		out->gpus = (uint32_t)sum.v[found];
+	}
+	out->cpu_milli = sum.v[ng];
+	out->mem_bytes = sum.v[ng + 1];
+	return 0;
+}
+
+/* ---- Devices ---------------------------------------------------------- */
+
+int cache_devices_parse(const char *s, uint64_t *mask)
+{
+	uint64_t m = 0;
+	const char *p = s;
+
+	if (!s || !*s)
+		return -EINVAL;
+	for (;;) {
+		unsigned v = 0;
+		int digits = 0;
+
+		while (*p == ' ')
+			p++;
+		for (; *p >= '0' && *p <= '9'; p++, digits++) {
+			v = v * 10 + (unsigned)(*p - '0');
+			if (v >= CACHE_MAX_GPUS)
+				return -EINVAL;
+		}
+		while (*p == ' ')
+			p++;
+		if (!digits || (m & (1ULL << v)))
+			return -EINVAL;
+		m |= 1ULL << v;
+		if (*p == '\0')
+			break;
+		if (*p++ != ',')
+			return -EINVAL;
+	}
+	*mask = m;
+	return 0;
+}
+
+void cache_devices_format(uint64_t mask, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (unsigned i = 0; i < CACHE_MAX_GPUS && mask; i++) {
+		int n;
+
+		if (!(mask & (1ULL << i)))
+			continue;
+		mask &= ~(1ULL << i);
+		n = snprintf(buf + at, len > at ? len - at : 0, "%s%u", at ? "," : "", i);
+		if (n < 0 || (size_t)n >= len - at)
+			return;
+		at += (size_t)n;
+	}
+}
+
+/* ---- Pods ------------------------------------------------------------- */
+
+static enum cache_pod_phase phase_parse(const char *s)
+{
+	if (!s || strcmp(s, "Pending") == 0)
+		return CACHE_POD_PENDING;
+	if (strcmp(s, "Running") == 0)
+		return CACHE_POD_RUNNING;
+	if (strcmp(s, "Succeeded") == 0)
+		return CACHE_POD_SUCCEEDED;
+	if (strcmp(s, "Failed") == 0)
+		return CACHE_POD_FAILED;
+	return CACHE_POD_UNKNOWN;
+}
+
+struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opts, char *err,
+				  size_t errlen)
+{
+	const cJSON *meta = json_obj(obj, "metadata");
+	const cJSON *spec = json_obj(obj, "spec");
+	const cJSON *status = json_obj(obj, "status");
+	const cJSON *ann = json_obj(meta, "annotations");
+	const char *name = json_str(meta, "name");
+	const char *ns = json_str(meta, "namespace");
+	const char *uid = json_str(meta, "uid");
+	const char *node = json_str(spec, "nodeName");
+	const char *ids = json_str(ann, TROUPE_GPU_IDS_ANNOTATION);
+	char derr[CACHE_ERR_LEN] = "";
+	char synth_uid[320];
+	struct cache_demand d;
+	struct cache_pod *p;
+	bool bad_demand;
+	size_t size;
+	struct blk b;
+
+	if (!name || !name[0] || strlen(name) > 253) {
+		snprintf(err, errlen, "pod has no valid metadata.name");
+		return NULL;
+	}
+	if (!ns || !ns[0])
+		ns = "default";
+	if (strlen(ns) > 63) {
+		snprintf(err, errlen, "pod %s has an invalid namespace", name);
+		return NULL;
+	}
+	if (!uid || !uid[0]) {
+		/* Hand-written snapshots may omit UIDs; the name is unique within the
+		 * snapshot, so use it. */
+		snprintf(synth_uid, sizeof(synth_uid), "%s/%s", ns, name);
+		uid = synth_uid;
+	}
+	if (strlen(uid) > 128) {
+		snprintf(err, errlen, "pod %s/%s has an invalid uid", ns, name);
+		return NULL;
+	}
+	if (node && !node[0])
+		node = NULL;
+	if (node && strlen(node) > 253) {
+		snprintf(err, errlen, "pod %s/%s has an invalid spec.nodeName", ns, name);
+		return NULL;
+	}
+	bad_demand = !spec || cache_demand_compute(spec, opts, &d, derr, sizeof(derr)) < 0;
+	if (!spec)
+		snprintf(derr, sizeof(derr), "pod has no spec");
+	size = sizeof(*p) + str_size(uid) + str_size(ns) + str_size(name) + str_size(node) +
+	       (bad_demand ? str_size(derr) : 0);
+	p = calloc(1, size);
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	b.p = (char *)(p + 1);
+	b.end = (char *)p + size;
+	p->uid = blk_str(&b, uid);
+	p->ns = blk_str(&b, ns);
+	p->name = blk_str(&b, name);
+	p->node = blk_str(&b, node);
+	p->phase = phase_parse(json_str(status, "phase"));
+	p->deleting = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp") != NULL &&
+		      !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp"));
+	if (bad_demand) {
+		memset(&p->demand, 0, sizeof(p->demand));
+		p->demand.gpu_resource = -1;
+		p->demand_error = blk_str(&b, derr);
+	} else {
+		p->demand = d;
+	}
+	if (ids && cache_devices_parse(ids, &p->devices) == 0 &&
+	    (uint32_t)__builtin_popcountll(p->devices) == p->demand.gpus)
+		p->has_devices = true;
+	else
+		p->devices = 0;
+	return p;
+}
+
+void cache_pod_free(struct cache_pod *pod)
+{
+	free(pod);
+}

@@ -1,0 +1,886 @@
+/* The store: nodes by name in a Concurrency Kit hash table (one writer, many
+ * lock-free readers), node records published whole and reclaimed through
+ * ck_epoch, per-node GPU usage changed by double-word compare-and-swap, and the
+ * pod table that says which pod holds what.
+ *
+ * Slots. The table maps a node name to a slot that lives as long as anything
+ * refers to the name. A slot carries the current immutable node record (NULL
+ * while the node is unknown or deleted) and the node's usage:
+ *
+ *     usage[0]  mask of devices held by pods whose devices are known
+ *     usage[1]  GPUs held by pods whose devices troupe does not know
+ *
+ * Both words change only together, by ck_pr_cas_64_2, so "these devices are
+ * free and the node has room" is checked and claimed in one step. Readers load
+ * the two words separately: a torn view can only make filter's answer stale by
+ * one event, and bind re-checks with the CAS.
+ *
+ * Slot lifetime. slot->refs counts pod holdings and in-flight assumes. The
+ * writer removes a slot only when its record is NULL and refs is 0; an assume
+ * increments refs before it loads the record. Both sides use sequentially
+ * consistent operations (the Dekker pattern), so either the assume sees the
+ * record gone, or the writer sees the reference and keeps the slot.
+ *
+ * Pods. The pod table is striped: 64 mutex-guarded maps keyed by UID. Only pod
+ * writes take a stripe lock (watch events, remember, assume, forget); node
+ * lookups in filter and prioritize never do. No stripe lock is held across I/O
+ * or a call into another module.
+ */
+#include "cache/cache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ck_epoch.h>
+#include <ck_ht.h>
+#include <ck_pr.h>
+
+#include "common/log.h"
+#include "common/strmap.h"
+
+enum { POD_STRIPES = 64 };
+
+struct slot {
+	/* [0] device mask, [1] unattributed count: changed only by ck_pr_cas_64_2. */
+	uint64_t usage[2] __attribute__((aligned(16)));
+	/* Published by the writer with a release store; readers load it inside a
+	 * read section. NULL: the node is unknown (usage kept for its pods). */
+	struct cache_node *rec;
+	unsigned int refs;              /* holdings + in-flight assumes (seq_cst) */
+	ck_epoch_entry_t epoch_entry;   /* for retiring the slot */
+	uint16_t name_len;
+	char name[];
+};
+
+/* A retired node record, freed after the grace period. */
+struct retired {
+	ck_epoch_entry_t entry;
+	void *ptr;
+};
+
+struct pod_entry {
+	char *uid;                      /* key; owned */
+	enum cache_pod_state state;
+	struct cache_pod *pod;          /* latest parsed object; owned */
+	struct slot *slot;              /* holding on this node (a ref), or NULL */
+	uint64_t hold_devices;
+	uint32_t hold_unattr;
+};
+
+struct stripe {
+	pthread_mutex_t lock;
+	struct strmap map;              /* uid -> pod_entry; guarded by lock */
+} __attribute__((aligned(64)));
+
+struct reader_rec {
+	ck_epoch_record_t rec;
+	struct reader_rec *next;
+};
+
+struct cache {
+	struct cache_opts opts;
+	uint64_t gen;                   /* tells thread-local reader records apart */
+	ck_epoch_t epoch;
+	ck_epoch_record_t *writer;      /* used only by the single writer */
+	ck_ht_t nodes;                  /* name -> struct slot; writer mutates */
+	unsigned int n_nodes;           /* writer writes, anyone reads (relaxed) */
+	unsigned int n_tombstones;      /* slots with no record; writer only */
+	bool synced;                    /* relaxed atomic */
+	pthread_mutex_t readers_lock;
+	struct reader_rec *readers;     /* guarded by readers_lock */
+	struct stripe pods[POD_STRIPES];
+};
+
+static uint64_t cache_generation;
+
+/* The writer's cache, for ck_ht's allocator callbacks (which take no context). */
+static __thread struct cache *tl_writer;
+
+static __thread struct {
+	uint64_t gen;
+	ck_epoch_record_t *rec;
+} tl_reader;
+
+/* ---- ck_ht allocator: deferred frees go through the epoch ---------------- */
+
+struct ht_hdr {
+	ck_epoch_entry_t entry;
+	size_t size;
+} __attribute__((aligned(16)));
+
+static void *ht_malloc(size_t size)
+{
+	struct ht_hdr *h = malloc(sizeof(*h) + size);
+
+	if (!h)
+		return NULL;
+	h->size = size;
+	return h + 1;
+}
+
+static void ht_free_now(ck_epoch_entry_t *e)
+{
+	free((struct ht_hdr *)e);
+}
+
+static void ht_free(void *p, size_t size, bool defer)
+{
+	struct ht_hdr *h;
+
+	if (!p)
+		return;
+	h = (struct ht_hdr *)p - 1;
+	if (defer && tl_writer) {
+		/* A reader may still walk the old table: free after the grace period. */
+		ck_epoch_call(tl_writer->writer, &h->entry, ht_free_now);
+		return;
+	}
+	free(h);
+}
+
+static void *ht_realloc(void *p, size_t old, size_t size, bool defer)
+{
+	void *n = ht_malloc(size);
+
+	if (!n)
+		return NULL;
+	memcpy(n, p, old < size ? old : size);
+	ht_free(p, old, defer);
+	return n;
+}
+
+static struct ck_malloc ht_allocator = { ht_malloc, ht_realloc, ht_free };
+
+static void retired_free(ck_epoch_entry_t *e)
+{
+	struct retired *r = (struct retired *)e;
+
+	free(r->ptr);
+	free(r);
+}
+
+static void slot_free_cb(ck_epoch_entry_t *e)
+{
+	struct slot *s = (struct slot *)((char *)e - offsetof(struct slot, epoch_entry));
+
+	free(s->rec);
+	free(s);
+}
+
+/* Writer: free <ptr> once no reader can hold it. */
+static void retire(struct cache *c, void *ptr)
+{
+	struct retired *r = malloc(sizeof(*r));
+
+	if (!r) {
+		/* Cannot defer without memory: wait for readers instead. */
+		ck_epoch_synchronize(c->writer);
+		free(ptr);
+		return;
+	}
+	r->ptr = ptr;
+	ck_epoch_call(c->writer, &r->entry, retired_free);
+}
+
+/* ---- Creation -------------------------------------------------------- */
+
+struct cache *cache_new(const struct cache_opts *opts)
+{
+	struct cache *c;
+
+	if (!opts || opts->n_gpu_resources == 0 || opts->n_gpu_resources > CACHE_MAX_GPU_RESOURCES) {
+		errno = EINVAL;
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->opts = *opts;
+	c->gen = __atomic_add_fetch(&cache_generation, 1, __ATOMIC_RELAXED);
+	ck_epoch_init(&c->epoch);
+	c->writer = calloc(1, sizeof(*c->writer));
+	if (!c->writer)
+		goto fail;
+	ck_epoch_register(&c->epoch, c->writer, NULL);
+	if (!ck_ht_init(&c->nodes, CK_HT_MODE_BYTESTRING | CK_HT_WORKLOAD_DELETE, NULL,
+			&ht_allocator, 1024, 0x74726f75ULL))
+		goto fail_ht;
+	pthread_mutex_init(&c->readers_lock, NULL);
+	for (int i = 0; i < POD_STRIPES; i++) {
+		pthread_mutex_init(&c->pods[i].lock, NULL);
+		strmap_init(&c->pods[i].map);
+	}
+	return c;
+fail_ht:
+	free(c->writer);
+fail:
+	free(c);
+	errno = ENOMEM;
+	return NULL;
+}
+
+static void pod_entry_free(struct pod_entry *e)
+{
+	if (!e)
+		return;
+	cache_pod_free(e->pod);
+	free(e->uid);
+	free(e);
+}
+
+void cache_free(struct cache *c)
+{
+	ck_ht_iterator_t it = CK_HT_ITERATOR_INITIALIZER;
+	ck_ht_entry_t *ent;
+	struct reader_rec *r, *next;
+
+	if (!c)
+		return;
+	tl_writer = c;
+	/* Run every deferred free: no reader may be active when cache_free runs. */
+	ck_epoch_barrier(c->writer);
+	for (int i = 0; i < POD_STRIPES; i++) {
+		size_t pos = 0;
+		void *v;
+
+		while (strmap_next(&c->pods[i].map, &pos, NULL, &v))
+			pod_entry_free(v);
+		strmap_fini(&c->pods[i].map);
+		pthread_mutex_destroy(&c->pods[i].lock);
+	}
+	while (ck_ht_next(&c->nodes, &it, &ent)) {
+		struct slot *s = ck_ht_entry_value(ent);
+
+		free(s->rec);
+		free(s);
+	}
+	ck_ht_destroy(&c->nodes);
+	ck_epoch_barrier(c->writer);
+	tl_writer = NULL;
+	for (r = c->readers; r; r = next) {
+		next = r->next;
+		free(r);
+	}
+	pthread_mutex_destroy(&c->readers_lock);
+	free(c->writer);
+	free(c);
+}
+
+const struct cache_opts *cache_get_opts(const struct cache *c)
+{
+	return &c->opts;
+}
+
+void cache_set_synced(struct cache *c, bool synced)
+{
+	__atomic_store_n(&c->synced, synced, __ATOMIC_RELEASE);
+}
+
+bool cache_is_synced(const struct cache *c)
+{
+	return __atomic_load_n(&c->synced, __ATOMIC_ACQUIRE);
+}
+
+/* ---- Readers --------------------------------------------------------- */
+
+static ck_epoch_record_t *reader_record(struct cache *c)
+{
+	struct reader_rec *r;
+
+	if (tl_reader.gen == c->gen)
+		return tl_reader.rec;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		/* No memory for a record: fall back to the writer's, serialised by
+		 * the readers lock below. Practically unreachable. */
+		abort();
+	}
+	ck_epoch_register(&c->epoch, &r->rec, NULL);
+	pthread_mutex_lock(&c->readers_lock);
+	r->next = c->readers;
+	c->readers = r;
+	pthread_mutex_unlock(&c->readers_lock);
+	tl_reader.gen = c->gen;
+	tl_reader.rec = &r->rec;
+	return &r->rec;
+}
+
+void cache_read_begin(struct cache *c)
+{
+	ck_epoch_begin(reader_record(c), NULL);
+}
+
+void cache_read_end(struct cache *c)
+{
+	ck_epoch_end(reader_record(c), NULL);
+}
+
+static struct slot *slot_get(struct cache *c, const char *name, size_t len)
+{
+	ck_ht_entry_t ent;
+	ck_ht_hash_t h;
+
+	if (len == 0 || len > UINT16_MAX)
+		return NULL;
+	ck_ht_hash(&h, &c->nodes, name, (uint16_t)len);
+	ck_ht_entry_key_set(&ent, name, (uint16_t)len);
+	if (!ck_ht_get_spmc(&c->nodes, h, &ent))
+		return NULL;
+	return ck_ht_entry_value(&ent);
+}
+
+static void usage_load(const struct slot *s, uint64_t *used, uint32_t *unattr)
+{
+	*used = ck_pr_load_64(&s->usage[0]);
+	*unattr = (uint32_t)ck_pr_load_64(&s->usage[1]);
+}
+
+bool cache_node_lookup(struct cache *c, const char *name, size_t len,
+		       struct cache_node_view *out)
+{
+	struct slot *s = slot_get(c, name, len);
+	struct cache_node *rec;
+
+	if (!s)
+		return false;
+	/* Pairs with the release store in cache_node_upsert. */
+	rec = ck_pr_load_ptr(&s->rec);
+	if (!rec)
+		return false;
+	ck_pr_fence_load();
+	out->node = rec;
+	usage_load(s, &out->used, &out->unattributed);
+	return true;
+}
+
+bool cache_usage_lookup(struct cache *c, const char *name, size_t len, uint64_t *used,
+			uint32_t *unattributed)
+{
+	struct slot *s = slot_get(c, name, len);
+
+	if (!s)
+		return false;
+	usage_load(s, used, unattributed);
+	return true;
+}
+
+void cache_node_foreach(struct cache *c, bool (*fn)(const struct cache_node_view *, void *),
+			void *arg)
+{
+	ck_ht_iterator_t it = CK_HT_ITERATOR_INITIALIZER;
+	ck_ht_entry_t *ent;
+
+	while (ck_ht_next(&c->nodes, &it, &ent)) {
+		struct slot *s = ck_ht_entry_value(ent);
+		struct cache_node_view v;
+
+		v.node = ck_pr_load_ptr(&s->rec);
+		if (!v.node)
+			continue;
+		ck_pr_fence_load();
+		usage_load(s, &v.used, &v.unattributed);
+		if (!fn(&v, arg))
+			break;
+	}
+}
+
+static uint64_t capacity_mask(const struct cache_node *n)
+{
+	return n->gpu_capacity >= 64 ? ~0ULL : (1ULL << n->gpu_capacity) - 1;
+}
+
+uint32_t cache_view_free_gpus(const struct cache_node_view *v)
+{
+	int64_t held = __builtin_popcountll(v->used) + (int64_t)v->unattributed;
+	int64_t free_n = (int64_t)v->node->gpu_allocatable - held;
+
+	return free_n > 0 ? (uint32_t)free_n : 0;
+}
+
+uint64_t cache_view_free_mask(const struct cache_node_view *v)
+{
+	return cache_view_free_gpus(v) ? capacity_mask(v->node) & ~v->used : 0;
+}
+
+/* ---- Usage updates ------------------------------------------------------ */
+
+/* Add (sign 1) or remove (sign -1) a holding. Adding devices already taken is
+ * refused with -EBUSY unless <force>; watch facts are applied with force and
+ * the overlap counted as unattributed instead. */
+static int usage_change(struct slot *s, uint64_t devices, uint32_t unattr, int sign)
+{
+	uint64_t cur[2], next[2];
+
+	for (;;) {
+		cur[0] = ck_pr_load_64(&s->usage[0]);
+		cur[1] = ck_pr_load_64(&s->usage[1]);
+		if (sign > 0) {
+			if (cur[0] & devices)
+				return -EBUSY;
+			next[0] = cur[0] | devices;
+			next[1] = cur[1] + unattr;
+		} else {
+			next[0] = cur[0] & ~devices;
+			next[1] = cur[1] >= unattr ? cur[1] - unattr : 0;
+		}
+		/* Claims both words at once; pairs with every other CAS on usage. */
+		if (ck_pr_cas_64_2(s->usage, cur, next))
+			return 0;
+	}
+}
+
+/* ---- Writer: nodes -------------------------------------------------------- */
+
+static struct slot *slot_create(struct cache *c, const char *name, size_t len)
+{
+	struct slot *s;
+	ck_ht_entry_t ent;
+	ck_ht_hash_t h;
+
+	if (len == 0 || len > UINT16_MAX)
+		return NULL;
+	s = aligned_alloc(16, (sizeof(*s) + len + 1 + 15) & ~(size_t)15);
+	if (!s)
+		return NULL;
+	memset(s, 0, sizeof(*s));
+	memcpy(s->name, name, len);
+	s->name[len] = '\0';
+	s->name_len = (uint16_t)len;
+	ck_ht_hash(&h, &c->nodes, s->name, (uint16_t)len);
+	ck_ht_entry_set(&ent, h, s->name, (uint16_t)len, s);
+	if (!ck_ht_put_spmc(&c->nodes, h, &ent)) {
+		free(s);
+		return NULL;
+	}
+	c->n_tombstones++;
+	return s;
+}
+
+/* Writer: drop a slot that has neither a record nor references. */
+static void slot_maybe_remove(struct cache *c, struct slot *s)
+{
+	ck_ht_entry_t ent;
+	ck_ht_hash_t h;
+
+	if (ck_pr_load_ptr(&s->rec))
+		return;
+	/* seq_cst: pairs with the increment in cache_pod_assume (Dekker). */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) != 0)
+		return;
+	ck_ht_hash(&h, &c->nodes, s->name, s->name_len);
+	ck_ht_entry_key_set(&ent, s->name, s->name_len);
+	if (!ck_ht_remove_spmc(&c->nodes, h, &ent))
+		return;
+	c->n_tombstones--;
+	ck_epoch_call(c->writer, &s->epoch_entry, slot_free_cb);
+}
+
+int cache_node_upsert(struct cache *c, struct cache_node *node)
+{
+	size_t len = strlen(node->name);
+	struct slot *s;
+	struct cache_node *old;
+
+	tl_writer = c;
+	s = slot_get(c, node->name, len);
+	if (!s)
+		s = slot_create(c, node->name, len);
+	if (!s) {
+		cache_node_free(node);
+		return -ENOMEM;
+	}
+	old = s->rec;
+	/* Release: the record's contents are visible before its pointer. Pairs
+	 * with the load in cache_node_lookup. */
+	ck_pr_fence_store();
+	ck_pr_store_ptr(&s->rec, node);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (old)
+		retire(c, old);
+	else {
+		c->n_tombstones--;
+		__atomic_add_fetch(&c->n_nodes, 1, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+int cache_node_delete(struct cache *c, const char *name)
+{
+	struct slot *s;
+	struct cache_node *old;
+
+	tl_writer = c;
+	s = slot_get(c, name, strlen(name));
+	if (!s || !s->rec)
+		return -ENOENT;
+	old = s->rec;
+	/* seq_cst store: pairs with the record load after refs++ in assume. */
+	__atomic_store_n(&s->rec, NULL, __ATOMIC_SEQ_CST);
+	c->n_tombstones++;
+	__atomic_sub_fetch(&c->n_nodes, 1, __ATOMIC_RELAXED);
+	retire(c, old);
+	slot_maybe_remove(c, s);
+	return 0;
+}
+
+void cache_writer_reclaim(struct cache *c)
+{
+	tl_writer = c;
+	if (c->n_tombstones > 0) {
+		ck_ht_iterator_t it = CK_HT_ITERATOR_INITIALIZER;
+		ck_ht_entry_t *ent;
+		struct slot *dead[256];
+		size_t n = 0;
+
+		while (n < sizeof(dead) / sizeof(dead[0]) && ck_ht_next(&c->nodes, &it, &ent)) {
+			struct slot *s = ck_ht_entry_value(ent);
+
+			if (!s->rec && __atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) == 0)
+				dead[n++] = s;
+		}
+		for (size_t i = 0; i < n; i++)
+			slot_maybe_remove(c, dead[i]);
+	}
+	ck_epoch_poll(c->writer);
+}
+
+/* ---- Pods ----------------------------------------------------------------- */
+
+static struct stripe *stripe_of(struct cache *c, const char *uid, size_t len)
+{
+	return &c->pods[strmap_hash(uid, len) % POD_STRIPES];
+}
+
+static void slot_ref(struct slot *s)
+{
+	__atomic_add_fetch(&s->refs, 1, __ATOMIC_SEQ_CST);
+}
+
+static void slot_unref(struct slot *s)
+{
+	__atomic_sub_fetch(&s->refs, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Release whatever <e> holds. Stripe lock held. */
+static void entry_release(struct cache *c, struct pod_entry *e)
+{
+	struct slot *s = e->slot;
+
+	if (!s)
+		return;
+	usage_change(s, e->hold_devices, e->hold_unattr, -1);
+	e->slot = NULL;
+	e->hold_devices = 0;
+	e->hold_unattr = 0;
+	slot_unref(s);
+	if (tl_writer == c)
+		slot_maybe_remove(c, s);
+}
+
+/* Whether a pod in this state holds resources on its node (issue: pods that
+ * finished or are being deleted hold nothing). */
+static bool pod_holds(const struct cache_pod *p)
+{
+	return p->node && !p->deleting && p->phase != CACHE_POD_SUCCEEDED &&
+	       p->phase != CACHE_POD_FAILED && p->demand.gpus > 0;
+}
+
+/* Writer: make <e> hold what the watch says <p> holds on p->node. */
+static int entry_hold_fact(struct cache *c, struct pod_entry *e, const struct cache_pod *p)
+{
+	size_t len = strlen(p->node);
+	struct slot *s = slot_get(c, p->node, len);
+	uint64_t devices = 0;
+	uint32_t unattr = p->demand.gpus;
+
+	if (p->has_devices) {
+		devices = p->devices;
+		unattr = 0;
+	} else if (e->state == CACHE_POD_STATE_ASSUMED && e->slot && e->slot == s) {
+		/* troupe's own bind, confirmed: keep the devices it chose. */
+		e->state = CACHE_POD_STATE_BOUND;
+		return 0;
+	}
+	if (e->slot == s && s && e->hold_devices == devices && e->hold_unattr == unattr) {
+		e->state = CACHE_POD_STATE_BOUND;
+		return 0;
+	}
+	entry_release(c, e);
+	if (!s)
+		s = slot_create(c, p->node, len);
+	if (!s)
+		return -ENOMEM;
+	if (devices && usage_change(s, devices, 0, 1) == -EBUSY) {
+		log_warn("cache", "pod %s/%s: devices in %s are held by another pod on %s; "
+			 "counting its %u GPUs as unattributed", p->ns, p->name,
+			 "troupe.io/gpu-ids", p->node, p->demand.gpus);
+		devices = 0;
+		unattr = p->demand.gpus;
+	}
+	if (!devices)
+		usage_change(s, 0, unattr, 1);
+	slot_ref(s);
+	e->slot = s;
+	e->hold_devices = devices;
+	e->hold_unattr = unattr;
+	e->state = CACHE_POD_STATE_BOUND;
+	return 0;
+}
+
+static struct pod_entry *entry_new(struct stripe *st, const char *uid)
+{
+	struct pod_entry *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->uid = strdup(uid);
+	if (!e->uid || strmap_put(&st->map, e->uid, strlen(e->uid), e, NULL) < 0) {
+		free(e->uid);
+		free(e);
+		return NULL;
+	}
+	e->state = CACHE_POD_STATE_PENDING;
+	return e;
+}
+
+int cache_pod_apply(struct cache *c, struct cache_pod *pod)
+{
+	size_t len = strlen(pod->uid);
+	struct stripe *st = stripe_of(c, pod->uid, len);
+	struct pod_entry *e;
+	int ret = 0;
+
+	tl_writer = c;
+	pthread_mutex_lock(&st->lock);
+	e = strmap_get(&st->map, pod->uid, len);
+	if (!e && !(e = entry_new(st, pod->uid))) {
+		ret = -ENOMEM;
+		cache_pod_free(pod);
+		goto out;
+	}
+	if (pod_holds(pod)) {
+		ret = entry_hold_fact(c, e, pod);
+	} else if (e->state == CACHE_POD_STATE_ASSUMED && !pod->node && !pod->deleting &&
+		   pod->phase != CACHE_POD_SUCCEEDED && pod->phase != CACHE_POD_FAILED) {
+		/* An event from before troupe's binding landed: keep the assumption
+		 * until the watch shows the pod bound, gone or finished. */
+	} else {
+		entry_release(c, e);
+		e->state = CACHE_POD_STATE_PENDING;
+	}
+	cache_pod_free(e->pod);
+	e->pod = pod;
+out:
+	pthread_mutex_unlock(&st->lock);
+	return ret;
+}
+
+int cache_pod_delete(struct cache *c, const char *uid)
+{
+	size_t len = strlen(uid);
+	struct stripe *st = stripe_of(c, uid, len);
+	struct pod_entry *e;
+
+	tl_writer = c;
+	pthread_mutex_lock(&st->lock);
+	e = strmap_del(&st->map, uid, len);
+	if (e)
+		entry_release(c, e);
+	pthread_mutex_unlock(&st->lock);
+	pod_entry_free(e);
+	return e ? 0 : -ENOENT;
+}
+
+int cache_pod_remember(struct cache *c, struct cache_pod *pod)
+{
+	size_t len = strlen(pod->uid);
+	struct stripe *st = stripe_of(c, pod->uid, len);
+	struct pod_entry *e;
+	int ret = 0;
+
+	pthread_mutex_lock(&st->lock);
+	e = strmap_get(&st->map, pod->uid, len);
+	if (e) {
+		/* Already known from the watch or an earlier call: that is newer. */
+		goto out;
+	}
+	e = entry_new(st, pod->uid);
+	if (!e) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	e->pod = pod;
+	pod = NULL;
+out:
+	pthread_mutex_unlock(&st->lock);
+	cache_pod_free(pod);
+	return ret;
+}
+
+static void copy_str(char *dst, size_t n, const char *src)
+{
+	snprintf(dst, n, "%s", src ? src : "");
+}
+
+int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out)
+{
+	size_t len = strlen(uid);
+	struct stripe *st = stripe_of(c, uid, len);
+	struct pod_entry *e;
+	int ret = 0;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&st->lock);
+	e = strmap_get(&st->map, uid, len);
+	if (!e || !e->pod) {
+		ret = -ENOENT;
+		goto out;
+	}
+	out->state = e->state;
+	copy_str(out->ns, sizeof(out->ns), e->pod->ns);
+	copy_str(out->name, sizeof(out->name), e->pod->name);
+	copy_str(out->node, sizeof(out->node), e->slot ? e->slot->name : e->pod->node);
+	out->demand = e->pod->demand;
+	out->demand_valid = e->pod->demand_error == NULL;
+	out->devices = e->hold_devices;
+	out->unattributed = e->hold_unattr;
+out:
+	pthread_mutex_unlock(&st->lock);
+	return ret;
+}
+
+int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_t *devices)
+{
+	size_t len = strlen(uid);
+	struct stripe *st = stripe_of(c, uid, len);
+	struct pod_entry *e;
+	struct slot *s = NULL;
+	struct cache_node *rec;
+	uint64_t want = *devices, cur[2], next[2];
+	int ret = 0;
+
+	cache_read_begin(c);
+	pthread_mutex_lock(&st->lock);
+	e = strmap_get(&st->map, uid, len);
+	if (!e || !e->pod) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (e->slot) {
+		if (strcmp(e->slot->name, node) == 0) {
+			*devices = e->hold_devices;
+			ret = -EALREADY;
+		} else {
+			ret = -EEXIST;
+		}
+		goto out;
+	}
+	s = slot_get(c, node, strlen(node));
+	if (!s) {
+		ret = -ENOENT;
+		goto out;
+	}
+	/* seq_cst increment, then load the record: pairs with the writer's
+	 * seq_cst store of NULL and its refs check in slot_maybe_remove. */
+	slot_ref(s);
+	rec = __atomic_load_n(&s->rec, __ATOMIC_SEQ_CST);
+	if (!rec) {
+		ret = -ENOENT;
+		goto out_unref;
+	}
+	if ((uint32_t)__builtin_popcountll(want) != e->pod->demand.gpus ||
+	    (want & ~capacity_mask(rec))) {
+		ret = -EINVAL;
+		goto out_unref;
+	}
+	for (;;) {
+		int64_t free_n;
+
+		cur[0] = ck_pr_load_64(&s->usage[0]);
+		cur[1] = ck_pr_load_64(&s->usage[1]);
+		if (cur[0] & want) {
+			ret = -EAGAIN;
+			goto out_unref;
+		}
+		free_n = (int64_t)rec->gpu_allocatable - __builtin_popcountll(cur[0]) -
+			 (int64_t)cur[1];
+		if (free_n < __builtin_popcountll(want)) {
+			ret = -ENOSPC;
+			goto out_unref;
+		}
+		next[0] = cur[0] | want;
+		next[1] = cur[1];
+		/* Check-and-claim in one step; pairs with every other usage CAS. */
+		if (ck_pr_cas_64_2(s->usage, cur, next))
+			break;
+	}
+	e->slot = s;            /* the reference taken above now belongs to e */
+	e->hold_devices = want;
+	e->hold_unattr = 0;
+	e->state = CACHE_POD_STATE_ASSUMED;
+	goto out;
+out_unref:
+	slot_unref(s);
+out:
+	pthread_mutex_unlock(&st->lock);
+	cache_read_end(c);
+	return ret;
+}
+
+int cache_pod_forget(struct cache *c, const char *uid)
+{
+	size_t len = strlen(uid);
+	struct stripe *st = stripe_of(c, uid, len);
+	struct pod_entry *e;
+	int ret = -ENOENT;
+
+	cache_read_begin(c);
+	pthread_mutex_lock(&st->lock);
+	e = strmap_get(&st->map, uid, len);
+	if (e && e->state == CACHE_POD_STATE_ASSUMED) {
+		entry_release(c, e);
+		e->state = CACHE_POD_STATE_PENDING;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&st->lock);
+	cache_read_end(c);
+	return ret;
+}
+
+/* ---- Statistics ----------------------------------------------------------- */
+
+static bool stats_node(const struct cache_node_view *v, void *arg)
+{
+	struct cache_stats *st = arg;
+
+	st->nodes++;
+	st->gpus_allocatable += v->node->gpu_allocatable;
+	st->gpus_held += (uint64_t)__builtin_popcountll(v->used) + v->unattributed;
+	return true;
+}
+
+void cache_get_stats(struct cache *c, struct cache_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	cache_read_begin(c);
+	cache_node_foreach(c, stats_node, out);
+	cache_read_end(c);
+	for (int i = 0; i < POD_STRIPES; i++) {
+		size_t pos = 0;
+		void *v;
+
+		pthread_mutex_lock(&c->pods[i].lock);
+		while (strmap_next(&c->pods[i].map, &pos, NULL, &v)) {
+			struct pod_entry *e = v;
+
+			out->pods++;
+			if (e->slot)
+				out->pods_holding++;
+		}
+		pthread_mutex_unlock(&c->pods[i].lock);
+	}
+}

@@ -1,0 +1,39 @@
+/* A growable byte buffer for building responses, with JSON string escaping.
+ *
+ * Allocation failure is sticky: after one, every append does nothing and
+ * strbuf_failed() is true, so a caller checks once at the end instead of after
+ * every append.
+ */
+#ifndef TROUPE_COMMON_STRBUF_H
+#define TROUPE_COMMON_STRBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct strbuf {
+	char *buf;      /* NUL-terminated when not NULL */
+	size_t len;
+	size_t cap;
+	bool failed;
+};
+
+#define STRBUF_INIT { NULL, 0, 0, false }
+
+void strbuf_init(struct strbuf *sb);
+void strbuf_fini(struct strbuf *sb);
+/* Reserve room for <extra> more bytes. Returns 0 or -ENOMEM. */
+int strbuf_reserve(struct strbuf *sb, size_t extra);
+void strbuf_append(struct strbuf *sb, const char *s, size_t len);
+void strbuf_puts(struct strbuf *sb, const char *s);
+void strbuf_putc(struct strbuf *sb, char c);
+void strbuf_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void strbuf_put_i64(struct strbuf *sb, int64_t v);
+/* Append <s> as a JSON string literal, quotes included. Control characters
+ * and invalid UTF-8 bytes are escaped so the output is always valid JSON. */
+void strbuf_put_json_str(struct strbuf *sb, const char *s, size_t len);
+bool strbuf_failed(const struct strbuf *sb);
+/* Hand the buffer to the caller (who frees it with free()); sb is reset. */
+char *strbuf_take(struct strbuf *sb, size_t *len);
+
+#endif

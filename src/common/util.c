@@ -1,0 +1,116 @@
+/* Shared helpers; see util.h. */
+#include "common/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/quantity.h"
+
+int util_read_file(const char *path, size_t max, char **out, size_t *len)
+{
+	int fd = -1, ret = 0;
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	for (;;) {
+		ssize_t r;
+
+		if (n + 1 >= cap) {
+			size_t ncap = cap ? cap * 2 : 65536;
+			char *p;
+
+			if (cap > max + 1)
+				ncap = cap;
+			else if (ncap > max + 2)
+				ncap = max + 2;
+			p = realloc(buf, ncap);
+			if (!p) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			buf = p;
+			cap = ncap;
+		}
+		r = read(fd, buf + n, cap - n - 1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			ret = -errno;
+			goto out;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		if (n > max) {
+			ret = -EFBIG;
+			goto out;
+		}
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	buf = NULL;
+out:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+uint64_t util_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+const char *json_str(const cJSON *obj, const char *key)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	return cJSON_IsString(it) ? it->valuestring : NULL;
+}
+
+const cJSON *json_obj(const cJSON *obj, const char *key)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	return cJSON_IsObject(it) ? it : NULL;
+}
+
+const cJSON *json_list(const cJSON *list)
+{
+	return cJSON_IsArray(list) ? list : NULL;
+}
+
+int json_quantity_milli(const cJSON *item, int64_t *milli)
+{
+	if (cJSON_IsString(item))
+		return quantity_parse_milli(item->valuestring, strlen(item->valuestring), milli);
+	if (cJSON_IsNumber(item)) {
+		double v = item->valuedouble;
+
+		/* YAML numbers keep their text; parse that for exactness. */
+		if (item->valuestring)
+			return quantity_parse_milli(item->valuestring,
+						    strlen(item->valuestring), milli);
+		if (!isfinite(v) || fabs(v) > 9.0e15)
+			return -ERANGE;
+		*milli = (int64_t)ceil(v * 1000.0 - 1e-6);
+		return 0;
+	}
+	return -EINVAL;
+}

@@ -1,0 +1,32 @@
+/* Small helpers shared by every module: whole-file reads, monotonic time and
+ * the cJSON accessors that Kubernetes objects need (quantities may arrive as
+ * strings or numbers). */
+#ifndef TROUPE_COMMON_UTIL_H
+#define TROUPE_COMMON_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Read all of <path> (at most <max> bytes) into a NUL-terminated buffer the
+ * caller frees. Returns 0, -errno, or -EFBIG when the file is larger. */
+int util_read_file(const char *path, size_t max, char **out, size_t *len);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t util_now_ns(void);
+
+/* The string value of <obj>[key] (exact key), or NULL when absent or not a
+ * string. */
+const char *json_str(const cJSON *obj, const char *key);
+/* <obj>[key] when it is an object, else NULL. */
+const cJSON *json_obj(const cJSON *obj, const char *key);
+/* <list> when it is an array, else NULL (for cJSON_ArrayForEach). */
+const cJSON *json_list(const cJSON *list);
+/* A quantity (string, or number as YAML gives it) in milli-units.
+ * Returns 0, -EINVAL or -ERANGE. */
+int json_quantity_milli(const cJSON *item, int64_t *milli);
+
+#endif

@@ -1,0 +1,307 @@
+/* Configuration. The YAML file is turned into JSON (common/yamljson) and walked
+ * against a table of known keys; every key the table does not know is an error
+ * naming its full path, so a typo never silently falls back to a default.
+ *
+ *   listen: 127.0.0.1:8888
+ *   log_level: info
+ *   http:
+ *     threads: 0                    # one per core
+ *     connection_limit: 1024
+ *     connection_timeout_seconds: 30
+ *     max_body_bytes: 67108864
+ *     path_prefix: ""
+ *   resources:
+ *     gpu: [nvidia.com/gpu]
+ *   scoring:
+ *     policy: binpack
+ *     weights: {packing: 1}
+ */
+#include "extender/config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "common/yamljson.h"
+
+enum { CONFIG_MAX_BYTES = 1024 * 1024 };
+
+void ext_config_defaults(struct ext_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(cfg->listen_host, sizeof(cfg->listen_host), "127.0.0.1");
+	cfg->listen_port = 8888;
+	cfg->log_level = LOG_INFO;
+	cfg->threads = 0;
+	cfg->connection_limit = 1024;
+	cfg->connection_timeout_s = 30;
+	cfg->max_body_bytes = 64u * 1024 * 1024;
+	snprintf(cfg->gpu_names[0], sizeof(cfg->gpu_names[0]), "nvidia.com/gpu");
+	cfg->cache.gpu_resources[0] = cfg->gpu_names[0];
+	cfg->cache.n_gpu_resources = 1;
+	snprintf(cfg->score_policy, sizeof(cfg->score_policy), "binpack");
+	cfg->weights.packing = 1.0;
+}
+
+int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen)
+{
+	const char *colon, *host = s;
+	size_t hlen;
+	char *end;
+	long port;
+
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+
+		if (!rb || rb[1] != ':')
+			goto bad;
+		host = s + 1;
+		hlen = (size_t)(rb - host);
+		colon = rb + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || memchr(s, ':', (size_t)(colon - s)))
+			goto bad;
+		hlen = (size_t)(colon - s);
+	}
+	if (hlen == 0 || hlen >= sizeof(cfg->listen_host))
+		goto bad;
+	errno = 0;
+	port = strtol(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || port < 0 || port > 65535)
+		goto bad;
+	memcpy(cfg->listen_host, host, hlen);
+	cfg->listen_host[hlen] = '\0';
+	cfg->listen_port = (uint16_t)port;
+	return 0;
+bad:
+	snprintf(err, errlen, "listen address \"%s\" is not HOST:PORT (e.g. 127.0.0.1:8888, "
+		 "[::1]:8888, 0.0.0.0:8888)", s);
+	return -EINVAL;
+}
+
+/* ---- The key table ------------------------------------------------------ */
+
+enum kind { K_MAP, K_STRING, K_UINT, K_SIZE, K_DOUBLE, K_LOGLEVEL, K_LISTEN, K_STRLIST };
+
+struct key {
+	const char *path;       /* dotted path from the root */
+	enum kind kind;
+	size_t off;             /* field in struct ext_config */
+	size_t size;            /* for strings: buffer size */
+};
+
+#define F(field) offsetof(struct ext_config, field)
+#define S(field) sizeof(((struct ext_config *)0)->field)
+
+static const struct key keys[] = {
+	{ "listen", K_LISTEN, 0, 0 },
+	{ "log_level", K_LOGLEVEL, F(log_level), 0 },
+	{ "http", K_MAP, 0, 0 },
+	{ "http.threads", K_UINT, F(threads), 0 },
+	{ "http.connection_limit", K_UINT, F(connection_limit), 0 },
+	{ "http.connection_timeout_seconds", K_UINT, F(connection_timeout_s), 0 },
+	{ "http.max_body_bytes", K_SIZE, F(max_body_bytes), 0 },
+	{ "http.path_prefix", K_STRING, F(path_prefix), S(path_prefix) },
+	{ "resources", K_MAP, 0, 0 },
+	{ "resources.gpu", K_STRLIST, 0, 0 },
+	{ "scoring", K_MAP, 0, 0 },
+	{ "scoring.policy", K_STRING, F(score_policy), S(score_policy) },
+	{ "scoring.weights", K_MAP, 0, 0 },
+	{ "scoring.weights.packing", K_DOUBLE, F(weights.packing), 0 },
+};
+
+static const struct key *key_find(const char *path)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+		if (strcmp(keys[i].path, path) == 0)
+			return &keys[i];
+	return NULL;
+}
+
+static int set_value(struct ext_config *cfg, const struct key *k, const cJSON *v, char *err,
+		     size_t errlen)
+{
+	char *field = (char *)cfg + k->off;
+	double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+
+	switch (k->kind) {
+	case K_MAP:
+		if (!cJSON_IsObject(v))
+			goto type;
+		return 0;
+	case K_STRING:
+		if (!cJSON_IsString(v))
+			goto type;
+		if (strlen(v->valuestring) >= k->size) {
+			snprintf(err, errlen, "%s is too long", k->path);
+			return -EINVAL;
+		}
+		memcpy(field, v->valuestring, strlen(v->valuestring) + 1);
+		return 0;
+	case K_UINT:
+		if (!(d >= 0 && d <= 1e6 && d == floor(d)))
+			goto type;
+		*(unsigned *)(void *)field = (unsigned)d;
+		return 0;
+	case K_SIZE:
+		if (!(d >= 0 && d <= 1e12 && d == floor(d)))
+			goto type;
+		*(size_t *)(void *)field = (size_t)d;
+		return 0;
+	case K_DOUBLE:
+		if (!(d >= 0 && d <= 1e6))
+			goto type;
+		*(double *)(void *)field = d;
+		return 0;
+	case K_LOGLEVEL:
+		if (!cJSON_IsString(v) || log_level_parse(v->valuestring, &cfg->log_level) < 0) {
+			snprintf(err, errlen, "%s must be one of debug, info, warn, error", k->path);
+			return -EINVAL;
+		}
+		return 0;
+	case K_LISTEN:
+		if (!cJSON_IsString(v))
+			goto type;
+		return ext_config_parse_listen(cfg, v->valuestring, err, errlen);
+	case K_STRLIST: {
+		const cJSON *it;
+		unsigned n = 0;
+
+		if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
+			goto type;
+		cJSON_ArrayForEach(it, v) {
+			if (!cJSON_IsString(it) || !it->valuestring[0] ||
+			    strlen(it->valuestring) >= sizeof(cfg->gpu_names[0]) ||
+			    !strchr(it->valuestring, '/')) {
+				snprintf(err, errlen, "%s: each entry must be an extended resource "
+					 "name such as nvidia.com/gpu", k->path);
+				return -EINVAL;
+			}
+			if (n == CACHE_MAX_GPU_RESOURCES) {
+				snprintf(err, errlen, "%s: at most %d names", k->path,
+					 CACHE_MAX_GPU_RESOURCES);
+				return -EINVAL;
+			}
+			snprintf(cfg->gpu_names[n], sizeof(cfg->gpu_names[n]), "%s",
+				 it->valuestring);
+			cfg->cache.gpu_resources[n] = cfg->gpu_names[n];
+			n++;
+		}
+		cfg->cache.n_gpu_resources = n;
+		return 0;
+	}
+	}
+type:
+	snprintf(err, errlen, "%s has the wrong type (%s expected)", k->path,
+		 k->kind == K_MAP ? "a mapping" : k->kind == K_STRING || k->kind == K_LISTEN ?
+		 "a string" : k->kind == K_STRLIST ? "a non-empty list of strings" :
+		 k->kind == K_DOUBLE ? "a number from 0 to 1000000" : "a whole non-negative number");
+	return -EINVAL;
+}
+
+static int walk(struct ext_config *cfg, const cJSON *obj, const char *prefix, char *err,
+		size_t errlen)
+{
+	const cJSON *it;
+
+	cJSON_ArrayForEach(it, obj) {
+		char path[256];
+		const struct key *k;
+		int ret;
+
+		snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", it->string);
+		k = key_find(path);
+		if (!k) {
+			snprintf(err, errlen, "unknown key \"%s\"", path);
+			return -EINVAL;
+		}
+		if (cJSON_IsNull(it))
+			continue;       /* "key:" with no value keeps the default */
+		ret = set_value(cfg, k, it, err, errlen);
+		if (ret < 0)
+			return ret;
+		if (k->kind == K_MAP && (ret = walk(cfg, it, path, err, errlen)) < 0)
+			return ret;
+	}
+	return 0;
+}
+
+int ext_config_load(struct ext_config *cfg, const char *path, char *err, size_t errlen)
+{
+	char yerr[192], werr[EXT_ERR_LEN];
+	cJSON *docs = NULL;
+	const cJSON *root;
+	char *buf = NULL;
+	size_t len;
+	int ret;
+
+	ret = util_read_file(path, CONFIG_MAX_BYTES, &buf, &len);
+	if (ret < 0) {
+		snprintf(err, errlen, "config %s: %s", path,
+			 ret == -EFBIG ? "larger than 1 MiB" : strerror(-ret));
+		ret = -EINVAL;
+		goto out;
+	}
+	docs = yamljson_parse(buf, len, yerr, sizeof(yerr));
+	if (!docs) {
+		snprintf(err, errlen, "config %s: %s", path, yerr);
+		ret = -EINVAL;
+		goto out;
+	}
+	if (cJSON_GetArraySize(docs) > 1) {
+		snprintf(err, errlen, "config %s: expected one YAML document", path);
+		ret = -EINVAL;
+		goto out;
+	}
+	root = cJSON_GetArrayItem(docs, 0);
+	if (!root || cJSON_IsNull(root)) {
+		ret = 0;        /* an empty file keeps every default */
+		goto out;
+	}
+	if (!cJSON_IsObject(root)) {
+		snprintf(err, errlen, "config %s: the top level must be a mapping", path);
+		ret = -EINVAL;
+		goto out;
+	}
+	ret = walk(cfg, root, "", werr, sizeof(werr));
+	if (ret < 0)
+		snprintf(err, errlen, "config %s: %s", path, werr);
+out:
+	cJSON_Delete(docs);
+	free(buf);
+	return ret;
+}
+
+int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
+{
+	if (!placement_score_find(cfg->score_policy)) {
+		snprintf(err, errlen, "scoring.policy \"%s\" is unknown (known: binpack)",
+			 cfg->score_policy);
+		return -EINVAL;
+	}
+	if (cfg->weights.packing <= 0) {
+		snprintf(err, errlen, "scoring.weights: at least one weight must be positive");
+		return -EINVAL;
+	}
+	if (cfg->max_body_bytes < 1024) {
+		snprintf(err, errlen, "http.max_body_bytes must be at least 1024");
+		return -EINVAL;
+	}
+	if (cfg->connection_limit < 4) {
+		snprintf(err, errlen, "http.connection_limit must be at least 4");
+		return -EINVAL;
+	}
+	if (cfg->threads > 256) {
+		snprintf(err, errlen, "http.threads must be at most 256");
+		return -EINVAL;
+	}
+	if (cfg->path_prefix[0] && cfg->path_prefix[0] != '/') {
+		snprintf(err, errlen, "http.path_prefix must start with / (e.g. /sched)");
+		return -EINVAL;
+	}
+	return 0;
+}

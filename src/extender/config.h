@@ -1,0 +1,41 @@
+/* troupe's own settings: defaults, the YAML file (--config) and command-line
+ * overrides. Unknown keys and wrong types are errors that name the key.
+ */
+#ifndef TROUPE_EXTENDER_CONFIG_H
+#define TROUPE_EXTENDER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/log.h"
+#include "cache/cache.h"
+#include "placement/placement.h"
+
+enum { EXT_ERR_LEN = 512 };
+
+struct ext_config {
+	char listen_host[256];          /* "127.0.0.1", "0.0.0.0", "::1" */
+	uint16_t listen_port;           /* 0: pick a free port (logged) */
+	enum log_level log_level;
+	unsigned threads;               /* HTTP worker threads; 0: one per core */
+	unsigned connection_limit;
+	unsigned connection_timeout_s;  /* idle keep-alive connections close after this */
+	size_t max_body_bytes;
+	char path_prefix[128];          /* e.g. "/sched": verbs at /sched/filter */
+	struct cache_opts cache;        /* managed GPU resource names */
+	char gpu_names[CACHE_MAX_GPU_RESOURCES][128];   /* storage behind cache.gpu_resources */
+	char score_policy[32];
+	struct placement_weights weights;
+};
+
+/* Fill in the defaults. */
+void ext_config_defaults(struct ext_config *cfg);
+/* Apply the YAML file <path> over <cfg>. Returns 0, or -EINVAL with <err> set. */
+int ext_config_load(struct ext_config *cfg, const char *path, char *err, size_t errlen);
+/* Parse "HOST:PORT" (IPv6 hosts in brackets). Returns 0 or -EINVAL. */
+int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen);
+/* Check the settings as a whole. Returns 0 or -EINVAL with <err> set. */
+int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,22 @@
+/* The HTTP server: libmicrohttpd in its internal epoll thread-pool mode, routing
+ * the extender verbs and the operational endpoints.
+ */
+#ifndef TROUPE_EXTENDER_SERVER_H
+#define TROUPE_EXTENDER_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "extender/verbs.h"
+
+struct ext_server;
+
+/* Start serving on cfg->listen_host:listen_port. Returns NULL with a message in
+ * <err>. <svc> must outlive the server. */
+struct ext_server *ext_server_start(const struct ext_service *svc, char *err, size_t errlen);
+/* The port actually bound (useful with port 0). */
+uint16_t ext_server_port(const struct ext_server *s);
+/* Stop accepting, finish in-flight requests, free. */
+void ext_server_stop(struct ext_server *s);
+
+#endif

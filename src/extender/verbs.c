@@ -1,0 +1,501 @@
+/* filter, prioritize, bind and preempt.
+ *
+ * filter and prioritize walk the request's nodes once, inside one cache read
+ * section: names are looked up in the store (nodeCacheCapable: true), or node
+ * objects are parsed from the request and paired with the store's usage for
+ * that name (nodeCacheCapable: false, where the request's objects are
+ * authoritative for that call). Neither takes a lock on the node path.
+ *
+ * bind chooses the devices, then claims them with the store's check-and-claim
+ * (cache_pod_assume), retrying when another bind took a device in between.
+ */
+#include "extender/verbs.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "extender/codec.h"
+#include "gang/gang.h"
+
+enum { BIND_ATTEMPTS = 16 };
+
+void ext_reply_init(struct ext_reply *r)
+{
+	r->status = 200;
+	strbuf_init(&r->body);
+}
+
+void ext_reply_fini(struct ext_reply *r)
+{
+	strbuf_fini(&r->body);
+}
+
+static void reply_error(struct ext_reply *r, unsigned status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void reply_error(struct ext_reply *r, unsigned status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	r->status = status;
+	strbuf_fini(&r->body);
+	ext_encode_error(&r->body, msg);
+}
+
+/* ---- Walking the request's nodes ----------------------------------------- */
+
+/* One node of a request, as the per-node callback sees it. */
+struct node_ref {
+	const char *name;
+	size_t len;
+	const cJSON *object;                    /* full mode: the request's node */
+	const struct cache_node_view *view;     /* NULL: troupe cannot judge it */
+	const char *unusable;                   /* why view is NULL (full mode) */
+};
+
+typedef void (*node_fn)(const struct node_ref *ref, void *arg);
+
+/* Call <fn> for every node of the request, in request order. */
+static void walk_nodes(const struct ext_service *svc, const struct ext_args *a, node_fn fn,
+		       void *arg)
+{
+	const cJSON *it;
+	char err[CACHE_ERR_LEN];
+
+	cache_read_begin(svc->cache);
+	if (!a->full_nodes) {
+		cJSON_ArrayForEach(it, a->node_names) {
+			struct cache_node_view v;
+			struct node_ref ref = { it->valuestring, strlen(it->valuestring), NULL,
+						NULL, NULL };
+
+			if (cache_node_lookup(svc->cache, ref.name, ref.len, &v))
+				ref.view = &v;
+			fn(&ref, arg);
+		}
+	} else {
+		cJSON_ArrayForEach(it, a->node_items) {
+			struct cache_node *node = cache_node_parse(it, cache_get_opts(svc->cache),
+								   err, sizeof(err));
+			struct cache_node_view v = { 0 };
+			struct node_ref ref = { "", 0, it, NULL, "troupe: node object has no name" };
+
+			if (node) {
+				ref.name = node->name;
+				ref.len = strlen(node->name);
+				v.node = node;
+				cache_usage_lookup(svc->cache, ref.name, ref.len, &v.used,
+						   &v.unattributed);
+				ref.view = &v;
+			}
+			fn(&ref, arg);
+			cache_node_free(node);
+		}
+	}
+	cache_read_end(svc->cache);
+}
+
+/* Parse the request's pod and its demand. On failure fill <r> and return NULL. */
+static struct cache_pod *request_pod(const struct ext_service *svc, const struct ext_args *a,
+				     const char *verb, struct ext_reply *r)
+{
+	char err[CACHE_ERR_LEN];
+	struct cache_pod *pod = cache_pod_parse(a->pod, cache_get_opts(svc->cache), err,
+						sizeof(err));
+
+	if (!pod) {
+		log_warn("extender", "%s: rejected request: %s", verb, err);
+		reply_error(r, 200, "troupe: %s", err);
+		return NULL;
+	}
+	if (pod->demand_error) {
+		log_info("extender", "%s: pod %s/%s has an invalid GPU request: %s", verb, pod->ns,
+			 pod->name, pod->demand_error);
+		reply_error(r, 200, "troupe: pod %s/%s: %s", pod->ns, pod->name, pod->demand_error);
+		cache_pod_free(pod);
+		return NULL;
+	}
+	return pod;
+}
+
+/* ---- filter ------------------------------------------------------------ */
+
+struct filter_ctx {
+	const struct ext_service *svc;
+	const struct cache_pod *pod;
+	struct ext_filter_out out;
+	size_t n_busy;                  /* refused for lack of free GPUs */
+	char last_reason[PLACEMENT_REASON_LEN];
+};
+
+static void filter_node(const struct node_ref *ref, void *arg)
+{
+	struct filter_ctx *fc = arg;
+	struct placement_fit fit;
+
+	if (!ref->view) {
+		if (ref->unusable)
+			snprintf(fit.reason, sizeof(fit.reason), "%s", ref->unusable);
+		else
+			placement_unknown_node(&fit);
+		fit.verdict = PLACEMENT_UNSCHEDULABLE;
+	} else {
+		placement_check(ref->view, &fc->pod->demand,
+				cache_get_opts(fc->svc->cache)->gpu_resources, &fit);
+	}
+	if (fit.verdict == PLACEMENT_FITS) {
+		if (ref->object)
+			ext_filter_out_pass_object(&fc->out, ref->object);
+		else
+			ext_filter_out_pass_name(&fc->out, ref->name, ref->len);
+		return;
+	}
+	if (ref->view && fit.free_gpus < fc->pod->demand.gpus)
+		fc->n_busy++;
+	memcpy(fc->last_reason, fit.reason, sizeof(fit.reason));
+	ext_filter_out_fail(&fc->out, fit.verdict == PLACEMENT_UNRESOLVABLE, ref->name, ref->len,
+			    fit.reason);
+}
+
+/* A pod that asks for no managed resource: every node passes unchanged. */
+static void pass_all(const struct ext_args *a, struct ext_filter_out *out)
+{
+	const cJSON *it;
+
+	cJSON_ArrayForEach(it, (a->full_nodes ? a->node_items : a->node_names)) {
+		if (a->full_nodes)
+			ext_filter_out_pass_object(out, it);
+		else
+			ext_filter_out_pass_name(out, it->valuestring, strlen(it->valuestring));
+	}
+}
+
+void ext_filter(const struct ext_service *svc, const char *body, size_t len,
+		struct ext_reply *r)
+{
+	struct filter_ctx fc = { .svc = svc };
+	struct ext_args a;
+	struct cache_pod *pod = NULL;
+	char err[256], gang[384];
+	uint64_t t0 = util_now_ns();
+
+	ext_filter_out_init(&fc.out);
+	if (ext_args_decode(body, len, &a, err, sizeof(err)) < 0) {
+		log_warn("extender", "filter: bad request (%zu bytes): %s", len, err);
+		reply_error(r, 400, "troupe: bad filter request: %s", err);
+		goto out;
+	}
+	if (!cache_is_synced(svc->cache)) {
+		reply_error(r, 200, "troupe: still syncing cluster state from %s; try again shortly",
+			    svc->source);
+		goto out;
+	}
+	pod = request_pod(svc, &a, "filter", r);
+	if (!pod)
+		goto out;
+	fc.pod = pod;
+	if (pod->demand.gpus == 0) {
+		pass_all(&a, &fc.out);
+	} else {
+		if (gang_pod_group(a.pod, gang, sizeof(gang)))
+			log_debug("extender", "filter: pod %s/%s is in pod group %s; gang admission "
+				  "is not enabled in this release, placing it as a single pod",
+				  pod->ns, pod->name, gang);
+		walk_nodes(svc, &a, filter_node, &fc);
+	}
+	ext_filter_out_encode(&fc.out, a.full_nodes, &r->body);
+	if (fc.out.n_pass == 0 && a.n_nodes > 0)
+		log_info("extender", "filter: pod %s/%s (%u GPUs): none of %zu nodes fit "
+			 "(%zu short of free GPUs); e.g. %s", pod->ns, pod->name, pod->demand.gpus,
+			 a.n_nodes, fc.n_busy, fc.last_reason);
+	log_debug("extender", "filter: pod %s/%s: %zu nodes -> %zu fit, %zu failed, %zu "
+		  "unresolvable in %.0f us", pod->ns, pod->name, a.n_nodes, fc.out.n_pass,
+		  fc.out.n_failed, fc.out.n_unresolvable, (double)(util_now_ns() - t0) / 1e3);
+	/* Remember the pod so that bind knows its demand; the cache owns it then. */
+	if (pod->demand.gpus > 0) {
+		if (cache_pod_remember(svc->cache, pod) < 0)
+			log_warn("extender", "filter: out of memory remembering a pod");
+		pod = NULL;
+	}
+out:
+	cache_pod_free(pod);
+	ext_filter_out_fini(&fc.out);
+	ext_args_fini(&a);
+}
+
+/* ---- prioritize -------------------------------------------------------- */
+
+struct prio_ctx {
+	const struct ext_service *svc;
+	const struct cache_pod *pod;
+	struct strbuf *out;
+	size_t n;
+};
+
+static void prioritize_node(const struct node_ref *ref, void *arg)
+{
+	struct prio_ctx *pc = arg;
+	struct placement_fit fit;
+	unsigned score = 0;
+
+	if (ref->view && pc->pod->demand.gpus > 0 &&
+	    placement_check(ref->view, &pc->pod->demand,
+			    cache_get_opts(pc->svc->cache)->gpu_resources, &fit) == PLACEMENT_FITS)
+		score = pc->svc->score->score(&pc->svc->cfg->weights, ref->view, &pc->pod->demand);
+	if (score > PLACEMENT_MAX_SCORE)
+		score = PLACEMENT_MAX_SCORE;
+	if (pc->n++)
+		strbuf_putc(pc->out, ',');
+	strbuf_puts(pc->out, "{\"Host\":");
+	strbuf_put_json_str(pc->out, ref->name, ref->len);
+	strbuf_puts(pc->out, ",\"Score\":");
+	strbuf_put_i64(pc->out, score);
+	strbuf_putc(pc->out, '}');
+}
+
+void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
+		    struct ext_reply *r)
+{
+	struct prio_ctx pc = { .svc = svc, .out = &r->body };
+	struct ext_args a;
+	struct cache_pod *pod = NULL;
+	char err[256];
+
+	if (ext_args_decode(body, len, &a, err, sizeof(err)) < 0) {
+		log_warn("extender", "prioritize: bad request (%zu bytes): %s", len, err);
+		reply_error(r, 400, "troupe: bad prioritize request: %s", err);
+		goto out;
+	}
+	pod = request_pod(svc, &a, "prioritize", r);
+	if (!pod) {
+		/* kube-scheduler ignores prioritize errors; an empty list says the
+		 * same without an error on its side. */
+		strbuf_fini(&r->body);
+		strbuf_puts(&r->body, "[]");
+		goto out;
+	}
+	pc.pod = pod;
+	strbuf_putc(&r->body, '[');
+	walk_nodes(svc, &a, prioritize_node, &pc);
+	strbuf_putc(&r->body, ']');
+out:
+	cache_pod_free(pod);
+	ext_args_fini(&a);
+}
+
+/* ---- bind -------------------------------------------------------------- */
+
+void ext_bind(const struct ext_service *svc, const char *body, size_t len, struct ext_reply *r)
+{
+	struct ext_bind_args b;
+	struct cache_pod_info info;
+	struct cache_node_view v;
+	char err[256], ids[256];
+	uint64_t devices = 0;
+	int ret = -EAGAIN;
+
+	if (ext_bind_args_decode(body, len, &b, err, sizeof(err)) < 0) {
+		log_warn("extender", "bind: bad request (%zu bytes): %s", len, err);
+		reply_error(r, 400, "troupe: bad bind request: %s", err);
+		goto out;
+	}
+	if (!b.pod_uid[0] || !b.node[0] || !b.pod_name[0]) {
+		log_warn("extender", "bind: request lacks PodUID, PodName or Node");
+		reply_error(r, 200, "troupe: bind request must name PodName, PodUID and Node");
+		goto out;
+	}
+	if (cache_pod_get(svc->cache, b.pod_uid, &info) < 0) {
+		log_warn("extender", "bind: pod %s/%s (uid %s) is unknown; it was not seen by filter "
+			 "or the cluster source", b.pod_namespace, b.pod_name, b.pod_uid);
+		reply_error(r, 200, "troupe: pod %s/%s (uid %s) is unknown to troupe; it was not seen "
+			    "by filter or in the cluster state", b.pod_namespace, b.pod_name,
+			    b.pod_uid);
+		goto out;
+	}
+	if (strcmp(info.name, b.pod_name) != 0 ||
+	    (b.pod_namespace[0] && strcmp(info.ns, b.pod_namespace) != 0)) {
+		reply_error(r, 200, "troupe: uid %s belongs to pod %s/%s, not %s/%s", b.pod_uid,
+			    info.ns, info.name, b.pod_namespace, b.pod_name);
+		goto out;
+	}
+	if (!info.demand_valid) {
+		reply_error(r, 200, "troupe: pod %s/%s has an invalid GPU request", info.ns,
+			    info.name);
+		goto out;
+	}
+	if (info.state == CACHE_POD_STATE_ASSUMED || info.state == CACHE_POD_STATE_BOUND) {
+		/* A repeated bind (kube-scheduler retrying after a lost reply). */
+		ret = strcmp(info.node, b.node) == 0 ? -EALREADY : -EEXIST;
+		devices = info.devices;
+	}
+	for (int attempt = 0; attempt < BIND_ATTEMPTS && ret == -EAGAIN; attempt++) {
+		struct placement_fit fit;
+
+		cache_read_begin(svc->cache);
+		if (!cache_node_lookup(svc->cache, b.node, strlen(b.node), &v)) {
+			cache_read_end(svc->cache);
+			ret = -ENOENT;
+			break;
+		}
+		if (info.demand.gpus > 0 &&
+		    placement_check(&v, &info.demand, cache_get_opts(svc->cache)->gpu_resources,
+				    &fit) != PLACEMENT_FITS) {
+			cache_read_end(svc->cache);
+			snprintf(err, sizeof(err), "%s", fit.reason);
+			ret = -ENOSPC;
+			break;
+		}
+		ret = placement_choose_devices(&v, cache_view_free_mask(&v), info.demand.gpus,
+					       &devices);
+		cache_read_end(svc->cache);
+		if (ret == 0)
+			ret = cache_pod_assume(svc->cache, b.pod_uid, b.node, &devices);
+		else
+			ret = -EAGAIN;  /* the free mask moved under us: read again */
+	}
+	cache_devices_format(devices, ids, sizeof(ids));
+	switch (ret) {
+	case 0:
+		log_info("extender", "bind: pod %s/%s -> node %s, %u GPUs [%s]", info.ns, info.name,
+			 b.node, info.demand.gpus, ids);
+		strbuf_puts(&r->body, "{\"Error\":\"\"}");
+		break;
+	case -EALREADY:
+		log_info("extender", "bind: pod %s/%s already on node %s [%s]; nothing to do",
+			 info.ns, info.name, b.node, ids);
+		strbuf_puts(&r->body, "{\"Error\":\"\"}");
+		break;
+	case -EEXIST:
+		log_warn("extender", "bind: pod %s/%s is already bound to node %s, not %s", info.ns,
+			 info.name, info.node, b.node);
+		reply_error(r, 200, "troupe: pod %s/%s is already bound to node %s", info.ns,
+			    info.name, info.node);
+		break;
+	case -ENOENT:
+		log_warn("extender", "bind: node %s is unknown", b.node);
+		reply_error(r, 200, "troupe: node %s is unknown to troupe", b.node);
+		break;
+	case -ENOSPC:
+		log_info("extender", "bind: pod %s/%s no longer fits node %s: %s", info.ns,
+			 info.name, b.node, err);
+		reply_error(r, 200, "%s (pod %s/%s on node %s; it will be retried)", err, info.ns,
+			    info.name, b.node);
+		break;
+	default:
+		log_warn("extender", "bind: pod %s/%s on node %s: could not claim devices after %d "
+			 "attempts (%s)", info.ns, info.name, b.node, BIND_ATTEMPTS, strerror(-ret));
+		reply_error(r, 200, "troupe: could not claim GPUs on node %s for pod %s/%s (%s)",
+			    b.node, info.ns, info.name, strerror(-ret));
+		break;
+	}
+out:
+	ext_bind_args_fini(&b);
+}
+
+/* ---- preempt ------------------------------------------------------------- */
+
+/* Until topology-aware pruning arrives ([4/5]) troupe passes kube-scheduler's
+ * candidates through unchanged, in the meta form the scheduler expects back,
+ * so that registering preemptVerb never blocks preemption. */
+void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
+		 struct ext_reply *r)
+{
+	const cJSON *pod, *meta, *full, *node;
+	cJSON *root = NULL;
+	char err[256];
+	size_t n = 0;
+
+	(void)svc;
+	if (ext_preempt_decode(body, len, &root, &pod, &meta, &full, err, sizeof(err)) < 0) {
+		log_warn("extender", "preempt: bad request (%zu bytes): %s", len, err);
+		reply_error(r, 400, "troupe: bad preempt request: %s", err);
+		goto out;
+	}
+	strbuf_puts(&r->body, "{\"NodeNameToMetaVictims\":{");
+	cJSON_ArrayForEach(node, (meta ? meta : full)) {
+		const cJSON *pods = cJSON_GetObjectItemCaseSensitive(node, "Pods");
+		const cJSON *pdb = cJSON_GetObjectItemCaseSensitive(node, "NumPDBViolations");
+		const cJSON *p;
+		size_t k = 0;
+
+		if (!node->string)
+			continue;
+		if (n++)
+			strbuf_putc(&r->body, ',');
+		strbuf_put_json_str(&r->body, node->string, strlen(node->string));
+		strbuf_puts(&r->body, ":{\"Pods\":[");
+		cJSON_ArrayForEach(p, json_list(pods)) {
+			const char *uid = meta ? json_str(p, "UID")
+					       : json_str(json_obj(p, "metadata"), "uid");
+
+			if (!uid)
+				continue;
+			if (k++)
+				strbuf_putc(&r->body, ',');
+			strbuf_puts(&r->body, "{\"UID\":");
+			strbuf_put_json_str(&r->body, uid, strlen(uid));
+			strbuf_putc(&r->body, '}');
+		}
+		strbuf_puts(&r->body, "],\"NumPDBViolations\":");
+		strbuf_put_i64(&r->body, cJSON_IsNumber(pdb) ? (int64_t)pdb->valuedouble : 0);
+		strbuf_putc(&r->body, '}');
+	}
+	strbuf_puts(&r->body, "}}");
+	log_debug("extender", "preempt: passed %zu candidate nodes through unchanged", n);
+out:
+	cJSON_Delete(root);
+}
+
+/* ---- debug ------------------------------------------------------------- */
+
+struct debug_ctx {
+	struct strbuf *out;
+	size_t n;
+};
+
+static bool debug_node(const struct cache_node_view *v, void *arg)
+{
+	struct debug_ctx *dc = arg;
+	char ids[256];
+
+	cache_devices_format(v->used, ids, sizeof(ids));
+	if (dc->n++)
+		strbuf_putc(dc->out, ',');
+	strbuf_puts(dc->out, "{\"name\":");
+	strbuf_put_json_str(dc->out, v->node->name, strlen(v->node->name));
+	strbuf_printf(dc->out, ",\"ready\":%s,\"unschedulable\":%s,\"gpuCapacity\":%u,"
+		      "\"gpuAllocatable\":%u,\"gpuFree\":%u,\"gpuUnattributed\":%u,"
+		      "\"devicesHeld\":\"%s\"}",
+		      v->node->ready ? "true" : "false", v->node->unschedulable ? "true" : "false",
+		      v->node->gpu_capacity, v->node->gpu_allocatable, cache_view_free_gpus(v),
+		      v->unattributed, ids);
+	return true;
+}
+
+void ext_debug_state(const struct ext_service *svc, struct ext_reply *r)
+{
+	struct debug_ctx dc = { &r->body, 0 };
+	struct cache_stats st;
+
+	cache_get_stats(svc->cache, &st);
+	strbuf_printf(&r->body, "{\"synced\":%s,\"source\":",
+		      cache_is_synced(svc->cache) ? "true" : "false");
+	strbuf_put_json_str(&r->body, svc->source, strlen(svc->source));
+	strbuf_printf(&r->body, ",\"stats\":{\"nodes\":%zu,\"pods\":%zu,\"podsHoldingGPUs\":%zu,"
+		      "\"gpusAllocatable\":%llu,\"gpusHeld\":%llu},\"nodes\":[",
+		      st.nodes, st.pods, st.pods_holding, (unsigned long long)st.gpus_allocatable,
+		      (unsigned long long)st.gpus_held);
+	cache_read_begin(svc->cache);
+	cache_node_foreach(svc->cache, debug_node, &dc);
+	cache_read_end(svc->cache);
+	strbuf_puts(&r->body, "]}");
+}

@@ -1,0 +1,42 @@
+/* The extender verbs, independent of HTTP: each takes a request body and fills
+ * a reply (status and JSON body). server.c routes requests here; unit tests
+ * call these directly.
+ *
+ * Thread: any; verbs share nothing but the cache.
+ */
+#ifndef TROUPE_EXTENDER_VERBS_H
+#define TROUPE_EXTENDER_VERBS_H
+
+#include <stddef.h>
+
+#include "cache/cache.h"
+#include "common/strbuf.h"
+#include "extender/config.h"
+#include "placement/placement.h"
+
+struct ext_service {
+	struct cache *cache;
+	const struct ext_config *cfg;
+	const struct placement_score_ops *score;
+	const char *source;             /* where the cluster state comes from, for logs */
+};
+
+struct ext_reply {
+	unsigned status;                /* HTTP status */
+	struct strbuf body;             /* JSON */
+};
+
+void ext_reply_init(struct ext_reply *r);
+void ext_reply_fini(struct ext_reply *r);
+
+void ext_filter(const struct ext_service *svc, const char *body, size_t len,
+		struct ext_reply *r);
+void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
+		    struct ext_reply *r);
+void ext_bind(const struct ext_service *svc, const char *body, size_t len, struct ext_reply *r);
+void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
+		 struct ext_reply *r);
+/* GET /debug/state: nodes, their GPU usage, pod counts. */
+void ext_debug_state(const struct ext_service *svc, struct ext_reply *r);
+
+#endif

@@ -1,0 +1,24 @@
+/* gang: pod groups. This release only recognises membership, so that the
+ * extender can say when a pod belongs to a gang; all-or-nothing admission, the
+ * bind barrier and queues arrive with [4/5] and live here.
+ *
+ * Thread: any; the functions only read their arguments.
+ */
+#ifndef TROUPE_GANG_GANG_H
+#define TROUPE_GANG_GANG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "placement/placement.h"
+
+/* If the pod object names a pod group, write "namespace/name" into <out> and
+ * return true. Recognised, first found: the label scheduling.x-k8s.io/pod-group,
+ * the label pod-group.scheduling.sigs.k8s.io, the label
+ * pod-group.scheduling.sigs.k8s.io/name, the annotation
+ * scheduling.k8s.io/group-name (Volcano). */
+bool gang_pod_group(const cJSON *pod, char *out, size_t len);
+
+#endif

@@ -1,0 +1,66 @@
+/* placement: deciding whether a node can take a pod, how good a home it is, and
+ * which devices the pod gets there. Pure functions over plain structs: no I/O,
+ * no locks, no allocation on the per-node path.
+ *
+ * Thread: any. Every function here only reads its arguments.
+ */
+#ifndef TROUPE_PLACEMENT_PLACEMENT_H
+#define TROUPE_PLACEMENT_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/cache.h"
+
+enum { PLACEMENT_REASON_LEN = 160, PLACEMENT_MAX_SCORE = 10 };
+
+enum placement_verdict {
+	PLACEMENT_FITS = 0,
+	PLACEMENT_UNSCHEDULABLE,        /* not now: may fit after pods leave or the node heals */
+	PLACEMENT_UNRESOLVABLE,         /* never, whatever is evicted */
+};
+
+struct placement_fit {
+	enum placement_verdict verdict;
+	uint32_t free_gpus;
+	char reason[PLACEMENT_REASON_LEN];      /* "troupe: ...", empty when it fits */
+};
+
+/* Decide whether the node in <view> can take a pod asking <demand>; on a refusal
+ * write a reason a person can act on. <resource_names> are the managed names
+ * (cache_opts.gpu_resources) for the messages. */
+enum placement_verdict placement_check(const struct cache_node_view *view,
+				       const struct cache_demand *demand,
+				       const char *const *resource_names,
+				       struct placement_fit *out);
+
+/* The reason given for a node troupe does not know. */
+void placement_unknown_node(struct placement_fit *out);
+
+/* Weights of the terms of a node's score (troupe's config, "scoring.weights"). */
+struct placement_weights {
+	double packing;         /* prefer nodes already partly used */
+};
+
+/* A scoring policy: one table per policy file, chosen by name from config. */
+struct placement_score_ops {
+	const char *name;
+	/* Score 0..PLACEMENT_MAX_SCORE for a node that fits (placement_check said
+	 * PLACEMENT_FITS). */
+	unsigned (*score)(const struct placement_weights *w, const struct cache_node_view *view,
+			  const struct cache_demand *demand);
+};
+
+/* The policy called <name>, or NULL. */
+const struct placement_score_ops *placement_score_find(const char *name);
+/* Names of every policy, NULL-terminated, for --help and errors. */
+extern const char *const placement_score_names[];
+
+/* Choose <want> devices from <free_mask> for a pod on the node in <view>.
+ * Deterministic: the same inputs always give the same set. Returns 0 with the
+ * set in <out>, or -ENOSPC. */
+int placement_choose_devices(const struct cache_node_view *view, uint64_t free_mask,
+			     unsigned want, uint64_t *out);
+
+#endif
