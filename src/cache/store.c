@@ -88,6 +88,7 @@ struct cache {
 	ck_ht_t nodes;                  /* name -> struct slot; writer mutates */
 	unsigned int n_nodes;           /* writer writes, anyone reads (relaxed) */
 	unsigned int n_tombstones;      /* slots with no record; writer only */
+	unsigned long n_retired;        /* records retired so far; writer only */
 	bool synced;                    /* relaxed atomic */
 	pthread_mutex_t readers_lock;
 	struct reader_rec *readers;     /* guarded by readers_lock */
@@ -183,6 +184,9 @@ static void retire(struct cache *c, void *ptr)
 	}
 	r->ptr = ptr;
 	ck_epoch_call(c->writer, &r->entry, retired_free);
+	/* Reclaim as we go so a long run of updates does not pile up garbage. */
+	if (++c->n_retired % 64 == 0)
+		ck_epoch_poll(c->writer);
 }
 
 /* ---- Creation -------------------------------------------------------- */

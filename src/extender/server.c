@@ -333,7 +333,6 @@ struct ext_server *ext_server_start(const struct ext_service *svc, char *err, si
 				     MHD_OPTION_CONNECTION_LIMIT, cfg->connection_limit,
 				     MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout_s,
 				     MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-				     MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
 				     MHD_OPTION_END);
 	if (!s->daemon) {
 		snprintf(err, errlen, "cannot listen on %s:%u (address in use, or not an address "

@@ -133,7 +133,6 @@ struct filter_ctx {
 	const struct ext_service *svc;
 	const struct cache_pod *pod;
 	struct ext_filter_out out;
-	size_t n_busy;                  /* refused for lack of free GPUs */
 	char last_reason[PLACEMENT_REASON_LEN];
 };
 
@@ -159,8 +158,6 @@ static void filter_node(const struct node_ref *ref, void *arg)
 			ext_filter_out_pass_name(&fc->out, ref->name, ref->len);
 		return;
 	}
-	if (ref->view && fit.free_gpus < fc->pod->demand.gpus)
-		fc->n_busy++;
 	memcpy(fc->last_reason, fit.reason, sizeof(fit.reason));
 	ext_filter_out_fail(&fc->out, fit.verdict == PLACEMENT_UNRESOLVABLE, ref->name, ref->len,
 			    fit.reason);
@@ -214,9 +211,9 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 	}
 	ext_filter_out_encode(&fc.out, a.full_nodes, &r->body);
 	if (fc.out.n_pass == 0 && a.n_nodes > 0)
-		log_info("extender", "filter: pod %s/%s (%u GPUs): none of %zu nodes fit "
-			 "(%zu short of free GPUs); e.g. %s", pod->ns, pod->name, pod->demand.gpus,
-			 a.n_nodes, fc.n_busy, fc.last_reason);
+		log_info("extender", "filter: pod %s/%s (%u GPUs): none of %zu nodes fit (%zu never "
+			 "can, %zu cannot now); e.g. %s", pod->ns, pod->name, pod->demand.gpus,
+			 a.n_nodes, fc.out.n_unresolvable, fc.out.n_failed, fc.last_reason);
 	log_debug("extender", "filter: pod %s/%s: %zu nodes -> %zu fit, %zu failed, %zu "
 		  "unresolvable in %.0f us", pod->ns, pod->name, a.n_nodes, fc.out.n_pass,
 		  fc.out.n_failed, fc.out.n_unresolvable, (double)(util_now_ns() - t0) / 1e3);
@@ -365,8 +362,8 @@ void ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	cache_devices_format(devices, ids, sizeof(ids));
 	switch (ret) {
 	case 0:
-		log_info("extender", "bind: pod %s/%s -> node %s, %u GPUs [%s]", info.ns, info.name,
-			 b.node, info.demand.gpus, ids);
+		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s]", info.ns,
+			 info.name, b.node, ids);
 		strbuf_puts(&r->body, "{\"Error\":\"\"}");
 		break;
 	case -EALREADY:

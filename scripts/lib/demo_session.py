@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""A narrated scheduling session against a running troupe, for scripts/demo.
+
+It plays kube-scheduler's part for a handful of pods (filter, then prioritize,
+then bind, exactly as the extender protocol has it) and prints what troupe
+answered at each step, then the cluster's GPU state as troupe sees it.
+"""
+import json
+import sys
+import urllib.request
+
+BASE = sys.argv[1]
+CLUSTER = sys.argv[2]
+
+
+def call(method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(BASE + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def pod(name, gpus, ns="ml", request_only=False):
+    res = {"requests": {"nvidia.com/gpu": str(gpus)}} if request_only else {
+        "limits": {"nvidia.com/gpu": str(gpus)}}
+    return {"metadata": {"name": name, "namespace": ns, "uid": f"demo-{ns}-{name}"},
+            "spec": {"containers": [{"name": "main", "image": "trainer:1", "resources": res}]}}
+
+
+def bold(s):
+    return f"\033[1m{s}\033[0m" if sys.stdout.isatty() else s
+
+
+with open(CLUSTER) as f:
+    nodes = [i["metadata"]["name"] for i in json.load(f)["items"] if i["kind"] == "Node"]
+
+
+def schedule(step, p, gpus):
+    name = f'{p["metadata"]["namespace"]}/{p["metadata"]["name"]}'
+    print(bold(f"[{step}] pod {name} asks for {gpus} x nvidia.com/gpu"))
+    _, f = call("POST", "/filter", {"Pod": p, "Nodes": None, "NodeNames": nodes})
+    if f.get("Error"):
+        print(f"    filter      error (kube-scheduler reports it on the pod): {f['Error']}\n")
+        return
+    fit = f["NodeNames"]
+    print(f"    filter      {len(fit)} of {len(nodes)} nodes fit: {', '.join(fit) or '-'}")
+    refused = dict(f["FailedNodes"])
+    refused.update(f["FailedAndUnresolvableNodes"])
+    for node, why in sorted(refused.items()):
+        kind = "never" if node in f["FailedAndUnresolvableNodes"] else "not now"
+        print(f"        x {node:<12} {why}  ({kind})")
+    if not fit:
+        print("    -> unschedulable for now; kube-scheduler retries after the next cluster event\n")
+        return
+    if len(fit) == 1:
+        host = fit[0]
+        print(f"    prioritize  skipped: only {host} is feasible")
+    else:
+        _, scores = call("POST", "/prioritize", {"Pod": p, "Nodes": None, "NodeNames": fit})
+        scores.sort(key=lambda s: (-s["Score"], s["Host"]))
+        print("    prioritize  " + "  ".join(f'{s["Host"]}={s["Score"]}' for s in scores)
+              + "   (0-10; fuller nodes first)")
+        host = scores[0]["Host"]
+    _, b = call("POST", "/bind", {"PodName": p["metadata"]["name"],
+                                  "PodNamespace": p["metadata"]["namespace"],
+                                  "PodUID": p["metadata"]["uid"], "Node": host})
+    if b["Error"]:
+        print(f"    bind        {host}: refused: {b['Error']}\n")
+    else:
+        print(f"    bind        -> {bold(host)}\n")
+
+
+_, state = call("GET", "/debug/state")
+st = state["stats"]
+print(f"cluster {CLUSTER}: {st['nodes']} nodes, {st['gpusAllocatable']} GPUs allocatable, "
+      f"{st['gpusHeld']} already held by running pods\n")
+plan = [("llama-ft", 4, {}), ("resnet-sweep-1", 2, {}), ("resnet-sweep-2", 2, {}),
+        ("big-train", 8, {}), ("big-train-2", 8, {}), ("notebook", 1, {"ns": "research"}),
+        ("typo", 2, {"request_only": True}), ("too-big", 16, {})]
+for i, (name, gpus, kw) in enumerate(plan, 1):
+    schedule(i, pod(name, gpus, **kw), gpus)
+
+# kube-scheduler retries a bind whose reply it lost: troupe answers it again.
+_, b = call("POST", "/bind", {"PodName": "llama-ft", "PodNamespace": "ml",
+                              "PodUID": "demo-ml-llama-ft", "Node": "gpu-a100-0"})
+print(bold("[retry] bind ml/llama-ft again (a lost reply)") +
+      f"\n    bind        {'accepted: same pod, same node, nothing changes' if not b['Error'] else b['Error']}\n")
+
+_, state = call("GET", "/debug/state")
+print(bold("GPU state as troupe sees it"))
+print(f"    {'node':<12} {'ready':<6} {'cordon':<7} {'free/alloc':<11} devices held by troupe-known pods")
+for n in sorted(state["nodes"], key=lambda n: n["name"]):
+    if n["gpuCapacity"] == 0:
+        continue
+    extra = f" (+{n['gpuUnattributed']} held, devices unknown)" if n["gpuUnattributed"] else ""
+    print(f"    {n['name']:<12} {str(n['ready']).lower():<6} {str(n['unschedulable']).lower():<7} "
+          f"{n['gpuFree']:>2}/{n['gpuAllocatable']:<8} {n['devicesHeld'] or '-'}{extra}")
+print("\nGang admission (the pod-group label) comes with issue [4/5]; today gang members "
+      "are placed one by one like the pods above.")

@@ -1,0 +1,390 @@
+"""A scheduler-side client that calls troupe the way kube-scheduler does.
+
+It follows kube-interfaces.md (pkg/scheduler/schedule_one.go and extender.go):
+
+* One scheduling cycle at a time. In-tree filters first (NodeUnschedulable,
+  TaintToleration, NodeResourcesFit counting the managed GPU resource unless
+  ignoredByScheduler), over a sample of the nodes when there are 100 or more
+  (percentageOfNodesToScore, adaptive when 0: 50 - nodes/125 %, floor 5 %, at
+  least 100 nodes, rotating the start index between cycles).
+* The extender is called only for pods it is interested in (a container or init
+  container names a managed resource in requests or limits).
+* filter: POST with NodeNames (nodeCacheCapable) or the full Nodes list. Only
+  HTTP 200 counts; a non-empty Error is a scheduling *error* (backoff), not
+  "unschedulable". In names mode every returned name must be an input name. If
+  both NodeNames and Nodes are null, zero nodes pass.
+* No feasible node: the pod is unschedulable and waits for a cluster event
+  (pods rejected by an extender are re-queued on any event).
+* Exactly one feasible node: taken without prioritize.
+* prioritize: the extender's Score x weight x 10 is added to the in-tree total
+  (in-tree scores are a pluggable function, zero by default); failures are
+  ignored. The highest total wins, ties broken at random.
+* The pod is assumed in the scheduler's cache, then bound asynchronously through
+  the extender's bindVerb. A failed bind forgets the assumption and re-queues
+  the pod with backoff (podInitialBackoffSeconds 1 doubling to
+  podMaxBackoffSeconds 10; tests may scale time down).
+"""
+import copy
+import http.client
+import json
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+
+def parse_count(q) -> int:
+    """A whole quantity such as "8" (GPU counts are integers)."""
+    if q is None:
+        return 0
+    s = str(q)
+    if s.endswith("m"):
+        return int(s[:-1]) // 1000
+    return int(s)
+
+
+@dataclass
+class ExtenderConfig:
+    url_prefix: str = "/"
+    filter_verb: str = "filter"
+    prioritize_verb: str = "prioritize"
+    bind_verb: str = "bind"
+    weight: int = 5
+    node_cache_capable: bool = True
+    http_timeout: float = 30.0
+    ignorable: bool = False
+    managed_resources: List[str] = field(default_factory=lambda: ["nvidia.com/gpu"])
+    ignored_by_scheduler: bool = False
+
+
+@dataclass
+class Outcome:
+    pod: str
+    result: str                    # bound | unschedulable | error | bind-error
+    node: Optional[str] = None
+    reasons: Dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+
+class Scheduler:
+    def __init__(self, host, port, cluster, ext=None, seed=1, percentage_of_nodes_to_score=0,
+                 time_scale=1.0, in_tree_score: Optional[Callable] = None, bind_workers=16):
+        self.host, self.port = host, port
+        self.ext = ext or ExtenderConfig()
+        self.rng = random.Random(seed)
+        self.percentage = percentage_of_nodes_to_score
+        self.time_scale = time_scale
+        self.in_tree_score = in_tree_score or (lambda pod, node: 0)
+        self.nodes = {}            # name -> node object (the scheduler's informer view)
+        self.node_order = []
+        self.on_node = {}          # name -> {uid: gpus} bound or assumed in the scheduler cache
+        self.pods = {}             # uid -> pod object
+        self.active = []           # uids ready to schedule
+        self.backoff = {}          # uid -> monotonic time it may be retried
+        self.attempts = {}         # uid -> failed attempts so far
+        self.unschedulable = set()
+        self.next_start = 0
+        self.outcomes: List[Outcome] = []
+        self.lock = threading.Lock()
+        self.binder = ThreadPoolExecutor(max_workers=bind_workers)
+        self.inflight = 0
+        self.local = threading.local()
+        self.conns = []
+        for item in cluster.get("items", []):
+            if item.get("kind") == "Node":
+                name = item["metadata"]["name"]
+                self.nodes[name] = item
+                self.node_order.append(name)
+                self.on_node.setdefault(name, {})
+        for item in cluster.get("items", []):
+            if item.get("kind") == "Pod":
+                node = item.get("spec", {}).get("nodeName")
+                phase = item.get("status", {}).get("phase")
+                if node and phase not in ("Succeeded", "Failed"):
+                    self.on_node.setdefault(node, {})[self.uid(item)] = self.gpus(item)
+
+    # ---- pods -----------------------------------------------------------
+
+    @staticmethod
+    def uid(pod):
+        md = pod["metadata"]
+        return md.get("uid") or f'{md.get("namespace", "default")}/{md["name"]}'
+
+    def gpus(self, pod):
+        total, init_max = 0, 0
+        for c in pod.get("spec", {}).get("containers", []):
+            res = c.get("resources", {})
+            for r in self.ext.managed_resources:
+                total += parse_count(res.get("limits", {}).get(r) or res.get("requests", {}).get(r))
+        for c in pod.get("spec", {}).get("initContainers", []):
+            res = c.get("resources", {})
+            for r in self.ext.managed_resources:
+                init_max = max(init_max, parse_count(res.get("limits", {}).get(r)))
+        return max(total, init_max)
+
+    def interested(self, pod):
+        for key in ("containers", "initContainers"):
+            for c in pod.get("spec", {}).get(key, []):
+                res = c.get("resources", {})
+                for r in self.ext.managed_resources:
+                    if r in res.get("limits", {}) or r in res.get("requests", {}):
+                        return True
+        return False
+
+    def add_pod(self, pod):
+        uid = self.uid(pod)
+        with self.lock:
+            self.pods[uid] = pod
+            self.active.append(uid)
+
+    def delete_pod(self, uid):
+        """A bound pod finished: free it in the scheduler cache (a cluster event)."""
+        with self.lock:
+            for held in self.on_node.values():
+                held.pop(uid, None)
+            self._cluster_event()
+
+    def _cluster_event(self):
+        # Pods an extender rejected have no queueing hints: any event moves them.
+        self.active.extend(sorted(self.unschedulable))
+        self.unschedulable.clear()
+
+    # ---- HTTP -----------------------------------------------------------
+
+    def _conn(self):
+        # One keep-alive connection per thread, as Go's http.Client reuses them.
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            c = http.client.HTTPConnection(self.host, self.port, timeout=self.ext.http_timeout)
+            self.local.conn = c
+            with self.lock:
+                self.conns.append(c)
+        return c
+
+    def _post(self, verb, body):
+        path = self.ext.url_prefix.rstrip("/") + "/" + verb
+        data = json.dumps(body)
+        for attempt in range(2):
+            conn = self._conn()
+            try:
+                conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                raw = resp.read()
+                break
+            except (ConnectionError, http.client.HTTPException, OSError):
+                conn.close()
+                self.local.conn = None
+                if attempt:
+                    raise
+        if resp.status != 200:
+            raise RuntimeError(f"failed {verb} with extender at URL {path}, code {resp.status}")
+        return json.loads(raw)
+
+    # ---- one cycle --------------------------------------------------------
+
+    def _tolerates(self, pod, taint):
+        for t in pod.get("spec", {}).get("tolerations", []) or []:
+            if t.get("operator") == "Exists" and not t.get("key"):
+                return True
+            if t.get("key") == taint.get("key") and (
+                    t.get("operator") == "Exists" or t.get("value") == taint.get("value")) and (
+                    not t.get("effect") or t.get("effect") == taint.get("effect")):
+                return True
+        return False
+
+    def _in_tree_fits(self, pod, name, want):
+        node = self.nodes[name]
+        spec = node.get("spec", {})
+        if spec.get("unschedulable") and not self._tolerates(
+                pod, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}):
+            return False
+        for taint in spec.get("taints", []) or []:
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not self._tolerates(pod, taint):
+                return False
+        if want and not self.ext.ignored_by_scheduler:
+            alloc = sum(parse_count(node.get("status", {}).get("allocatable", {}).get(r))
+                        for r in self.ext.managed_resources)
+            if alloc - sum(self.on_node.get(name, {}).values()) < want:
+                return False
+        return True
+
+    def _num_to_find(self, n):
+        if n < 100 or self.percentage >= 100:
+            return n
+        pct = self.percentage or max(5, 50 - n // 125)
+        return max(100, n * pct // 100)
+
+    def schedule_one(self) -> Optional[Outcome]:
+        """Run one scheduling cycle for the next pod; None when nothing is ready."""
+        with self.lock:
+            now = time.monotonic()
+            for uid, ready_at in list(self.backoff.items()):
+                if ready_at <= now:
+                    del self.backoff[uid]
+                    if uid not in self.active:
+                        self.active.append(uid)
+            if not self.active:
+                return None
+            uid = self.active.pop(0)
+            pod = self.pods[uid]
+            want = self.gpus(pod)
+            names, n = [], len(self.node_order)
+            limit = self._num_to_find(n)
+            for i in range(n):
+                name = self.node_order[(self.next_start + i) % n]
+                if self._in_tree_fits(pod, name, want):
+                    names.append(name)
+                    if len(names) >= limit:
+                        break
+            self.next_start = (self.next_start + max(1, i + 1)) % max(1, n)
+        out = Outcome(pod=uid, result="unschedulable")
+        if self.interested(pod) and self.ext.filter_verb and names:
+            try:
+                names, out.reasons = self._filter(pod, names)
+            except Exception as e:   # an extender error fails the attempt
+                if self.ext.ignorable:
+                    pass
+                else:
+                    return self._error(uid, out, str(e))
+        if not names:
+            with self.lock:
+                self.unschedulable.add(uid)
+            self.outcomes.append(out)
+            return out
+        if len(names) == 1:
+            host = names[0]
+        else:
+            host = self._select(pod, names)
+        with self.lock:
+            self.on_node.setdefault(host, {})[uid] = want      # assume
+            self.inflight += 1
+        out.node = host
+        out.result = "binding"
+        self.outcomes.append(out)
+        self.binder.submit(self._bind, pod, uid, host, out)
+        return out
+
+    def _filter(self, pod, names):
+        if self.ext.node_cache_capable:
+            body = {"Pod": pod, "Nodes": None, "NodeNames": names}
+        else:
+            body = {"Pod": pod, "Nodes": {"metadata": {}, "items": [self.nodes[n] for n in names]},
+                    "NodeNames": None}
+        res = self._post(self.ext.filter_verb, body)
+        if res.get("Error"):
+            raise RuntimeError(res["Error"])
+        reasons = dict(res.get("FailedNodes") or {})
+        reasons.update(res.get("FailedAndUnresolvableNodes") or {})
+        if self.ext.node_cache_capable and res.get("NodeNames") is not None:
+            kept = list(res["NodeNames"])
+            unknown = set(kept) - set(names)
+            if unknown:
+                raise RuntimeError(f"extender claims a filtered node {sorted(unknown)[0]} "
+                                   "which is not found in the input node list")
+        elif res.get("Nodes") is not None:
+            kept = [item["metadata"]["name"] for item in (res["Nodes"].get("items") or [])]
+        else:
+            kept = []
+        return kept, reasons
+
+    def _select(self, pod, names):
+        totals = {n: self.in_tree_score(pod, n) for n in names}
+        if self.ext.prioritize_verb and self.interested(pod):
+            body = {"Pod": pod, "Nodes": None, "NodeNames": names}
+            if not self.ext.node_cache_capable:
+                body = {"Pod": pod, "NodeNames": None,
+                        "Nodes": {"metadata": {}, "items": [self.nodes[n] for n in names]}}
+            try:
+                for hp in self._post(self.ext.prioritize_verb, body) or []:
+                    if hp.get("Host") in totals:
+                        totals[hp["Host"]] += hp.get("Score", 0) * self.ext.weight * 10
+            except Exception:
+                pass    # prioritize failures are always ignored
+        best = max(totals.values())
+        top = [n for n in names if totals[n] == best]
+        return self.rng.choice(top)
+
+    def _error(self, uid, out, msg):
+        out.result = "error"
+        out.error = msg
+        self._requeue_backoff(uid)
+        self.outcomes.append(out)
+        return out
+
+    def _requeue_backoff(self, uid):
+        with self.lock:
+            attempts = self.attempts.get(uid, 0)
+            self.attempts[uid] = attempts + 1
+            delay = min(1.0 * (2 ** attempts), 10.0) * self.time_scale
+            self.backoff[uid] = time.monotonic() + delay
+
+    def _bind(self, pod, uid, host, out):
+        md = pod["metadata"]
+        err = ""
+        try:
+            if self.ext.bind_verb and self.interested(pod):
+                res = self._post(self.ext.bind_verb, {
+                    "PodName": md["name"], "PodNamespace": md.get("namespace", "default"),
+                    "PodUID": md.get("uid", ""), "Node": host})
+                err = res.get("Error") or ""
+        except Exception as e:
+            err = str(e)
+        with self.lock:
+            self.inflight -= 1
+            if err:
+                self.on_node.get(host, {}).pop(uid, None)     # forget the assumption
+                out.result = "bind-error"
+                out.error = err
+            else:
+                out.result = "bound"
+                self._cluster_event()
+        if err:
+            self._requeue_backoff(uid)
+
+    def run(self, deadline_s=60.0):
+        """Cycle until no pod is ready and no bind is in flight, or the deadline."""
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            if self.schedule_one() is None:
+                with self.lock:
+                    idle = self.inflight == 0 and not self.active
+                    waiting = list(self.backoff.values())
+                if idle and not waiting:
+                    return
+                if idle and waiting and min(waiting) > end:
+                    return
+                time.sleep(0.002)
+        raise TimeoutError("scheduler did not settle")
+
+    def bound(self):
+        """uid -> node for every pod this client bound."""
+        return {o.pod: o.node for o in self.outcomes if o.result == "bound"}
+
+    def close(self):
+        self.binder.shutdown(wait=True)
+        for c in self.conns:
+            c.close()
+
+
+def gpu_pod(ns, name, uid, gpus, labels=None, **resources):
+    res = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+    if resources:
+        res.setdefault("requests", {}).update(resources)
+    md = {"name": name, "namespace": ns, "uid": uid}
+    if labels:
+        md["labels"] = labels
+    return {"metadata": md, "spec": {"schedulerName": "default-scheduler",
+                                     "containers": [{"name": "main", "image": "trainer:1",
+                                                     "resources": res}]},
+            "status": {"phase": "Pending"}}
+
+
+def load_cluster(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def clone(obj):
+    return copy.deepcopy(obj)

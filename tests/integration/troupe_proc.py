@@ -1,0 +1,124 @@
+"""Start and stop the real troupe binary for integration tests.
+
+The daemon is started on port 0 (any free port); the port is read from its
+"listening on http://HOST:PORT" log line. Its stderr is kept in a file so a
+failing test can show what troupe logged.
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+
+LISTEN_RE = re.compile(r"listening on http://(?:\[([^\]]+)\]|([^:/\s]+)):(\d+)")
+
+
+def binary():
+    path = os.environ.get("TROUPE_BIN")
+    if not path or not os.access(path, os.X_OK):
+        raise RuntimeError("set TROUPE_BIN to the troupe binary (meson test does)")
+    return path
+
+
+def source_root():
+    return os.environ.get("TROUPE_SOURCE_ROOT",
+                          os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+
+def example(name="cluster-small.json"):
+    return os.path.join(source_root(), "config", "examples", name)
+
+
+class Troupe:
+    """A running troupe. Use as a context manager; stop() checks a clean exit."""
+
+    def __init__(self, cluster=None, args=(), config_text=None, ready_timeout=20.0):
+        self.cluster = cluster or example()
+        self.args = list(args)
+        self.config_text = config_text
+        self.ready_timeout = ready_timeout
+        self.proc = None
+        self.port = None
+        self.host = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="troupe-it-")
+        self.log_path = os.path.join(self._tmp.name, "troupe.log")
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop(check=exc[0] is None)
+        self._tmp.cleanup()
+
+    def start(self):
+        cmd = [binary(), "--cluster", self.cluster, "--listen", "127.0.0.1:0"] + self.args
+        if self.config_text is not None:
+            cfg = os.path.join(self._tmp.name, "troupe.yaml")
+            with open(cfg, "w") as f:
+                f.write(self.config_text)
+            cmd += ["--config", cfg]
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._log)
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            m = LISTEN_RE.search(self.log())
+            if m:
+                self.host = m.group(1) or m.group(2)
+                self.port = int(m.group(3))
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"troupe exited with {self.proc.returncode}:\n{self.log()}")
+            time.sleep(0.02)
+        raise RuntimeError(f"troupe did not start within {self.ready_timeout}s:\n{self.log()}")
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def stop(self, check=True):
+        if not self.proc:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"troupe did not stop on SIGTERM:\n{self.log()}")
+        self._log.close()
+        code = self.proc.returncode
+        self.proc = None
+        if check and code != 0:
+            raise AssertionError(f"troupe exited with {code} (sanitizer report?):\n{self.log()}")
+
+    def connect(self, timeout=30):
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def request(self, method, path, body=None, headers=None):
+        """One request on a fresh connection: (status, headers, parsed JSON or text)."""
+        conn = self.connect()
+        try:
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body)
+            hdrs = {"Content-Type": "application/json"}
+            hdrs.update(headers or {})
+            conn.request(method, path, body=body, headers=hdrs)
+            resp = conn.getresponse()
+            data = resp.read()
+            try:
+                parsed = json.loads(data) if data else None
+            except ValueError:
+                parsed = data.decode(errors="replace")
+            return resp.status, dict(resp.getheaders()), parsed
+        finally:
+            conn.close()
+
+    def state(self):
+        status, _, body = self.request("GET", "/debug/state")
+        assert status == 200, (status, body)
+        return body
