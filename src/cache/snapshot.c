@@ -106,6 +106,12 @@ int cache_snapshot_load(struct cache *c, const char *path, char *err, size_t err
 		const char *end = NULL;
 
 		root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+		/* The document must end the file: trailing bytes mean a damaged or
+		 * concatenated file, not a snapshot. */
+		if (root && !json_at_end(end, buf + len)) {
+			cJSON_Delete(root);
+			root = NULL;
+		}
 		if (!root) {
 			snprintf(err, errlen, "%s: malformed JSON near byte %zu", path,
 				 end ? (size_t)(end - buf) : (size_t)0);

@@ -604,8 +604,11 @@ static int entry_hold_fact(struct cache *c, struct pod_entry *e, const struct ca
 	if (p->has_devices) {
 		devices = p->devices;
 		unattr = 0;
-	} else if (e->state == CACHE_POD_STATE_ASSUMED && e->slot && e->slot == s) {
-		/* troupe's own bind, confirmed: keep the devices it chose. */
+	} else if (e->slot && e->slot == s &&
+		   (uint32_t)__builtin_popcountll(e->hold_devices) + e->hold_unattr == p->demand.gpus) {
+		/* No annotation, same node, same count: keep what the pod holds. This
+		 * is troupe's own bind being confirmed (its devices stay known), or a
+		 * later event of a pod already counted. */
 		e->state = CACHE_POD_STATE_BOUND;
 		return 0;
 	}
@@ -614,6 +617,9 @@ static int entry_hold_fact(struct cache *c, struct pod_entry *e, const struct ca
 		return 0;
 	}
 	entry_release(c, e);
+	/* The release may have removed the slot (a node troupe does not know,
+	 * held only by this pod): look it up again. */
+	s = slot_get(c, p->node, len);
 	if (!s)
 		s = slot_create(c, p->node, len);
 	if (!s)

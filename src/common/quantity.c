@@ -73,7 +73,7 @@ int quantity_parse_milli(const char *s, size_t len, int64_t *milli)
 			if (k < 0)
 				goto out;
 			binary = (int64_t)1 << (10 * (k + 1));
-		} else if (n == 1 && suf[0] != 'e' && suf[0] != 'E') {
+		} else if (n == 1 && suf[0] != 'e') {
 			switch (suf[0]) {
 			case 'n': exp10 -= 9; break;
 			case 'u': exp10 -= 6; break;

@@ -26,7 +26,7 @@ int strbuf_reserve(struct strbuf *sb, size_t extra)
 
 	if (sb->failed)
 		return -ENOMEM;
-	if (__builtin_add_overflow(sb->len, extra + 1, &need))
+	if (__builtin_add_overflow(sb->len, extra, &need) || __builtin_add_overflow(need, 1, &need))
 		goto fail;
 	if (need <= sb->cap)
 		return 0;

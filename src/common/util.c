@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@ int util_read_file(const char *path, size_t max, char **out, size_t *len)
 	char *buf = NULL;
 	size_t n = 0, cap = 0;
 
+	if (max > SIZE_MAX / 2)
+		max = SIZE_MAX / 2;     /* keeps the size arithmetic below from wrapping */
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		ret = -errno;
@@ -89,6 +92,16 @@ const cJSON *json_obj(const cJSON *obj, const char *key)
 	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
 
 	return cJSON_IsObject(it) ? it : NULL;
+}
+
+bool json_at_end(const char *p, const char *end)
+{
+	if (!p)
+		return false;
+	for (; p < end; p++)
+		if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+			return false;
+	return true;
 }
 
 const cJSON *json_list(const cJSON *list)

@@ -4,6 +4,7 @@
 #ifndef TROUPE_COMMON_UTIL_H
 #define TROUPE_COMMON_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,9 @@ const char *json_str(const cJSON *obj, const char *key);
 const cJSON *json_obj(const cJSON *obj, const char *key);
 /* <list> when it is an array, else NULL (for cJSON_ArrayForEach). */
 const cJSON *json_list(const cJSON *list);
+/* True when only JSON whitespace lies between <p> (where cJSON stopped) and
+ * <end>: the document was the whole input. */
+bool json_at_end(const char *p, const char *end);
 /* A quantity (string, or number as YAML gives it) in milli-units.
  * Returns 0, -EINVAL or -ERANGE. */
 int json_quantity_milli(const cJSON *item, int64_t *milli);

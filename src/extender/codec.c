@@ -26,6 +26,12 @@ static cJSON *parse_object(const char *body, size_t len, char *err, size_t errle
 		snprintf(err, errlen, "malformed JSON near byte %zu of %zu", at, len);
 		return NULL;
 	}
+	if (!json_at_end(end, body + len)) {
+		snprintf(err, errlen, "unexpected bytes after the JSON document (byte %zu of %zu)",
+			 (size_t)(end - body), len);
+		cJSON_Delete(root);
+		return NULL;
+	}
 	if (!cJSON_IsObject(root)) {
 		snprintf(err, errlen, "request body must be a JSON object");
 		cJSON_Delete(root);
