@@ -338,8 +338,9 @@ static struct slot *slot_get(struct cache *c, const char *name, size_t len)
 
 static void usage_load(const struct slot *s, uint64_t *used, uint32_t *unattr)
 {
-	*used = ck_pr_load_64(&s->usage[0]);
-	*unattr = (uint32_t)ck_pr_load_64(&s->usage[1]);
+	/* Relaxed: a snapshot for filter; bind re-checks with the CAS. */
+	*used = __atomic_load_n(&s->usage[0], __ATOMIC_RELAXED);
+	*unattr = (uint32_t)__atomic_load_n(&s->usage[1], __ATOMIC_RELAXED);
 }
 
 bool cache_node_lookup(struct cache *c, const char *name, size_t len,
@@ -350,11 +351,11 @@ bool cache_node_lookup(struct cache *c, const char *name, size_t len,
 
 	if (!s)
 		return false;
-	/* Pairs with the release store in cache_node_upsert. */
-	rec = ck_pr_load_ptr(&s->rec);
+	/* Acquire: pairs with the release store in cache_node_upsert, so the
+	 * record's contents are visible once its pointer is. */
+	rec = __atomic_load_n(&s->rec, __ATOMIC_ACQUIRE);
 	if (!rec)
 		return false;
-	ck_pr_fence_load();
 	out->node = rec;
 	usage_load(s, &out->used, &out->unattributed);
 	return true;
@@ -381,10 +382,10 @@ void cache_node_foreach(struct cache *c, bool (*fn)(const struct cache_node_view
 		struct slot *s = ck_ht_entry_value(ent);
 		struct cache_node_view v;
 
-		v.node = ck_pr_load_ptr(&s->rec);
+		/* Acquire: pairs with the release store in cache_node_upsert. */
+		v.node = __atomic_load_n(&s->rec, __ATOMIC_ACQUIRE);
 		if (!v.node)
 			continue;
-		ck_pr_fence_load();
 		usage_load(s, &v.used, &v.unattributed);
 		if (!fn(&v, arg))
 			break;
@@ -419,8 +420,9 @@ static int usage_change(struct slot *s, uint64_t devices, uint32_t unattr, int s
 	uint64_t cur[2], next[2];
 
 	for (;;) {
-		cur[0] = ck_pr_load_64(&s->usage[0]);
-		cur[1] = ck_pr_load_64(&s->usage[1]);
+		/* A torn pair only makes the CAS below fail and retry. */
+		cur[0] = __atomic_load_n(&s->usage[0], __ATOMIC_RELAXED);
+		cur[1] = __atomic_load_n(&s->usage[1], __ATOMIC_RELAXED);
 		if (sign > 0) {
 			if (cur[0] & devices)
 				return -EBUSY;
@@ -469,10 +471,11 @@ static void slot_maybe_remove(struct cache *c, struct slot *s)
 	ck_ht_entry_t ent;
 	ck_ht_hash_t h;
 
-	if (ck_pr_load_ptr(&s->rec))
+	/* seq_cst load of the record and of refs: with the seq_cst store of NULL
+	 * in cache_node_delete, they pair with the increment-then-load in
+	 * cache_pod_assume (Dekker), so one side always sees the other. */
+	if (__atomic_load_n(&s->rec, __ATOMIC_SEQ_CST))
 		return;
-	/* seq_cst: pairs with the increment in cache_pod_assume (Dekker). */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) != 0)
 		return;
 	ck_ht_hash(&h, &c->nodes, s->name, s->name_len);
@@ -498,11 +501,10 @@ int cache_node_upsert(struct cache *c, struct cache_node *node)
 		return -ENOMEM;
 	}
 	old = s->rec;
-	/* Release: the record's contents are visible before its pointer. Pairs
-	 * with the load in cache_node_lookup. */
-	ck_pr_fence_store();
-	ck_pr_store_ptr(&s->rec, node);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/* Release (seq_cst includes it): the record's contents are visible
+	 * before its pointer. Pairs with the acquire loads in cache_node_lookup
+	 * and cache_node_foreach. */
+	__atomic_store_n(&s->rec, node, __ATOMIC_SEQ_CST);
 	if (old)
 		retire(c, old);
 	else {
@@ -810,8 +812,9 @@ int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_
 	for (;;) {
 		int64_t free_n;
 
-		cur[0] = ck_pr_load_64(&s->usage[0]);
-		cur[1] = ck_pr_load_64(&s->usage[1]);
+		/* A torn pair only makes the CAS below fail and retry. */
+		cur[0] = __atomic_load_n(&s->usage[0], __ATOMIC_RELAXED);
+		cur[1] = __atomic_load_n(&s->usage[1], __ATOMIC_RELAXED);
 		if (cur[0] & want) {
 			ret = -EAGAIN;
 			goto out_unref;
