@@ -105,6 +105,14 @@ int cache_snapshot_load(struct cache *c, const char *path, char *err, size_t err
 	if (yamljson_is_json(buf, len)) {
 		const char *end = NULL;
 
+		long bad = json_find_unsafe(buf, len);
+
+		if (bad >= 0) {
+			snprintf(err, errlen, "%s: control character or \\u0000 at byte %ld", path,
+				 bad);
+			ret = -EINVAL;
+			goto out;
+		}
 		root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
 		/* The document must end the file: trailing bytes mean a damaged or
 		 * concatenated file, not a snapshot. */

@@ -104,6 +104,30 @@ bool json_at_end(const char *p, const char *end)
 	return true;
 }
 
+long json_find_unsafe(const char *buf, size_t len)
+{
+	bool in_str = false;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)buf[i];
+
+		if (c < 0x20 && (in_str || (c != ' ' && c != '\t' && c != '\n' && c != '\r')))
+			return (long)i;
+		if (!in_str) {
+			in_str = c == '"';
+			continue;
+		}
+		if (c == '"') {
+			in_str = false;
+		} else if (c == '\\' && i + 1 < len) {
+			i++;
+			if (buf[i] == 'u' && i + 4 < len && memcmp(buf + i + 1, "0000", 4) == 0)
+				return (long)(i - 1);
+		}
+	}
+	return -1;
+}
+
 const cJSON *json_list(const cJSON *list)
 {
 	return cJSON_IsArray(list) ? list : NULL;

@@ -29,6 +29,11 @@ const cJSON *json_list(const cJSON *list);
 /* True when only JSON whitespace lies between <p> (where cJSON stopped) and
  * <end>: the document was the whole input. */
 bool json_at_end(const char *p, const char *end);
+/* Check JSON text for what cJSON would quietly accept or truncate: raw control
+ * bytes (JSON allows only tab, CR and LF, and only between tokens) and the
+ * escape \u0000 (cJSON cuts the string there, so "a\u0000b" would read as
+ * "a"). Returns -1 when clean, else the offset of the offending byte. */
+long json_find_unsafe(const char *buf, size_t len);
 /* A quantity (string, or number as YAML gives it) in milli-units.
  * Returns 0, -EINVAL or -ERANGE. */
 int json_quantity_milli(const cJSON *item, int64_t *milli);

@@ -14,9 +14,16 @@ static cJSON *parse_object(const char *body, size_t len, char *err, size_t errle
 {
 	const char *end = NULL;
 	cJSON *root;
+	long bad;
 
 	if (len == 0) {
 		snprintf(err, errlen, "empty request body");
+		return NULL;
+	}
+	bad = json_find_unsafe(body, len);
+	if (bad >= 0) {
+		snprintf(err, errlen, "control character or \\u0000 at byte %ld; JSON allows "
+			 "neither here", bad);
 		return NULL;
 	}
 	root = cJSON_ParseWithLengthOpts(body, len, &end, 0);

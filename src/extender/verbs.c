@@ -296,9 +296,10 @@ void ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	struct ext_bind_args b;
 	struct cache_pod_info info;
 	struct cache_node_view v;
-	char err[256], ids[256];
+	char err[256] = "", ids[256];
 	uint64_t devices = 0;
 	int ret = -EAGAIN;
+	bool node_seen = false;
 
 	if (ext_bind_args_decode(body, len, &b, err, sizeof(err)) < 0) {
 		log_warn("extender", "bind: bad request (%zu bytes): %s", len, err);
@@ -343,6 +344,7 @@ void ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 			ret = -ENOENT;
 			break;
 		}
+		node_seen = true;
 		if (info.demand.gpus > 0 &&
 		    placement_check(&v, &info.demand, cache_get_opts(svc->cache)->gpu_resources,
 				    &fit) != PLACEMENT_FITS) {
@@ -378,10 +380,20 @@ void ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 			    info.name, info.node);
 		break;
 	case -ENOENT:
-		log_warn("extender", "bind: node %s is unknown", b.node);
-		reply_error(r, 200, "troupe: node %s is unknown to troupe", b.node);
+		if (!node_seen) {
+			log_warn("extender", "bind: node %s is unknown", b.node);
+			reply_error(r, 200, "troupe: node %s is unknown to troupe", b.node);
+		} else {
+			log_warn("extender", "bind: pod %s/%s or node %s was removed while binding",
+				 info.ns, info.name, b.node);
+			reply_error(r, 200, "troupe: pod %s/%s or node %s was removed while binding",
+				    info.ns, info.name, b.node);
+		}
 		break;
 	case -ENOSPC:
+		if (!err[0])
+			snprintf(err, sizeof(err), "troupe: node %s no longer has %u free GPUs",
+				 b.node, info.demand.gpus);
 		log_info("extender", "bind: pod %s/%s no longer fits node %s: %s", info.ns,
 			 info.name, b.node, err);
 		reply_error(r, 200, "%s (pod %s/%s on node %s; it will be retried)", err, info.ns,

@@ -15,9 +15,9 @@
 #include "placement/placement.h"
 
 /* If the pod object names a pod group, write "namespace/name" into <out> and
- * return true. Recognised, first found: the label scheduling.x-k8s.io/pod-group,
- * the label pod-group.scheduling.sigs.k8s.io, the label
- * pod-group.scheduling.sigs.k8s.io/name, the annotation
+ * return true. Recognised, first found: the labels scheduling.x-k8s.io/pod-group,
+ * scheduling.sigs.k8s.io/pod-group, pod-group.scheduling.sigs.k8s.io and
+ * pod-group.scheduling.sigs.k8s.io/name, then the annotation
  * scheduling.k8s.io/group-name (Volcano). */
 bool gang_pod_group(const cJSON *pod, char *out, size_t len);
 

@@ -11,6 +11,7 @@ static const struct {
 	const char *key;
 } membership_keys[] = {
 	{ "labels", "scheduling.x-k8s.io/pod-group" },
+	{ "labels", "scheduling.sigs.k8s.io/pod-group" },
 	{ "labels", "pod-group.scheduling.sigs.k8s.io" },
 	{ "labels", "pod-group.scheduling.sigs.k8s.io/name" },
 	{ "annotations", "scheduling.k8s.io/group-name" },

@@ -1136,10 +1136,42 @@ static void test_log_enabled_follows_level(void **state)
 	log_set_level(saved);
 }
 
+/* json_find_unsafe: what cJSON would accept or truncate is found, with its offset. */
+static void test_json_find_unsafe_flags_control_bytes_and_escaped_nul(void **state)
+{
+	static const struct {
+		const char *text;
+		size_t len;     /* 0: strlen */
+		long want;
+	} cases[] = {
+		{ "{\"a\": \"b\"}", 0, -1 },
+		{ "{\n\t\"a\":\r\n \"b\"}", 0, -1 },
+		{ "{\"a\": \"b\\\\u0000\"}", 0, -1 },        /* escaped backslash, then text */
+		{ "{\"a\": \"\\u00001\"}", 0, 7 },
+		{ "{\"a\": \"x\\u0000\"}", 0, 8 },
+		{ "{\"a\": \"\\u0041\"}", 0, -1 },
+		{ "{\"a\": \"b\tc\"}", 0, 8 },                /* raw tab inside a string */
+		{ "{\"a\":\x01\"b\"}", 0, 5 },
+		{ "{\"a\": \"b\0c\"}", 11, 8 },               /* raw NUL inside a string */
+		{ "{\"a\"\0: 1}", 9, 4 },                     /* raw NUL between tokens */
+		{ "\"\\\"\\u0000\"", 0, 3 },                  /* after an escaped quote */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len = cases[i].len ? cases[i].len : strlen(cases[i].text);
+
+		if (json_find_unsafe(cases[i].text, len) != cases[i].want)
+			fail_msg("case %zu: got %ld, want %ld", i,
+				 json_find_unsafe(cases[i].text, len), cases[i].want);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_quantity_parse_milli_grammar),
+		cmocka_unit_test(test_json_find_unsafe_flags_control_bytes_and_escaped_nul),
 		cmocka_unit_test(test_quantity_parse_milli_rounds_up),
 		cmocka_unit_test(test_quantity_parse_milli_honours_len),
 		cmocka_unit_test(test_quantity_parse_count_whole_only),

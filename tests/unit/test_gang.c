@@ -123,8 +123,8 @@ static void test_gang_pod_group_table(void **state)
 		got = gang_pod_group(pod, out, sizeof(out));
 		if (got != (c->group != NULL) || (got && strcmp(out, c->group) != 0))
 			fail_msg("case \"%s\": got %s \"%s\", want %s \"%s\"", c->what,
-				 got ? "true" : "false", got ? out : "", c->group ? "true" : "false",
-				 c->group ? c->group : "");
+				 got ? "true" : "false", got ? out : "",
+				 c->group ? "true" : "false", c->group ? c->group : "");
 		cJSON_Delete(pod);
 	}
 }
@@ -137,12 +137,14 @@ static void test_gang_pod_group_intermediate_label_is_recognised(void **state)
 	cJSON *pod = cJSON_Parse("{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\","
 				 "\"labels\":{\"scheduling.sigs.k8s.io/pod-group\":\"train\"}}}");
 	char out[384] = "";
+	bool found;
 
 	(void)state;
 	assert_non_null(pod);
-	assert_true(gang_pod_group(pod, out, sizeof(out)));
-	assert_string_equal(out, "ml/train");
+	found = gang_pod_group(pod, out, sizeof(out));
 	cJSON_Delete(pod);
+	assert_true(found);
+	assert_string_equal(out, "ml/train");
 }
 
 static void test_gang_pod_group_absent_pod_is_no_group(void **state)

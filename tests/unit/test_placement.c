@@ -180,7 +180,9 @@ static void test_placement_check_fits_iff_enough_free(void **state)
 				struct cache_node_view v = { &n, low_bits(held), 0 };
 				struct cache_demand d = gpus(NV, want);
 				struct placement_fit fit;
-				enum placement_verdict got = placement_check(&v, &d, gpu_names, &fit);
+				enum placement_verdict got;
+
+				got = placement_check(&v, &d, gpu_names, &fit);
 
 				assert_int_equal(fit.free_gpus, alloc - held);
 				if (alloc - held >= want)
@@ -302,8 +304,8 @@ static void test_placement_binpack_is_bounded_and_monotonic(void **state)
 
 				assert_in_range(sc, 0, PLACEMENT_MAX_SCORE);
 				if (sc < prev)
-					fail_msg("alloc %u want %u: score fell from %u to %u at %u held",
-						 alloc, want, prev, sc, held);
+					fail_msg("alloc %u want %u: score fell from %u to %u "
+						 "at %u held", alloc, want, prev, sc, held);
 				if (held + want == alloc && sc != PLACEMENT_MAX_SCORE)
 					fail_msg("alloc %u: exact fill scored %u", alloc, sc);
 				prev = sc;
@@ -417,9 +419,11 @@ static void test_placement_choose_devices_is_deterministic_subset(void **state)
 		assert_int_equal(a & ~free_mask, 0);
 		assert_int_equal(__builtin_popcountll(a), want);
 		/* Lowest first: no free device below the highest chosen is left out. */
-		if (a)
-			assert_int_equal(free_mask & low_bits(63 - (unsigned)__builtin_clzll(a)) & ~a,
-					 0);
+		if (a) {
+			unsigned highest = 63 - (unsigned)__builtin_clzll(a);
+
+			assert_int_equal(free_mask & low_bits(highest) & ~a, 0);
+		}
 	}
 }
 
