@@ -183,6 +183,7 @@ enum cache_pod_state {
 /* A copy of what the cache holds for a pod. */
 struct cache_pod_info {
 	enum cache_pod_state state;
+	bool from_api;                  /* learnt from the cluster, not only from a filter */
 	char ns[64];
 	char name[254];
 	char node[254];
@@ -221,10 +222,44 @@ struct cache_stats {
 	size_t nodes;
 	size_t pods;
 	size_t pods_holding;
+	size_t podgroups;
 	uint64_t gpus_allocatable;
 	uint64_t gpus_held;
 };
 void cache_get_stats(struct cache *c, struct cache_stats *out);
+
+/* Visit every pod the cache knows, under each stripe's lock in turn: <fn> must
+ * not call back into the cache. Thread: any. */
+void cache_pod_foreach(struct cache *c, void (*fn)(const struct cache_pod_info *, const char *uid,
+						  void *arg), void *arg);
+
+/* ---- Pod groups (scheduling.x-k8s.io/v1alpha1 PodGroup) ---------------------- */
+
+struct cache_podgroup {
+	const char *ns;
+	const char *name;
+	int32_t min_member;             /* spec.minMember; 0 when absent */
+	int32_t timeout_s;              /* spec.scheduleTimeoutSeconds; 0 when absent */
+	uint32_t min_gpus;              /* spec.minResources of the managed GPU kinds */
+	int64_t min_cpu_milli;
+	int64_t min_mem_bytes;
+};
+
+/* Parse a PodGroup. Returns NULL with <err> set when it has no name. */
+struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache_opts *opts,
+					    char *err, size_t errlen);
+void cache_podgroup_free(struct cache_podgroup *pg);
+/* Writer: add or replace (takes ownership, also on error). */
+int cache_podgroup_apply(struct cache *c, struct cache_podgroup *pg);
+/* Writer: remove. -ENOENT when unknown. */
+int cache_podgroup_delete(struct cache *c, const char *ns, const char *name);
+/* Any: copy pod group ns/name into <out> (strings point into <buf>). */
+int cache_podgroup_get(struct cache *c, const char *ns, const char *name,
+		       struct cache_podgroup *out, char *buf, size_t buflen);
+/* Any: visit every pod group (under the pod-group lock: <fn> must not call
+ * back into the cache). */
+void cache_podgroup_foreach(struct cache *c, void (*fn)(const struct cache_podgroup *, void *),
+			    void *arg);
 
 /* ---- Snapshot files ----------------------------------------------------- */
 

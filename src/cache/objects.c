@@ -534,3 +534,59 @@ void cache_pod_free(struct cache_pod *pod)
 {
 	free(pod);
 }
+
+/* ---- Pod groups ------------------------------------------------------- */
+
+struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache_opts *opts,
+					    char *err, size_t errlen)
+{
+	const cJSON *meta = json_obj(obj, "metadata");
+	const cJSON *spec = json_obj(obj, "spec");
+	const cJSON *minres = json_obj(spec, "minResources");
+	const cJSON *mm = cJSON_GetObjectItemCaseSensitive(spec, "minMember");
+	const cJSON *to = cJSON_GetObjectItemCaseSensitive(spec, "scheduleTimeoutSeconds");
+	const char *name = json_str(meta, "name");
+	const char *ns = json_str(meta, "namespace");
+	struct cache_podgroup *pg;
+	size_t size;
+	struct blk b;
+
+	if (!name || !name[0] || strlen(name) > 253) {
+		snprintf(err, errlen, "pod group has no valid metadata.name");
+		return NULL;
+	}
+	if (!ns || !ns[0])
+		ns = "default";
+	if (strlen(ns) > 63) {
+		snprintf(err, errlen, "pod group %s has an invalid namespace", name);
+		return NULL;
+	}
+	size = sizeof(*pg) + str_size(ns) + str_size(name);
+	pg = calloc(1, size);
+	if (!pg) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	b.p = (char *)(pg + 1);
+	b.end = (char *)pg + size;
+	pg->ns = blk_str(&b, ns);
+	pg->name = blk_str(&b, name);
+	if (cJSON_IsNumber(mm) && mm->valuedouble >= 0 && mm->valuedouble <= INT32_MAX)
+		pg->min_member = (int32_t)mm->valuedouble;
+	if (cJSON_IsNumber(to) && to->valuedouble >= 0 && to->valuedouble <= INT32_MAX)
+		pg->timeout_s = (int32_t)to->valuedouble;
+	for (unsigned i = 0; i < opts->n_gpu_resources; i++) {
+		int64_t n = resource_count(minres, opts->gpu_resources[i]);
+
+		if (n > 0 && n <= UINT32_MAX)
+			pg->min_gpus += (uint32_t)n;
+	}
+	pg->min_cpu_milli = resource_milli(minres, "cpu");
+	pg->min_mem_bytes = (resource_milli(minres, "memory") + 999) / 1000;
+	return pg;
+}
+
+void cache_podgroup_free(struct cache_podgroup *pg)
+{
+	free(pg);
+}

@@ -64,9 +64,15 @@ static void apply_kind(struct cache *c, const cJSON *doc, const char *want,
 			if (cache_pod_apply(c, pod) == 0)
 				n->pods++;
 		} else {
-			/* Gangs are not scheduled yet; the objects are counted so the
-			 * operator sees the file was read whole. */
-			n->podgroups++;
+			struct cache_podgroup *pg = cache_podgroup_parse(it, cache_get_opts(c), err,
+									 sizeof(err));
+
+			if (!pg) {
+				log_warn("snapshot", "skipping a PodGroup: %s", err);
+				n->skipped++;
+			} else if (cache_podgroup_apply(c, pg) == 0) {
+				n->podgroups++;
+			}
 		}
 	}
 }

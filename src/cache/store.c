@@ -27,6 +27,7 @@
  * or a call into another module.
  */
 #include "cache/cache.h"
+#include "cache/internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -64,6 +65,7 @@ struct retired {
 struct pod_entry {
 	char *uid;                      /* key; owned */
 	enum cache_pod_state state;
+	bool from_api;                  /* seen in the cluster state, not only in a filter */
 	struct cache_pod *pod;          /* latest parsed object; owned */
 	struct slot *slot;              /* holding on this node (a ref), or NULL */
 	uint64_t hold_devices;
@@ -93,6 +95,13 @@ struct cache {
 	pthread_mutex_t readers_lock;
 	struct reader_rec *readers;     /* guarded by readers_lock */
 	struct stripe pods[POD_STRIPES];
+	pthread_mutex_t groups_lock;
+	struct strmap groups;           /* "ns/name" -> struct podgroup; guarded by groups_lock */
+};
+
+struct podgroup {
+	char key[320];                  /* "ns/name" */
+	struct cache_podgroup *pg;
 };
 
 static uint64_t cache_generation;
@@ -213,6 +222,8 @@ struct cache *cache_new(const struct cache_opts *opts)
 			&ht_allocator, 1024, 0x74726f75ULL))
 		goto fail_ht;
 	pthread_mutex_init(&c->readers_lock, NULL);
+	pthread_mutex_init(&c->groups_lock, NULL);
+	strmap_init(&c->groups);
 	for (int i = 0; i < POD_STRIPES; i++) {
 		pthread_mutex_init(&c->pods[i].lock, NULL);
 		strmap_init(&c->pods[i].map);
@@ -260,6 +271,17 @@ void cache_free(struct cache *c)
 
 		free(s->rec);
 		free(s);
+	}
+	{
+		size_t pos = 0;
+		void *v;
+
+		while (strmap_next(&c->groups, &pos, NULL, &v)) {
+			cache_podgroup_free(((struct podgroup *)v)->pg);
+			free(v);
+		}
+		strmap_fini(&c->groups);
+		pthread_mutex_destroy(&c->groups_lock);
 	}
 	ck_ht_destroy(&c->nodes);
 	ck_epoch_barrier(c->writer);
@@ -674,6 +696,7 @@ int cache_pod_apply(struct cache *c, struct cache_pod *pod)
 		cache_pod_free(pod);
 		goto out;
 	}
+	e->from_api = true;
 	if (pod_holds(pod)) {
 		ret = entry_hold_fact(c, e, pod);
 	} else if (e->state == CACHE_POD_STATE_ASSUMED && !pod->node && !pod->deleting &&
@@ -753,6 +776,7 @@ int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out)
 		goto out;
 	}
 	out->state = e->state;
+	out->from_api = e->from_api;
 	copy_str(out->ns, sizeof(out->ns), e->pod->ns);
 	copy_str(out->name, sizeof(out->name), e->pod->name);
 	copy_str(out->node, sizeof(out->node), e->slot ? e->slot->name : e->pod->node);
@@ -896,4 +920,199 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
 		}
 		pthread_mutex_unlock(&c->pods[i].lock);
 	}
+	pthread_mutex_lock(&c->groups_lock);
+	out->podgroups = strmap_count(&c->groups);
+	pthread_mutex_unlock(&c->groups_lock);
+}
+
+void cache_pod_foreach(struct cache *c, void (*fn)(const struct cache_pod_info *, const char *uid,
+						  void *arg), void *arg)
+{
+	for (int i = 0; i < POD_STRIPES; i++) {
+		size_t pos = 0;
+		void *v;
+
+		pthread_mutex_lock(&c->pods[i].lock);
+		while (strmap_next(&c->pods[i].map, &pos, NULL, &v)) {
+			struct pod_entry *e = v;
+			struct cache_pod_info info;
+
+			if (!e->pod)
+				continue;
+			memset(&info, 0, sizeof(info));
+			info.state = e->state;
+			info.from_api = e->from_api;
+			copy_str(info.ns, sizeof(info.ns), e->pod->ns);
+			copy_str(info.name, sizeof(info.name), e->pod->name);
+			copy_str(info.node, sizeof(info.node), e->slot ? e->slot->name : e->pod->node);
+			info.demand = e->pod->demand;
+			info.demand_valid = e->pod->demand_error == NULL;
+			info.devices = e->hold_devices;
+			info.unattributed = e->hold_unattr;
+			fn(&info, e->uid, arg);
+		}
+		pthread_mutex_unlock(&c->pods[i].lock);
+	}
+}
+
+/* ---- Sweeps after a relist (writer) --------------------------------------- */
+
+void cache__node_sweep(struct cache *c, bool (*keep)(const char *name, void *arg), void *arg)
+{
+	ck_ht_iterator_t it = CK_HT_ITERATOR_INITIALIZER;
+	ck_ht_entry_t *ent;
+	char **gone = NULL;
+	size_t n = 0, cap = 0;
+
+	tl_writer = c;
+	/* Collect first: deleting while iterating ck_ht is not allowed. */
+	while (ck_ht_next(&c->nodes, &it, &ent)) {
+		struct slot *s = ck_ht_entry_value(ent);
+
+		if (!s->rec || keep(s->name, arg))
+			continue;
+		if (n == cap) {
+			char **g = realloc(gone, (cap = cap ? cap * 2 : 64) * sizeof(*g));
+
+			if (!g)
+				break;
+			gone = g;
+		}
+		gone[n] = strdup(s->name);
+		if (gone[n])
+			n++;
+	}
+	for (size_t i = 0; i < n; i++) {
+		log_info("cache", "node %s is gone from the API server; removed", gone[i]);
+		cache_node_delete(c, gone[i]);
+		free(gone[i]);
+	}
+	free(gone);
+}
+
+void cache__pod_sweep(struct cache *c, bool (*keep)(const char *uid, void *arg), void *arg)
+{
+	size_t swept = 0;
+
+	tl_writer = c;
+	for (int i = 0; i < POD_STRIPES; i++) {
+		struct stripe *st = &c->pods[i];
+		struct pod_entry **gone = NULL;
+		size_t n = 0, cap = 0, pos = 0;
+		void *v;
+
+		pthread_mutex_lock(&st->lock);
+		while (strmap_next(&st->map, &pos, NULL, &v)) {
+			struct pod_entry *e = v;
+
+			if (!(e->from_api || e->state == CACHE_POD_STATE_ASSUMED) || keep(e->uid, arg))
+				continue;
+			if (n == cap) {
+				struct pod_entry **g = realloc(gone, (cap = cap ? cap * 2 : 64) *
+								      sizeof(*g));
+
+				if (!g)
+					break;
+				gone = g;
+			}
+			gone[n++] = e;
+		}
+		for (size_t k = 0; k < n; k++) {
+			strmap_del(&st->map, gone[k]->uid, strlen(gone[k]->uid));
+			entry_release(c, gone[k]);
+		}
+		pthread_mutex_unlock(&st->lock);
+		for (size_t k = 0; k < n; k++)
+			pod_entry_free(gone[k]);
+		free(gone);
+		swept += n;
+	}
+	if (swept)
+		log_info("cache", "%zu pods are gone from the API server; their GPUs are released",
+			 swept);
+}
+
+/* ---- Pod groups ------------------------------------------------------------ */
+
+static void group_key(char *out, size_t len, const char *ns, const char *name)
+{
+	snprintf(out, len, "%s/%s", ns, name);
+}
+
+int cache_podgroup_apply(struct cache *c, struct cache_podgroup *pg)
+{
+	struct podgroup *g = calloc(1, sizeof(*g));
+	void *old = NULL;
+	int ret;
+
+	if (!g) {
+		cache_podgroup_free(pg);
+		return -ENOMEM;
+	}
+	group_key(g->key, sizeof(g->key), pg->ns, pg->name);
+	g->pg = pg;
+	pthread_mutex_lock(&c->groups_lock);
+	ret = strmap_put(&c->groups, g->key, strlen(g->key), g, &old);
+	pthread_mutex_unlock(&c->groups_lock);
+	if (ret < 0) {
+		cache_podgroup_free(pg);
+		free(g);
+		return ret;
+	}
+	if (old) {
+		cache_podgroup_free(((struct podgroup *)old)->pg);
+		free(old);
+	}
+	return 0;
+}
+
+int cache_podgroup_delete(struct cache *c, const char *ns, const char *name)
+{
+	char key[320];
+	struct podgroup *g;
+
+	group_key(key, sizeof(key), ns, name);
+	pthread_mutex_lock(&c->groups_lock);
+	g = strmap_del(&c->groups, key, strlen(key));
+	pthread_mutex_unlock(&c->groups_lock);
+	if (!g)
+		return -ENOENT;
+	cache_podgroup_free(g->pg);
+	free(g);
+	return 0;
+}
+
+int cache_podgroup_get(struct cache *c, const char *ns, const char *name,
+		       struct cache_podgroup *out, char *buf, size_t buflen)
+{
+	char key[320];
+	struct podgroup *g;
+	int ret = -ENOENT;
+
+	group_key(key, sizeof(key), ns, name);
+	pthread_mutex_lock(&c->groups_lock);
+	g = strmap_get(&c->groups, key, strlen(key));
+	if (g) {
+		*out = *g->pg;
+		snprintf(buf, buflen, "%s", g->key);
+		out->ns = buf;
+		out->name = strchr(buf, '/') ? strchr(buf, '/') + 1 : buf;
+		if (strchr(buf, '/'))
+			*strchr(buf, '/') = '\0';
+		ret = 0;
+	}
+	pthread_mutex_unlock(&c->groups_lock);
+	return ret;
+}
+
+void cache_podgroup_foreach(struct cache *c, void (*fn)(const struct cache_podgroup *, void *),
+			    void *arg)
+{
+	size_t pos = 0;
+	void *v;
+
+	pthread_mutex_lock(&c->groups_lock);
+	while (strmap_next(&c->groups, &pos, NULL, &v))
+		fn(((struct podgroup *)v)->pg, arg);
+	pthread_mutex_unlock(&c->groups_lock);
 }

@@ -15,6 +15,15 @@
  *   scoring:
  *     policy: binpack
  *     weights: {packing: 1}
+ *   api:                            # live API server only
+ *     bind_timeout_seconds: 10
+ *     page_size: 500
+ *     watch_timeout_min_seconds: 300
+ *     watch_timeout_max_seconds: 600
+ *     backoff_initial_ms: 800
+ *     backoff_max_ms: 30000
+ *     healthy_reset_seconds: 60
+ *     podgroup_retry_seconds: 300
  */
 #include "extender/config.h"
 
@@ -44,6 +53,14 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->cache.n_gpu_resources = 1;
 	snprintf(cfg->score_policy, sizeof(cfg->score_policy), "binpack");
 	cfg->weights.packing = 1.0;
+	cfg->bind_timeout_s = 10;
+	cfg->informer.page_size = 500;
+	cfg->informer.watch_timeout_min_s = 300;
+	cfg->informer.watch_timeout_max_s = 600;
+	cfg->informer.backoff_initial_ms = 800;
+	cfg->informer.backoff_max_ms = 30000;
+	cfg->informer.healthy_reset_s = 60;
+	cfg->informer.podgroup_retry_s = 300;
 }
 
 int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen)
@@ -112,6 +129,15 @@ static const struct key keys[] = {
 	{ "scoring.policy", K_STRING, F(score_policy), S(score_policy) },
 	{ "scoring.weights", K_MAP, 0, 0 },
 	{ "scoring.weights.packing", K_DOUBLE, F(weights.packing), 0 },
+	{ "api", K_MAP, 0, 0 },
+	{ "api.bind_timeout_seconds", K_UINT, F(bind_timeout_s), 0 },
+	{ "api.page_size", K_UINT, F(informer.page_size), 0 },
+	{ "api.watch_timeout_min_seconds", K_UINT, F(informer.watch_timeout_min_s), 0 },
+	{ "api.watch_timeout_max_seconds", K_UINT, F(informer.watch_timeout_max_s), 0 },
+	{ "api.backoff_initial_ms", K_UINT, F(informer.backoff_initial_ms), 0 },
+	{ "api.backoff_max_ms", K_UINT, F(informer.backoff_max_ms), 0 },
+	{ "api.healthy_reset_seconds", K_UINT, F(informer.healthy_reset_s), 0 },
+	{ "api.podgroup_retry_seconds", K_UINT, F(informer.podgroup_retry_s), 0 },
 };
 
 static const struct key *key_find(const char *path)
@@ -297,6 +323,20 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 	}
 	if (cfg->threads > 256) {
 		snprintf(err, errlen, "http.threads must be at most 256");
+		return -EINVAL;
+	}
+	if (cfg->bind_timeout_s < 1 || cfg->bind_timeout_s > 300) {
+		snprintf(err, errlen, "api.bind_timeout_seconds must be 1 to 300 (and below "
+			 "kube-scheduler's httpTimeout)");
+		return -EINVAL;
+	}
+	if (cfg->informer.page_size < 1 || cfg->informer.watch_timeout_min_s < 1 ||
+	    cfg->informer.watch_timeout_max_s < cfg->informer.watch_timeout_min_s ||
+	    cfg->informer.backoff_initial_ms < 1 ||
+	    cfg->informer.backoff_max_ms < cfg->informer.backoff_initial_ms) {
+		snprintf(err, errlen, "api: page_size and timeouts must be positive, "
+			 "watch_timeout_max_seconds >= watch_timeout_min_seconds and "
+			 "backoff_max_ms >= backoff_initial_ms");
 		return -EINVAL;
 	}
 	if (cfg->path_prefix[0] && cfg->path_prefix[0] != '/') {

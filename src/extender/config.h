@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common/log.h"
+#include "cache/api.h"
 #include "cache/cache.h"
 #include "placement/placement.h"
 
@@ -27,6 +28,8 @@ struct ext_config {
 	char gpu_names[CACHE_MAX_GPU_RESOURCES][128];   /* storage behind cache.gpu_resources */
 	char score_policy[32];
 	struct placement_weights weights;
+	unsigned bind_timeout_s;        /* api.bind_timeout_seconds */
+	struct cache_informer_opts informer;    /* api.* list/watch tuning */
 };
 
 /* Fill in the defaults. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/api.h"
 #include "cache/cache.h"
 #include "common/log.h"
 #include "extender/config.h"
@@ -25,11 +26,21 @@ static void usage(FILE *out)
 		"it over HTTP (POST /filter, /prioritize, /bind, /preempt) to place pods that ask\n"
 		"for GPUs.\n"
 		"\n"
-		"Cluster state (one source is required):\n"
-		"  --cluster FILE       a cluster snapshot: a v1 List of Node, Pod and PodGroup\n"
-		"                       objects, as `kubectl get nodes,pods,podgroups -A -o json`\n"
-		"                       (or -o yaml) prints it. troupe schedules against it and\n"
-		"                       keeps its own binds in memory.\n"
+		"Cluster state (exactly one source):\n"
+		"  --kubeconfig FILE    a live API server from a kubeconfig's current context\n"
+		"                       (server, certificate-authority(-data), client-certificate/\n"
+		"                       -key(-data), token, tokenFile, insecure-skip-tls-verify)\n"
+		"  --context NAME       with --kubeconfig: use this context instead\n"
+		"  --api-server URL     a live API server at URL (http:// for tests and\n"
+		"                       `kubectl proxy`, https:// checked against the system CAs)\n"
+		"  --token-file FILE    with --api-server: send the bearer token in FILE (re-read\n"
+		"                       when it changes and after a 401)\n"
+		"  (in a pod)           with none of the above and KUBERNETES_SERVICE_HOST/PORT set,\n"
+		"                       the in-cluster service account is used\n"
+		"  --cluster FILE       a cluster snapshot instead of an API server: a v1 List of\n"
+		"                       Node, Pod and PodGroup objects, as `kubectl get\n"
+		"                       nodes,pods,podgroups -A -o json` (or -o yaml) prints it.\n"
+		"                       Binds are kept in memory only.\n"
 		"\n"
 		"Options:\n"
 		"  --listen HOST:PORT   address to serve on (default 127.0.0.1:8888; use\n"
@@ -51,6 +62,10 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
 		{ "cluster", required_argument, NULL, 'c' },
+		{ "kubeconfig", required_argument, NULL, 'k' },
+		{ "context", required_argument, NULL, 'x' },
+		{ "api-server", required_argument, NULL, 'a' },
+		{ "token-file", required_argument, NULL, 't' },
 		{ "config", required_argument, NULL, 'f' },
 		{ "log-level", required_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -58,6 +73,12 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen = NULL, *cluster = NULL, *config = NULL, *level = NULL;
+	const char *kubeconfig = NULL, *context = NULL, *api_url = NULL, *token_file = NULL;
+	struct cache_api *api = NULL;
+	struct cache_informer *informer = NULL;
+	struct cache_binder *binder = NULL;
+	char source[600];
+	int sources;
 	struct ext_config cfg;
 	struct ext_service svc = { 0 };
 	struct ext_server *server = NULL;
@@ -71,6 +92,10 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'l': listen = optarg; break;
 		case 'c': cluster = optarg; break;
+		case 'k': kubeconfig = optarg; break;
+		case 'x': context = optarg; break;
+		case 'a': api_url = optarg; break;
+		case 't': token_file = optarg; break;
 		case 'f': config = optarg; break;
 		case 'v': level = optarg; break;
 		case 'h': usage(stdout); return 0;
@@ -101,9 +126,24 @@ int main(int argc, char **argv)
 		fprintf(stderr, "troupe: %s%s\n", config ? "config: " : "", err);
 		return 2;
 	}
-	if (!cluster) {
-		fprintf(stderr, "troupe: no cluster state: give --cluster FILE (a snapshot such as "
-			"config/examples/cluster-small.json); see --help\n");
+	sources = !!cluster + !!kubeconfig + !!api_url;
+	if (sources > 1) {
+		fprintf(stderr, "troupe: give exactly one of --cluster, --kubeconfig and "
+			"--api-server\n");
+		return 2;
+	}
+	if (context && !kubeconfig) {
+		fprintf(stderr, "troupe: --context goes with --kubeconfig\n");
+		return 2;
+	}
+	if (token_file && !api_url) {
+		fprintf(stderr, "troupe: --token-file goes with --api-server\n");
+		return 2;
+	}
+	if (sources == 0 && !cache_api_in_cluster_available()) {
+		fprintf(stderr, "troupe: no cluster state: give --kubeconfig FILE, --api-server URL "
+			"or --cluster FILE (a snapshot such as config/examples/cluster-small.json), "
+			"or run in a pod; see --help\n");
 		return 2;
 	}
 	log_set_level(cfg.log_level);
@@ -117,20 +157,49 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	ret = 1;
+	cache_api_global_init();
 	cache = cache_new(&cfg.cache);
 	if (!cache) {
 		log_error("main", "cannot create the cache: %s", strerror(errno));
 		goto out;
 	}
-	if (cache_snapshot_load(cache, cluster, err, sizeof(err)) < 0) {
-		log_error("main", "%s", err);
-		goto out;
+	if (cluster) {
+		if (cache_snapshot_load(cache, cluster, err, sizeof(err)) < 0) {
+			log_error("main", "%s", err);
+			goto out;
+		}
+		cache_set_synced(cache, true);
+		snprintf(source, sizeof(source), "%s", cluster);
+	} else {
+		if (kubeconfig)
+			api = cache_api_from_kubeconfig(kubeconfig, context, err, sizeof(err));
+		else if (api_url)
+			api = cache_api_from_url(api_url, token_file, err, sizeof(err));
+		else
+			api = cache_api_in_cluster(err, sizeof(err));
+		if (!api) {
+			log_error("main", "%s", err);
+			ret = 2;
+			goto out;
+		}
+		snprintf(source, sizeof(source), "%s", cache_api_describe(api));
+		/* The informer marks the cache synced once every list is applied;
+		 * until then /readyz answers 503 and filter says it is syncing. */
+		informer = cache_informer_start(cache, api, &cfg.informer, err, sizeof(err));
+		binder = informer ? cache_binder_start(api, cfg.bind_timeout_s * 1000, err,
+						       sizeof(err)) : NULL;
+		if (!informer || !binder) {
+			log_error("main", "%s", err);
+			goto out;
+		}
+		log_info("main", "cluster state from the API server at %s", source);
 	}
-	cache_set_synced(cache, true);
 	svc.cache = cache;
 	svc.cfg = &cfg;
 	svc.score = placement_score_find(cfg.score_policy);
-	svc.source = cluster;
+	svc.source = source;
+	svc.binder = binder;
+	svc.informer = informer;
 	server = ext_server_start(&svc, err, sizeof(err));
 	if (!server) {
 		log_error("main", "%s", err);
@@ -138,11 +207,11 @@ int main(int argc, char **argv)
 	}
 	cache_get_stats(cache, &st);
 	log_info("main", "troupe %s listening on http://%s%s%s:%u (cluster %s: %zu nodes, "
-		 "%llu of %llu GPUs held; scoring %s)", TROUPE_VERSION,
+		 "%llu of %llu GPUs held%s; scoring %s)", TROUPE_VERSION,
 		 strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host,
-		 strchr(cfg.listen_host, ':') ? "]" : "", ext_server_port(server), cluster, st.nodes,
+		 strchr(cfg.listen_host, ':') ? "]" : "", ext_server_port(server), source, st.nodes,
 		 (unsigned long long)st.gpus_held, (unsigned long long)st.gpus_allocatable,
-		 cfg.score_policy);
+		 cache_is_synced(cache) ? "" : ", still syncing", cfg.score_policy);
 	for (;;) {
 		if (sigwait(&sigs, &sig) == 0 && (sig == SIGINT || sig == SIGTERM))
 			break;
@@ -150,7 +219,13 @@ int main(int argc, char **argv)
 	log_info("main", "received %s; stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	ret = 0;
 out:
+	/* The binder first: it answers every bind still waiting, which resumes
+	 * their connections, so the server can then close cleanly. */
+	cache_binder_stop(binder);
 	ext_server_stop(server);
+	cache_informer_stop(informer);
 	cache_free(cache);
+	cache_api_free(api);
+	cache_api_global_cleanup();
 	return ret;
 }

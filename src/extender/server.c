@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -41,6 +42,14 @@ struct request {
 	struct strbuf body;
 	bool too_large;
 	uint64_t started_ns;
+	/* A bind answered later: the connection is suspended (no worker thread
+	 * waits) until the binder completes <reply> and resumes it. */
+	struct MHD_Connection *conn;
+	struct ext_reply reply;
+	bool pending;                   /* worker threads only */
+	pthread_mutex_t lock;
+	bool done;                      /* guarded by lock */
+	bool suspended;                 /* guarded by lock */
 };
 
 enum route {
@@ -53,6 +62,7 @@ enum route {
 	R_READYZ,
 	R_VERSION,
 	R_DEBUG_STATE,
+	R_DEBUG_CACHE,
 };
 
 static const struct {
@@ -68,6 +78,7 @@ static const struct {
 	{ "/readyz", R_READYZ, false },
 	{ "/version", R_VERSION, false },
 	{ "/debug/state", R_DEBUG_STATE, false },
+	{ "/debug/cache", R_DEBUG_CACHE, false },
 };
 
 /* Normalise <url> into <out>: collapse "//", drop a trailing "/", strip the
@@ -159,9 +170,62 @@ static void handle_get(const struct ext_service *svc, enum route route, struct e
 	case R_DEBUG_STATE:
 		ext_debug_state(svc, r);
 		break;
+	case R_DEBUG_CACHE:
+		ext_debug_cache(svc, r);
+		break;
 	default:
 		break;
 	}
+}
+
+/* The binder finished a pending bind (binder thread). */
+static void request_done(void *ctx)
+{
+	struct request *rq = ctx;
+
+	pthread_mutex_lock(&rq->lock);
+	rq->done = true;
+	if (rq->suspended) {
+		rq->suspended = false;
+		MHD_resume_connection(rq->conn);
+	}
+	pthread_mutex_unlock(&rq->lock);
+}
+
+static enum MHD_Result send_pending(struct MHD_Connection *conn, struct request *rq,
+				    const char *path)
+{
+	enum MHD_Result ret;
+
+	rq->pending = false;
+	log_debug("http", "POST %s -> %u (%zu bytes in, %zu out, %.0f us, answered later)", path,
+		  rq->reply.status, rq->body.len, rq->reply.body.len,
+		  (double)(util_now_ns() - rq->started_ns) / 1e3);
+	ret = send_reply(conn, rq->reply.status, &rq->reply.body, NULL);
+	ext_reply_fini(&rq->reply);
+	return ret;
+}
+
+/* Run bind; suspend the connection when its answer comes later. */
+static enum MHD_Result start_bind(struct MHD_Connection *conn, const struct ext_service *svc,
+				  struct request *rq, const char *path)
+{
+	struct ext_async async = { request_done, rq };
+	bool ready;
+
+	ext_reply_init(&rq->reply);
+	rq->conn = conn;
+	rq->pending = true;
+	if (ext_bind(svc, rq->body.buf, rq->body.len, &rq->reply, &async))
+		return send_pending(conn, rq, path);
+	pthread_mutex_lock(&rq->lock);
+	ready = rq->done;
+	if (!ready) {
+		rq->suspended = true;
+		MHD_suspend_connection(conn);
+	}
+	pthread_mutex_unlock(&rq->lock);
+	return ready ? send_pending(conn, rq, path) : MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -181,6 +245,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 	(void)version;
 	normalise_path(url, svc->cfg->path_prefix, path, sizeof(path));
+	if (rq && rq->pending) {
+		/* Resumed after the binder answered. */
+		bool ready;
+
+		pthread_mutex_lock(&rq->lock);
+		ready = rq->done;
+		pthread_mutex_unlock(&rq->lock);
+		return ready ? send_pending(conn, rq, path) : MHD_YES;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
 		if (strcmp(path, routes[i].path) != 0)
 			continue;
@@ -213,6 +286,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!rq)
 			return MHD_NO;
 		rq->started_ns = util_now_ns();
+		pthread_mutex_init(&rq->lock, NULL);
 		*con_cls = rq;
 		return MHD_YES;
 	}
@@ -244,8 +318,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		ext_prioritize(svc, rq->body.buf, rq->body.len, &reply);
 		break;
 	case R_BIND:
-		ext_bind(svc, rq->body.buf, rq->body.len, &reply);
-		break;
+		ext_reply_fini(&reply);
+		return start_bind(conn, svc, rq, path);
 	case R_PREEMPT:
 		ext_preempt(svc, rq->body.buf, rq->body.len, &reply);
 		break;
@@ -272,7 +346,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	    toe != MHD_REQUEST_TERMINATED_CLIENT_ABORT && rq)
 		log_debug("http", "request ended early (code %d)", (int)toe);
 	if (rq) {
+		if (rq->pending)
+			ext_reply_fini(&rq->reply);
 		strbuf_fini(&rq->body);
+		pthread_mutex_destroy(&rq->lock);
 		free(rq);
 	}
 	*con_cls = NULL;

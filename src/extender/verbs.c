@@ -291,7 +291,81 @@ out:
 
 /* ---- bind -------------------------------------------------------------- */
 
-void ext_bind(const struct ext_service *svc, const char *body, size_t len, struct ext_reply *r)
+/* A binding posted to the API server, waiting for its answer. */
+struct bind_pending {
+	const struct ext_service *svc;
+	struct ext_reply *r;
+	struct ext_async async;
+	char uid[129];
+	char ns[64];
+	char name[254];
+	char node[254];
+	char ids[256];
+};
+
+/* The API server answered (binder thread): keep or roll back the assumption,
+ * then complete the reply. */
+static void bind_posted(void *arg, int result, const char *msg)
+{
+	struct bind_pending *p = arg;
+
+	if (result == 0) {
+		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s] (%s)", p->ns,
+			 p->name, p->node, p->ids, msg);
+		strbuf_puts(&p->r->body, "{\"Error\":\"\"}");
+	} else {
+		/* The devices go back at once: the pod was not bound. */
+		cache_pod_forget(p->svc->cache, p->uid);
+		log_warn("extender", "bind: pod %s/%s -> node %s failed, GPUs released: %s", p->ns,
+			 p->name, p->node, msg);
+		reply_error(p->r, 200, "troupe: binding pod %s/%s to node %s failed: %s", p->ns,
+			    p->name, p->node, msg);
+	}
+	p->async.done(p->async.ctx);
+	free(p);
+}
+
+/* Post the binding for a pod whose devices are already assumed. Returns true
+ * when the reply is complete now (the post could not even be queued). */
+static bool bind_post(const struct ext_service *svc, const struct cache_pod_info *info,
+		      const char *uid, const char *node, const char *ids, struct ext_reply *r,
+		      const struct ext_async *async)
+{
+	struct bind_pending *p = calloc(1, sizeof(*p));
+	struct cache_binding b;
+	char ann[320];
+	int ret;
+
+	if (!p) {
+		cache_pod_forget(svc->cache, uid);
+		reply_error(r, 200, "troupe: out of memory binding pod %s/%s", info->ns, info->name);
+		return true;
+	}
+	p->svc = svc;
+	p->r = r;
+	p->async = *async;
+	snprintf(p->uid, sizeof(p->uid), "%s", uid);
+	snprintf(p->ns, sizeof(p->ns), "%s", info->ns);
+	snprintf(p->name, sizeof(p->name), "%s", info->name);
+	snprintf(p->node, sizeof(p->node), "%s", node);
+	snprintf(p->ids, sizeof(p->ids), "%s", ids);
+	/* The API server copies the Binding's annotations onto the pod: after a
+	 * restart, the watch tells troupe exactly which devices the pod holds. */
+	snprintf(ann, sizeof(ann), "{\"troupe.io/gpu-ids\":\"%s\"}", ids);
+	b = (struct cache_binding){ info->ns, info->name, uid, node, ids[0] ? ann : NULL };
+	ret = cache_binder_submit(svc->binder, &b, bind_posted, p);
+	if (ret < 0) {
+		cache_pod_forget(svc->cache, uid);
+		reply_error(r, 200, "troupe: cannot post the binding for pod %s/%s: %s", info->ns,
+			    info->name, strerror(-ret));
+		free(p);
+		return true;
+	}
+	return false;
+}
+
+bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struct ext_reply *r,
+	      const struct ext_async *async)
 {
 	struct ext_bind_args b;
 	struct cache_pod_info info;
@@ -299,7 +373,7 @@ void ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	char err[256] = "", ids[256];
 	uint64_t devices = 0;
 	int ret = -EAGAIN;
-	bool node_seen = false;
+	bool node_seen = false, complete = true;
 
 	if (ext_bind_args_decode(body, len, &b, err, sizeof(err)) < 0) {
 		log_warn("extender", "bind: bad request (%zu bytes): %s", len, err);
@@ -364,6 +438,10 @@ void ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	cache_devices_format(devices, ids, sizeof(ids));
 	switch (ret) {
 	case 0:
+		if (svc->binder && async) {
+			complete = bind_post(svc, &info, b.pod_uid, b.node, ids, r, async);
+			break;
+		}
 		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s]", info.ns,
 			 info.name, b.node, ids);
 		strbuf_puts(&r->body, "{\"Error\":\"\"}");
@@ -408,6 +486,7 @@ void ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	}
 out:
 	ext_bind_args_fini(&b);
+	return complete;
 }
 
 /* ---- preempt ------------------------------------------------------------- */
@@ -500,11 +579,87 @@ void ext_debug_state(const struct ext_service *svc, struct ext_reply *r)
 		      cache_is_synced(svc->cache) ? "true" : "false");
 	strbuf_put_json_str(&r->body, svc->source, strlen(svc->source));
 	strbuf_printf(&r->body, ",\"stats\":{\"nodes\":%zu,\"pods\":%zu,\"podsHoldingGPUs\":%zu,"
-		      "\"gpusAllocatable\":%llu,\"gpusHeld\":%llu},\"nodes\":[",
-		      st.nodes, st.pods, st.pods_holding, (unsigned long long)st.gpus_allocatable,
-		      (unsigned long long)st.gpus_held);
+		      "\"podGroups\":%zu,\"gpusAllocatable\":%llu,\"gpusHeld\":%llu}",
+		      st.nodes, st.pods, st.pods_holding, st.podgroups,
+		      (unsigned long long)st.gpus_allocatable, (unsigned long long)st.gpus_held);
+	if (svc->informer) {
+		struct cache_informer_stats is;
+
+		cache_informer_get_stats(svc->informer, &is);
+		strbuf_printf(&r->body, ",\"informer\":{\"events\":%llu,\"lists\":%llu,"
+			      "\"relists\":%llu,\"watchRestarts\":%llu,\"errors\":%llu,"
+			      "\"partialLines\":%llu}",
+			      (unsigned long long)is.events, (unsigned long long)is.lists,
+			      (unsigned long long)is.relists, (unsigned long long)is.watch_restarts,
+			      (unsigned long long)is.errors, (unsigned long long)is.partial_lines);
+	}
+	strbuf_puts(&r->body, ",\"nodes\":[");
 	cache_read_begin(svc->cache);
 	cache_node_foreach(svc->cache, debug_node, &dc);
 	cache_read_end(svc->cache);
+	strbuf_puts(&r->body, "]}");
+}
+
+static const char *const state_names[] = { "none", "pending", "assumed", "bound" };
+
+static bool debug_node_name(const struct cache_node_view *v, void *arg)
+{
+	struct debug_ctx *dc = arg;
+
+	if (dc->n++)
+		strbuf_putc(dc->out, ',');
+	strbuf_put_json_str(dc->out, v->node->name, strlen(v->node->name));
+	return true;
+}
+
+static void debug_pod(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct debug_ctx *dc = arg;
+	char ids[256];
+
+	cache_devices_format(p->devices, ids, sizeof(ids));
+	if (dc->n++)
+		strbuf_putc(dc->out, ',');
+	strbuf_puts(dc->out, "{\"uid\":");
+	strbuf_put_json_str(dc->out, uid, strlen(uid));
+	strbuf_puts(dc->out, ",\"namespace\":");
+	strbuf_put_json_str(dc->out, p->ns, strlen(p->ns));
+	strbuf_puts(dc->out, ",\"name\":");
+	strbuf_put_json_str(dc->out, p->name, strlen(p->name));
+	strbuf_puts(dc->out, ",\"node\":");
+	strbuf_put_json_str(dc->out, p->node, strlen(p->node));
+	strbuf_printf(dc->out, ",\"state\":\"%s\",\"fromAPI\":%s,\"gpus\":%u,\"devices\":\"%s\","
+		      "\"unattributed\":%u}", state_names[p->state], p->from_api ? "true" : "false",
+		      p->demand.gpus, ids, p->unattributed);
+}
+
+static void debug_group(const struct cache_podgroup *pg, void *arg)
+{
+	struct debug_ctx *dc = arg;
+
+	if (dc->n++)
+		strbuf_putc(dc->out, ',');
+	strbuf_puts(dc->out, "{\"namespace\":");
+	strbuf_put_json_str(dc->out, pg->ns, strlen(pg->ns));
+	strbuf_puts(dc->out, ",\"name\":");
+	strbuf_put_json_str(dc->out, pg->name, strlen(pg->name));
+	strbuf_printf(dc->out, ",\"minMember\":%d}", pg->min_member);
+}
+
+void ext_debug_cache(const struct ext_service *svc, struct ext_reply *r)
+{
+	struct debug_ctx dc = { &r->body, 0 };
+
+	strbuf_printf(&r->body, "{\"synced\":%s,\"nodes\":[",
+		      cache_is_synced(svc->cache) ? "true" : "false");
+	cache_read_begin(svc->cache);
+	cache_node_foreach(svc->cache, debug_node_name, &dc);
+	cache_read_end(svc->cache);
+	strbuf_puts(&r->body, "],\"pods\":[");
+	dc.n = 0;
+	cache_pod_foreach(svc->cache, debug_pod, &dc);
+	strbuf_puts(&r->body, "],\"podGroups\":[");
+	dc.n = 0;
+	cache_podgroup_foreach(svc->cache, debug_group, &dc);
 	strbuf_puts(&r->body, "]}");
 }

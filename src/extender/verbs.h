@@ -7,8 +7,10 @@
 #ifndef TROUPE_EXTENDER_VERBS_H
 #define TROUPE_EXTENDER_VERBS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
+#include "cache/api.h"
 #include "cache/cache.h"
 #include "common/strbuf.h"
 #include "extender/config.h"
@@ -19,6 +21,15 @@ struct ext_service {
 	const struct ext_config *cfg;
 	const struct placement_score_ops *score;
 	const char *source;             /* where the cluster state comes from, for logs */
+	struct cache_binder *binder;    /* posts bindings; NULL in snapshot mode */
+	struct cache_informer *informer;        /* NULL in snapshot mode */
+};
+
+/* How a verb answered later tells its caller: <done>(<ctx>) runs, on another
+ * thread, once the reply is complete. */
+struct ext_async {
+	void (*done)(void *ctx);
+	void *ctx;
 };
 
 struct ext_reply {
@@ -33,10 +44,17 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 		struct ext_reply *r);
 void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 		    struct ext_reply *r);
-void ext_bind(const struct ext_service *svc, const char *body, size_t len, struct ext_reply *r);
+/* Returns true when <r> is complete on return. With a live API server the
+ * binding is posted asynchronously: it returns false and completes <r> later
+ * through <async> (which must then be given). */
+bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struct ext_reply *r,
+	      const struct ext_async *async);
 void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
 		 struct ext_reply *r);
-/* GET /debug/state: nodes, their GPU usage, pod counts. */
+/* GET /debug/state: nodes, their GPU usage, pod counts, informer counters. */
 void ext_debug_state(const struct ext_service *svc, struct ext_reply *r);
+/* GET /debug/cache: every node name, pod (with what it holds) and pod group
+ * troupe knows, to compare with the API server. */
+void ext_debug_cache(const struct ext_service *svc, struct ext_reply *r);
 
 #endif

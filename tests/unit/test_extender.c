@@ -188,7 +188,14 @@ static bool is_error_reply(unsigned status, const cJSON *reply)
 	return status == 200 && cJSON_IsString(e) && e->valuestring[0];
 }
 
-static const verb_fn all_verbs[] = { ext_filter, ext_prioritize, ext_bind, ext_preempt };
+/* bind as kube-scheduler's snapshot-mode caller sees it: answered at once. */
+static void bind_sync(const struct ext_service *svc, const char *body, size_t len,
+		      struct ext_reply *r)
+{
+	assert_true(ext_bind(svc, body, len, r, NULL));
+}
+
+static const verb_fn all_verbs[] = { ext_filter, ext_prioritize, bind_sync, ext_preempt };
 static const char *const verb_names[] = { "filter", "prioritize", "bind", "preempt" };
 
 /* ---- Request builders -------------------------------------------------------- */
@@ -320,7 +327,7 @@ static const char *bind_pod(struct fx *f, const char *name, const char *node, cJ
 
 	snprintf(uid, sizeof(uid), "uid-%s", name);
 	body = bind_args("ml", name, uid, node);
-	*reply = call(ext_bind, f, body, &status);
+	*reply = call(bind_sync, f, body, &status);
 	free(body);
 	assert_int_equal(status, 200);
 	return error_of(*reply);
@@ -1904,12 +1911,12 @@ static void test_ext_bind_of_a_bound_pod(void **state)
 
 	state_take(f, &before);
 	body = bind_args("ml", "resnet-0", uid, "gpu-a100-0");
-	j = call(ext_bind, f, body, &status);
+	j = call(bind_sync, f, body, &status);
 	free(body);
 	assert_string_equal(error_of(j), "");
 	cJSON_Delete(j);
 	body = bind_args("ml", "resnet-0", uid, "gpu-a100-1");
-	j = call(ext_bind, f, body, &status);
+	j = call(bind_sync, f, body, &status);
 	free(body);
 	assert_contains(error_of(j), "already bound to node gpu-a100-0");
 	cJSON_Delete(j);
@@ -1924,7 +1931,7 @@ static void test_ext_bind_of_a_known_pending_pod(void **state)
 	static const char uid[] = "6f1c2a3e-0000-4000-8000-000000000010";
 	unsigned status = 0;
 	char *body = bind_args("ml", "llm-worker-0", uid, "gpu-a100-1");
-	cJSON *j = call(ext_bind, f, body, &status);
+	cJSON *j = call(bind_sync, f, body, &status);
 
 	free(body);
 	assert_int_equal(status, 200);
@@ -1979,7 +1986,7 @@ static void test_ext_bind_refusals_change_nothing(void **state)
 		cJSON *j;
 
 		state_take(f, &before);
-		j = call(ext_bind, f, body, &status);
+		j = call(bind_sync, f, body, &status);
 		free(body);
 		if (status != 200 || !strstr(error_of(j), c->message))
 			fail_msg("bind %s/%s to %s: status %u, Error \"%s\"; want \"%s\"", c->ns,
@@ -2025,7 +2032,7 @@ static void test_ext_bind_malformed_is_400(void **state)
 
 	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
 		unsigned status = 0;
-		cJSON *j = call(ext_bind, f, bodies[i], &status);
+		cJSON *j = call(bind_sync, f, bodies[i], &status);
 
 		assert_int_equal(status, 400);
 		assert_contains(error_of(j), "bad bind request");
@@ -2160,7 +2167,7 @@ static void *racer_run(void *arg)
 		body = bind_args("ml", name, uid, first->valuestring);
 		cJSON_Delete(j);
 		ext_reply_init(&rep);
-		ext_bind(&r->f->svc, body, strlen(body), &rep);
+		ext_bind(&r->f->svc, body, strlen(body), &rep, NULL);
 		free(body);
 		b = cJSON_Parse(rep.body.buf);
 		ext_reply_fini(&rep);
@@ -2482,7 +2489,7 @@ static char *valid_body(verb_fn verb)
 {
 	static const char *const one[] = { "gpu-a100-1", NULL };
 
-	if (verb == ext_bind)
+	if (verb == bind_sync)
 		return bind_args("ml", "llm-worker-0", LLM_UID, "gpu-a100-1");
 	if (verb == ext_preempt)
 		return strdup(doc_preempt_meta);
@@ -2531,7 +2538,7 @@ static void test_ext_verbs_reject_nul_between_tokens(void **state)
 	static const struct nul_case cases[] = {
 		{ ext_filter, "filter, NUL after \"Pod\":", "\"Pod\":", "\0", 1 },
 		{ ext_prioritize, "prioritize, NUL after \"Pod\":", "\"Pod\":", "\0", 1 },
-		{ ext_bind, "bind, NUL after \"PodUID\":", "\"PodUID\":", "\0", 1 },
+		{ bind_sync, "bind, NUL after \"PodUID\":", "\"PodUID\":", "\0", 1 },
 		{ ext_preempt, "preempt, NUL after \"Pod\":", "\"Pod\":", "\0", 1 },
 		{ ext_filter, "filter, NUL before the body", "", "\0", 1 },
 	};
@@ -2548,8 +2555,8 @@ static void test_ext_verbs_reject_nul_inside_strings(void **state)
 	static const struct nul_case cases[] = {
 		{ ext_filter, "filter, NUL in a node name", "[\"gpu-a100-1", "\0evil", 5 },
 		{ ext_prioritize, "prioritize, NUL in a node name", "[\"gpu-a100-1", "\0evil", 5 },
-		{ ext_bind, "bind, NUL in PodUID", "\"PodUID\":\"" LLM_UID, "\0x", 2 },
-		{ ext_bind, "bind, NUL in Node", "\"Node\":\"gpu-a100-1", "\0x", 2 },
+		{ bind_sync, "bind, NUL in PodUID", "\"PodUID\":\"" LLM_UID, "\0x", 2 },
+		{ bind_sync, "bind, NUL in Node", "\"Node\":\"gpu-a100-1", "\0x", 2 },
 		{ ext_preempt, "preempt, NUL in a victim UID",
 		  "\"UID\": \"0c7d9e2f-6a41-4b8e-a3b5-7f1e2d3c4b5a", "\0x", 2 },
 	};
@@ -2582,7 +2589,7 @@ static void test_ext_verbs_escaped_nul_does_not_alias(void **state)
 		fail_msg("filter answered \"gpu-a100-1\" for \"gpu-a100-1\\u0000evil\"");
 
 	state_take(f, &before);
-	j = call(ext_bind, f, bind_body, &status);
+	j = call(bind_sync, f, bind_body, &status);
 	aliased = !is_error_reply(status, j);
 	cJSON_Delete(j);
 	if (aliased)

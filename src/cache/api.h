@@ -1,0 +1,110 @@
+/* The Kubernetes API client side of the cache: where the API server is and how
+ * to authenticate (api.c), the informer that lists and watches nodes, pods and
+ * pod groups into the store (informer.c), and the binder that posts pod
+ * bindings (binder.c). Only these three files touch libcurl.
+ *
+ * Threads: the informer runs one thread of its own and is the store's single
+ * writer while it runs; the binder runs one thread driving every binding POST
+ * concurrently. A struct cache_api is immutable after creation except for its
+ * bearer token, which any thread may refresh (guarded inside).
+ */
+#ifndef TROUPE_CACHE_API_H
+#define TROUPE_CACHE_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/cache.h"
+
+struct cache_api;
+
+/* From a kubeconfig file: its current-context (or <context> when not NULL):
+ * server, certificate-authority(-data), insecure-skip-tls-verify,
+ * client-certificate(-data), client-key(-data), token, tokenFile. Relative
+ * paths are relative to the file's folder. Returns NULL with <err> set. */
+struct cache_api *cache_api_from_kubeconfig(const char *path, const char *context, char *err,
+					    size_t errlen);
+/* In-cluster: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT with the
+ * service account's token and CA. Returns NULL with <err> set when either
+ * variable is missing or the files cannot be read. */
+struct cache_api *cache_api_in_cluster(char *err, size_t errlen);
+/* A plain base URL (http:// for tests and `kubectl proxy`, https:// verified
+ * against the system CAs), optionally with a bearer token file. */
+struct cache_api *cache_api_from_url(const char *url, const char *token_file, char *err,
+				     size_t errlen);
+/* Once per process, before any other thread starts / after all stopped. */
+void cache_api_global_init(void);
+void cache_api_global_cleanup(void);
+/* True when the in-cluster variables are set. */
+bool cache_api_in_cluster_available(void);
+void cache_api_free(struct cache_api *api);
+/* "https://10.0.0.1:443 (in-cluster service account)", for logs. */
+const char *cache_api_describe(const struct cache_api *api);
+
+/* ---- Informer ------------------------------------------------------------- */
+
+struct cache_informer_opts {
+	unsigned page_size;             /* list limit; default 500 */
+	unsigned watch_timeout_min_s;   /* server-side watch timeout, randomised in */
+	unsigned watch_timeout_max_s;   /* [min, max]; default 300..600 */
+	unsigned backoff_initial_ms;    /* default 800 */
+	unsigned backoff_max_ms;        /* default 30000 */
+	unsigned healthy_reset_s;       /* a watch up this long resets backoff; default 60 */
+	unsigned podgroup_retry_s;      /* retry a missing PodGroup CRD after; default 300 */
+};
+
+struct cache_informer;
+
+/* Start the informer thread: list then watch nodes, pods and
+ * scheduling.x-k8s.io/v1alpha1 podgroups into <c>. The cache is marked synced
+ * once every initial list is applied. Returns NULL with <err> set. */
+struct cache_informer *cache_informer_start(struct cache *c, struct cache_api *api,
+					    const struct cache_informer_opts *opts, char *err,
+					    size_t errlen);
+/* Stop the thread and free the informer. */
+void cache_informer_stop(struct cache_informer *inf);
+
+/* Counters, for logs, /metrics and tests. Thread: any. */
+struct cache_informer_stats {
+	uint64_t events;                /* watch events applied */
+	uint64_t lists;                 /* full lists completed */
+	uint64_t relists;               /* lists caused by 410 Gone/Expired */
+	uint64_t watch_restarts;        /* watches re-opened from a resourceVersion */
+	uint64_t errors;                /* failed requests (connection, 429, 5xx, ...) */
+	uint64_t partial_lines;         /* cut events discarded */
+};
+void cache_informer_get_stats(const struct cache_informer *inf, struct cache_informer_stats *out);
+
+/* ---- Binder ----------------------------------------------------------------- */
+
+struct cache_binder;
+
+/* A binding to post: POST /api/v1/namespaces/<ns>/pods/<name>/binding with the
+ * pod UID as precondition and <annotations> (a JSON object text, or NULL)
+ * copied onto the pod by the API server. The strings are copied. */
+struct cache_binding {
+	const char *ns;
+	const char *name;
+	const char *uid;
+	const char *node;
+	const char *annotations;
+};
+
+/* Called once per submitted binding, on the binder thread. <result>: 0 bound
+ * (201, or 409 because the pod is already on this very node); -EEXIST the pod
+ * is on another node or the UID precondition failed; -ENOENT the pod is gone;
+ * -EACCES 401/403; -ETIMEDOUT; -EIO anything else. <msg> says what the API
+ * server said. */
+typedef void (*cache_bind_done_fn)(void *arg, int result, const char *msg);
+
+struct cache_binder *cache_binder_start(struct cache_api *api, unsigned timeout_ms, char *err,
+					size_t errlen);
+/* Queue a binding. Returns 0, or -ENOMEM / -ESHUTDOWN (then <done> is not
+ * called). Thread: any. */
+int cache_binder_submit(struct cache_binder *b, const struct cache_binding *bind,
+			cache_bind_done_fn done, void *arg);
+/* Finish: bindings still queued or in flight complete with -ECANCELED. */
+void cache_binder_stop(struct cache_binder *b);
+
+#endif

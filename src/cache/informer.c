@@ -1,0 +1,767 @@
+/* The informer: one thread that lists and then watches nodes, pods and pod
+ * groups, applying what it learns to the store as its single writer.
+ *
+ * Each kind is a stream with a small state machine, all driven by one curl
+ * multi handle:
+ *
+ *   LIST (pages of `limit`, following `continue`) --done--> WATCH from the
+ *   list's resourceVersion --stream ends (server timeout)--> WATCH again from
+ *   the last resourceVersion seen
+ *
+ * Failures and what they cause:
+ *   - 410 (as an HTTP status, or an ERROR event with code 410, on a watch or an
+ *     expired `continue`): relist from scratch, then *replace*: objects missing
+ *     from the new list are deleted from the cache (their GPUs freed).
+ *   - connection errors, 429, 5xx, a stream cut mid-event: watch again from the
+ *     last resourceVersion after a capped exponential backoff with jitter
+ *     (about 0.8 s doubling to 30 s, reset after a watch stayed up for a
+ *     minute). Never a relist: relists are what overload API servers.
+ *   - 401: re-read the token file, then back off and retry.
+ *   - 404 on the PodGroup list: the CRD is not installed; that stream is
+ *     disabled with one log line and retried every few minutes.
+ *
+ * Watch events are newline-delimited JSON objects that can be split anywhere
+ * across reads: bytes are buffered and only complete lines are applied. A
+ * partial line left when a stream ends is discarded, never applied.
+ */
+#include "cache/internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/strbuf.h"
+#include "common/strmap.h"
+#include "common/util.h"
+
+enum kind { K_NODES, K_PODS, K_PODGROUPS, K_COUNT };
+
+static const struct {
+	const char *name;
+	const char *path;
+} kinds[K_COUNT] = {
+	{ "nodes", "/api/v1/nodes" },
+	{ "pods", "/api/v1/pods" },
+	{ "podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups" },
+};
+
+enum phase {
+	P_START,        /* begin a list when due */
+	P_LISTING,
+	P_WATCH_DUE,    /* begin a watch when due */
+	P_WATCHING,
+	P_DISABLED,     /* podgroups without the CRD: list again when due */
+};
+
+enum { MAX_LINE = 64 * 1024 * 1024, RV_LEN = 64 };
+
+struct stream {
+	struct cache_informer *inf;
+	enum kind kind;
+	enum phase phase;
+	CURL *easy;
+	struct curl_slist *headers;
+	struct strbuf body;             /* a list page */
+	struct strbuf line;             /* watch bytes not yet ending in a newline */
+	char rv[RV_LEN];                /* last resourceVersion seen */
+	char *cont;                     /* continue token of the list in progress */
+	struct strmap seen;             /* keys listed so far (owned strings) */
+	bool synced;                    /* initial list applied (or CRD absent) */
+	bool relist;                    /* a watch said 410: list again */
+	bool broken;                    /* the stream carried something unusable */
+	uint64_t due_ns;                /* when P_START / P_WATCH_DUE may proceed */
+	unsigned backoff_ms;
+	uint64_t started_ns;            /* of the current request */
+	uint64_t events_this_watch;
+	long retry_after_s;
+};
+
+struct cache_informer {
+	struct cache *cache;
+	struct cache_api *api;
+	struct cache_informer_opts opts;
+	CURLM *multi;
+	pthread_t thread;
+	bool stop;                      /* atomic */
+	struct stream streams[K_COUNT];
+	unsigned rng;
+	/* Counters: written by the informer thread, read anywhere (relaxed). */
+	struct cache_informer_stats stats;
+};
+
+static void stat_add(uint64_t *ctr, uint64_t n)
+{
+	__atomic_add_fetch(ctr, n, __ATOMIC_RELAXED);
+}
+
+void cache_informer_get_stats(const struct cache_informer *inf, struct cache_informer_stats *out)
+{
+	out->events = __atomic_load_n(&inf->stats.events, __ATOMIC_RELAXED);
+	out->lists = __atomic_load_n(&inf->stats.lists, __ATOMIC_RELAXED);
+	out->relists = __atomic_load_n(&inf->stats.relists, __ATOMIC_RELAXED);
+	out->watch_restarts = __atomic_load_n(&inf->stats.watch_restarts, __ATOMIC_RELAXED);
+	out->errors = __atomic_load_n(&inf->stats.errors, __ATOMIC_RELAXED);
+	out->partial_lines = __atomic_load_n(&inf->stats.partial_lines, __ATOMIC_RELAXED);
+}
+
+/* ---- Applying objects ------------------------------------------------------ */
+
+static void seen_clear(struct stream *s)
+{
+	size_t pos = 0;
+	const char *k;
+
+	while (strmap_next(&s->seen, &pos, &k, NULL))
+		free((char *)k);
+	strmap_fini(&s->seen);
+}
+
+static void seen_add(struct stream *s, const char *key)
+{
+	char *k;
+
+	if (strmap_get(&s->seen, key, strlen(key)))
+		return;
+	k = strdup(key);
+	if (k && strmap_put(&s->seen, k, strlen(k), k, NULL) < 0)
+		free(k);
+}
+
+static const char *obj_rv(const cJSON *obj)
+{
+	return json_str(json_obj(obj, "metadata"), "resourceVersion");
+}
+
+static void remember_rv(struct stream *s, const char *rv)
+{
+	if (rv && *rv && strlen(rv) < sizeof(s->rv))
+		snprintf(s->rv, sizeof(s->rv), "%s", rv);
+}
+
+/* Apply one object of the stream's kind. <deleted>: it is gone. When <key> is
+ * given, the object's identity is written there (for relist bookkeeping). */
+static void apply_object(struct stream *s, const cJSON *obj, bool deleted, char *key,
+			 size_t keylen)
+{
+	struct cache *c = s->inf->cache;
+	const struct cache_opts *opts = cache_get_opts(c);
+	char err[CACHE_ERR_LEN];
+
+	if (key)
+		key[0] = '\0';
+	switch (s->kind) {
+	case K_NODES: {
+		struct cache_node *n = cache_node_parse(obj, opts, err, sizeof(err));
+
+		if (!n) {
+			log_warn("informer", "ignoring a node: %s", err);
+			return;
+		}
+		if (key)
+			snprintf(key, keylen, "%s", n->name);
+		if (deleted) {
+			cache_node_delete(c, n->name);
+			cache_node_free(n);
+		} else {
+			cache_node_upsert(c, n);
+		}
+		return;
+	}
+	case K_PODS: {
+		struct cache_pod *p = cache_pod_parse(obj, opts, err, sizeof(err));
+
+		if (!p) {
+			log_warn("informer", "ignoring a pod: %s", err);
+			return;
+		}
+		if (key)
+			snprintf(key, keylen, "%s", p->uid);
+		if (deleted) {
+			cache_pod_delete(c, p->uid);
+			cache_pod_free(p);
+		} else {
+			cache_pod_apply(c, p);
+		}
+		return;
+	}
+	case K_PODGROUPS: {
+		struct cache_podgroup *pg = cache_podgroup_parse(obj, opts, err, sizeof(err));
+
+		if (!pg) {
+			log_warn("informer", "ignoring a pod group: %s", err);
+			return;
+		}
+		if (key)
+			snprintf(key, keylen, "%s/%s", pg->ns, pg->name);
+		if (deleted) {
+			cache_podgroup_delete(c, pg->ns, pg->name);
+			cache_podgroup_free(pg);
+		} else {
+			cache_podgroup_apply(c, pg);
+		}
+		return;
+	}
+	default:
+		return;
+	}
+}
+
+static bool keep_seen(const char *key, void *arg)
+{
+	struct stream *s = arg;
+
+	return strmap_get(&s->seen, key, strlen(key)) != NULL;
+}
+
+struct pg_sweep {
+	struct stream *s;
+	char (*gone)[320];
+	size_t n, cap;
+};
+
+static void collect_gone_group(const struct cache_podgroup *pg, void *arg)
+{
+	struct pg_sweep *sw = arg;
+	char key[320];
+
+	snprintf(key, sizeof(key), "%s/%s", pg->ns, pg->name);
+	if (keep_seen(key, sw->s) || sw->n == sw->cap)
+		return;
+	snprintf(sw->gone[sw->n++], sizeof(sw->gone[0]), "%s", key);
+}
+
+/* After a complete list: delete what the list did not contain. */
+static void sweep(struct stream *s)
+{
+	struct cache *c = s->inf->cache;
+
+	switch (s->kind) {
+	case K_NODES:
+		cache__node_sweep(c, keep_seen, s);
+		break;
+	case K_PODS:
+		cache__pod_sweep(c, keep_seen, s);
+		break;
+	case K_PODGROUPS: {
+		struct pg_sweep sw = { s, NULL, 0, 4096 };
+
+		sw.gone = calloc(sw.cap, sizeof(*sw.gone));
+		if (!sw.gone)
+			break;
+		cache_podgroup_foreach(c, collect_gone_group, &sw);
+		for (size_t i = 0; i < sw.n; i++) {
+			char *slash = strchr(sw.gone[i], '/');
+
+			*slash = '\0';
+			cache_podgroup_delete(c, sw.gone[i], slash + 1);
+		}
+		free(sw.gone);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+/* ---- Requests ------------------------------------------------------------ */
+
+static size_t on_list_data(char *ptr, size_t size, size_t n, void *arg)
+{
+	struct stream *s = arg;
+
+	strbuf_append(&s->body, ptr, size * n);
+	return strbuf_failed(&s->body) ? 0 : size * n;
+}
+
+static void handle_event(struct stream *s, const char *text, size_t len);
+
+/* Split the stream into lines and apply each complete one. */
+static size_t on_watch_data(char *ptr, size_t size, size_t n, void *arg)
+{
+	struct stream *s = arg;
+	size_t total = size * n, start = 0;
+
+	long code = 0;
+
+	if (__atomic_load_n(&s->inf->stop, __ATOMIC_RELAXED))
+		return 0;
+	/* A refused watch (410, 429, 5xx) carries a Status, not events. */
+	curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+	if (code != 200)
+		return total;
+	strbuf_append(&s->line, ptr, total);
+	if (strbuf_failed(&s->line) || s->line.len > MAX_LINE) {
+		log_warn("informer", "%s watch: an event larger than %d bytes; restarting",
+			 kinds[s->kind].name, MAX_LINE);
+		s->broken = true;
+		return 0;
+	}
+	for (;;) {
+		char *nl = memchr(s->line.buf + start, '\n', s->line.len - start);
+
+		if (!nl)
+			break;
+		handle_event(s, s->line.buf + start, (size_t)(nl - (s->line.buf + start)));
+		start = (size_t)(nl - s->line.buf) + 1;
+		if (s->relist || s->broken)
+			return 0;       /* abort the transfer; on_done decides what next */
+	}
+	if (start) {
+		memmove(s->line.buf, s->line.buf + start, s->line.len - start);
+		s->line.len -= start;
+		s->line.buf[s->line.len] = '\0';
+	}
+	return total;
+}
+
+static void handle_event(struct stream *s, const char *text, size_t len)
+{
+	cJSON *ev;
+	const cJSON *obj;
+	const char *type;
+
+	while (len && (text[len - 1] == '\r' || text[len - 1] == ' '))
+		len--;
+	if (!len)
+		return;
+	ev = cJSON_ParseWithLength(text, len);
+	type = json_str(ev, "type");
+	obj = json_obj(ev, "object");
+	if (!ev || !type || !obj) {
+		log_warn("informer", "%s watch: unreadable event (%zu bytes); restarting the watch",
+			 kinds[s->kind].name, len);
+		s->broken = true;
+		goto out;
+	}
+	if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0) {
+		apply_object(s, obj, false, NULL, 0);
+		remember_rv(s, obj_rv(obj));
+	} else if (strcmp(type, "DELETED") == 0) {
+		apply_object(s, obj, true, NULL, 0);
+		remember_rv(s, obj_rv(obj));
+	} else if (strcmp(type, "BOOKMARK") == 0) {
+		remember_rv(s, obj_rv(obj));
+	} else if (strcmp(type, "ERROR") == 0) {
+		const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
+		const char *msg = json_str(obj, "message");
+
+		if (cJSON_IsNumber(code) && code->valuedouble == 410) {
+			log_info("informer", "%s watch: resourceVersion %s expired (%s); relisting",
+				 kinds[s->kind].name, s->rv, msg ? msg : "410");
+			s->relist = true;
+		} else {
+			log_warn("informer", "%s watch: error event %d: %s", kinds[s->kind].name,
+				 cJSON_IsNumber(code) ? (int)code->valuedouble : 0, msg ? msg : "?");
+			s->broken = true;
+		}
+		goto out;
+	} else {
+		log_warn("informer", "%s watch: unknown event type %s", kinds[s->kind].name, type);
+		goto out;
+	}
+	s->events_this_watch++;
+	stat_add(&s->inf->stats.events, 1);
+out:
+	cJSON_Delete(ev);
+}
+
+static size_t on_header(char *buf, size_t size, size_t n, void *arg)
+{
+	struct stream *s = arg;
+	size_t len = size * n;
+
+	if (len > 12 && strncasecmp(buf, "Retry-After:", 12) == 0)
+		s->retry_after_s = strtol(buf + 12, NULL, 10);
+	return len;
+}
+
+static void request_end(struct stream *s)
+{
+	if (s->easy) {
+		curl_multi_remove_handle(s->inf->multi, s->easy);
+		curl_easy_cleanup(s->easy);
+		s->easy = NULL;
+	}
+	curl_slist_free_all(s->headers);
+	s->headers = NULL;
+}
+
+static int request_begin(struct stream *s, const char *query, bool watch)
+{
+	char path[4096];
+
+	s->easy = curl_easy_init();
+	if (!s->easy)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s?%s", kinds[s->kind].path, query);
+	if (cache__api_prepare(s->inf->api, s->easy, path, &s->headers) < 0) {
+		request_end(s);
+		return -ENOMEM;
+	}
+	curl_easy_setopt(s->easy, CURLOPT_PRIVATE, s);
+	curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, watch ? on_watch_data : on_list_data);
+	curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, s);
+	curl_easy_setopt(s->easy, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(s->easy, CURLOPT_HEADERDATA, s);
+	/* A list must finish; a watch lasts as long as the server keeps it, but a
+	 * connection that delivers nothing (not even bookmarks) for long is dead. */
+	if (!watch) {
+		curl_easy_setopt(s->easy, CURLOPT_TIMEOUT_MS, 120000L);
+	} else {
+		curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_TIME,
+				 (long)s->inf->opts.watch_timeout_max_s + 60L);
+	}
+	s->retry_after_s = 0;
+	s->started_ns = util_now_ns();
+	if (curl_multi_add_handle(s->inf->multi, s->easy) != CURLM_OK) {
+		request_end(s);
+		return -EIO;
+	}
+	return 0;
+}
+
+static void start_list(struct stream *s)
+{
+	char query[2048];
+	char *esc = NULL;
+
+	if (!s->cont) {
+		seen_clear(s);
+		strmap_init(&s->seen);
+	}
+	strbuf_fini(&s->body);
+	if (s->cont) {
+		esc = curl_easy_escape(NULL, s->cont, 0);
+		snprintf(query, sizeof(query), "limit=%u&continue=%s", s->inf->opts.page_size,
+			 esc ? esc : "");
+		curl_free(esc);
+	} else {
+		snprintf(query, sizeof(query), "limit=%u", s->inf->opts.page_size);
+	}
+	s->phase = P_LISTING;
+	if (request_begin(s, query, false) < 0) {
+		s->phase = P_START;
+		s->due_ns = util_now_ns() + 1000000000ULL;
+	}
+}
+
+static unsigned rand_between(struct cache_informer *inf, unsigned lo, unsigned hi)
+{
+	return hi > lo ? lo + (unsigned)rand_r(&inf->rng) % (hi - lo + 1) : lo;
+}
+
+static void start_watch(struct stream *s)
+{
+	char query[512];
+	char *esc = curl_easy_escape(NULL, s->rv, 0);
+
+	/* A randomised server-side timeout spreads reconnects over time. */
+	snprintf(query, sizeof(query),
+		 "watch=1&resourceVersion=%s&allowWatchBookmarks=true&timeoutSeconds=%u",
+		 esc ? esc : s->rv, rand_between(s->inf, s->inf->opts.watch_timeout_min_s,
+						 s->inf->opts.watch_timeout_max_s));
+	curl_free(esc);
+	strbuf_fini(&s->line);
+	s->relist = false;
+	s->broken = false;
+	s->events_this_watch = 0;
+	s->phase = P_WATCHING;
+	if (request_begin(s, query, true) < 0) {
+		s->phase = P_WATCH_DUE;
+		s->due_ns = util_now_ns() + 1000000000ULL;
+	}
+}
+
+/* Schedule the next attempt after a failure: capped exponential backoff with
+ * +-25% jitter, never earlier than a Retry-After the server gave. */
+static void back_off(struct stream *s, enum phase next, const char *why)
+{
+	struct cache_informer *inf = s->inf;
+	unsigned ms = s->backoff_ms ? s->backoff_ms : inf->opts.backoff_initial_ms;
+	unsigned jittered = ms - ms / 4 + rand_between(inf, 0, ms / 2);
+
+	if (s->retry_after_s > 0 && (unsigned long)s->retry_after_s * 1000 > jittered)
+		jittered = (unsigned)(s->retry_after_s > 300 ? 300000 : s->retry_after_s * 1000);
+	s->backoff_ms = ms * 2 > inf->opts.backoff_max_ms ? inf->opts.backoff_max_ms : ms * 2;
+	s->phase = next;
+	s->due_ns = util_now_ns() + (uint64_t)jittered * 1000000ULL;
+	stat_add(&inf->stats.errors, 1);
+	log_warn("informer", "%s: %s; retrying in %.1f s", kinds[s->kind].name, why,
+		 jittered / 1000.0);
+}
+
+static void mark_synced(struct stream *s)
+{
+	struct cache_informer *inf = s->inf;
+	bool all = true;
+
+	s->synced = true;
+	for (int k = 0; k < K_COUNT; k++)
+		all = all && inf->streams[k].synced;
+	if (all && !cache_is_synced(inf->cache)) {
+		cache_set_synced(inf->cache, true);
+		log_info("informer", "initial lists applied; troupe is ready");
+	}
+}
+
+static void list_page_done(struct stream *s, long status, CURLcode rc)
+{
+	struct cache_informer *inf = s->inf;
+	char why[256], key[320];
+	const cJSON *items, *it, *meta;
+	const char *cont;
+	cJSON *root;
+	size_t n = 0;
+
+	if (rc != CURLE_OK || status != 200) {
+		if (rc == CURLE_OK && status == 404 && s->kind == K_PODGROUPS) {
+			if (s->phase != P_DISABLED && !s->synced)
+				log_info("informer", "PodGroup CRD (scheduling.x-k8s.io/v1alpha1) not "
+					 "installed; pod groups come only from pod labels; checking "
+					 "again every %u s", inf->opts.podgroup_retry_s);
+			free(s->cont);
+			s->cont = NULL;
+			s->phase = P_DISABLED;
+			s->due_ns = util_now_ns() + (uint64_t)inf->opts.podgroup_retry_s * 1000000000ULL;
+			mark_synced(s);
+			return;
+		}
+		if (rc == CURLE_OK && status == 410 && s->cont) {
+			log_info("informer", "%s: list continue token expired; listing again",
+				 kinds[s->kind].name);
+			free(s->cont);
+			s->cont = NULL;
+			s->phase = P_START;
+			s->due_ns = 0;
+			return;
+		}
+		if (rc == CURLE_OK && status == 401)
+			cache__api_refresh_token(inf->api, true);
+		if (rc != CURLE_OK)
+			snprintf(why, sizeof(why), "list failed: %s", curl_easy_strerror(rc));
+		else
+			snprintf(why, sizeof(why), "list answered HTTP %ld", status);
+		free(s->cont);
+		s->cont = NULL;
+		back_off(s, P_START, why);
+		return;
+	}
+	root = cJSON_ParseWithLength(s->body.buf ? s->body.buf : "", s->body.len);
+	items = cJSON_GetObjectItemCaseSensitive(root, "items");
+	meta = json_obj(root, "metadata");
+	if (!root || (items && !cJSON_IsArray(items) && !cJSON_IsNull(items))) {
+		cJSON_Delete(root);
+		free(s->cont);
+		s->cont = NULL;
+		back_off(s, P_START, "list answer is not a list");
+		return;
+	}
+	cJSON_ArrayForEach(it, json_list(items)) {
+		apply_object(s, it, false, key, sizeof(key));
+		if (key[0])
+			seen_add(s, key);
+		n++;
+	}
+	if (!s->cont)
+		remember_rv(s, json_str(meta, "resourceVersion"));
+	cont = json_str(meta, "continue");
+	free(s->cont);
+	s->cont = cont && *cont ? strdup(cont) : NULL;
+	cJSON_Delete(root);
+	strbuf_fini(&s->body);
+	if (s->cont) {
+		start_list(s);
+		return;
+	}
+	sweep(s);
+	seen_clear(s);
+	strmap_init(&s->seen);
+	stat_add(&inf->stats.lists, 1);
+	log_info("informer", "%s: listed (%zu in the last page) at resourceVersion %s; watching",
+		 kinds[s->kind].name, n, s->rv);
+	s->backoff_ms = 0;
+	mark_synced(s);
+	start_watch(s);
+}
+
+static void watch_done(struct stream *s, long status, CURLcode rc)
+{
+	struct cache_informer *inf = s->inf;
+	uint64_t lived = util_now_ns() - s->started_ns;
+	char why[256];
+
+	if (s->line.len > 0) {
+		/* A cut stream: what is left is part of an event. Never apply it. */
+		log_info("informer", "%s watch: discarding a partial event of %zu bytes",
+			 kinds[s->kind].name, s->line.len);
+		stat_add(&inf->stats.partial_lines, 1);
+		strbuf_fini(&s->line);
+	}
+	if (lived >= (uint64_t)inf->opts.healthy_reset_s * 1000000000ULL)
+		s->backoff_ms = 0;      /* it was healthy: the next failure starts small */
+	if (s->relist || (rc == CURLE_OK && status == 410)) {
+		stat_add(&inf->stats.relists, 1);
+		if (!s->relist)
+			log_info("informer", "%s watch: resourceVersion %s expired (HTTP 410); "
+				 "relisting", kinds[s->kind].name, s->rv);
+		s->relist = false;
+		s->phase = P_START;
+		s->due_ns = 0;
+		return;
+	}
+	if (rc == CURLE_OK && status == 200 && !s->broken &&
+	    (s->events_this_watch > 0 || lived > 1000000000ULL)) {
+		/* The server ended the watch (its timeout): resume at once. */
+		stat_add(&inf->stats.watch_restarts, 1);
+		log_debug("informer", "%s watch ended after %.1f s; resuming from %s",
+			  kinds[s->kind].name, lived / 1e9, s->rv);
+		s->phase = P_WATCH_DUE;
+		s->due_ns = 0;
+		return;
+	}
+	if (rc == CURLE_OK && status == 401)
+		cache__api_refresh_token(inf->api, true);
+	if (s->broken)
+		snprintf(why, sizeof(why), "watch stream unusable");
+	else if (rc != CURLE_OK)
+		snprintf(why, sizeof(why), "watch failed: %s", curl_easy_strerror(rc));
+	else
+		snprintf(why, sizeof(why), "watch answered HTTP %ld", status);
+	stat_add(&inf->stats.watch_restarts, 1);
+	back_off(s, P_WATCH_DUE, why);
+}
+
+static void on_done(struct stream *s, CURLcode rc)
+{
+	long status = 0;
+	enum phase was = s->phase;
+
+	curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
+	request_end(s);
+	if (rc == CURLE_WRITE_ERROR && (s->relist || s->broken))
+		rc = CURLE_OK;  /* we aborted it on purpose */
+	if (was == P_LISTING)
+		list_page_done(s, status, rc);
+	else
+		watch_done(s, status, rc);
+}
+
+/* ---- The thread ------------------------------------------------------------- */
+
+static void *informer_main(void *arg)
+{
+	struct cache_informer *inf = arg;
+	uint64_t last_reclaim = 0;
+
+	while (!__atomic_load_n(&inf->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t now = util_now_ns(), next = now + 1000000000ULL;
+		int running, left;
+		CURLMsg *msg;
+
+		for (int k = 0; k < K_COUNT; k++) {
+			struct stream *s = &inf->streams[k];
+
+			if ((s->phase == P_START || s->phase == P_DISABLED) && s->due_ns <= now)
+				start_list(s);
+			else if (s->phase == P_WATCH_DUE && s->due_ns <= now)
+				start_watch(s);
+			if ((s->phase == P_START || s->phase == P_DISABLED ||
+			     s->phase == P_WATCH_DUE) && s->due_ns < next)
+				next = s->due_ns;
+		}
+		curl_multi_perform(inf->multi, &running);
+		while ((msg = curl_multi_info_read(inf->multi, &left))) {
+			struct stream *s = NULL;
+
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+			on_done(s, msg->data.result);
+		}
+		if (now - last_reclaim > 1000000000ULL) {
+			cache_writer_reclaim(inf->cache);
+			last_reclaim = now;
+		}
+		now = util_now_ns();
+		curl_multi_poll(inf->multi, NULL, 0,
+				next > now ? (int)((next - now) / 1000000ULL) + 1 : 0, NULL);
+	}
+	for (int k = 0; k < K_COUNT; k++)
+		request_end(&inf->streams[k]);
+	cache_writer_reclaim(inf->cache);
+	return NULL;
+}
+
+struct cache_informer *cache_informer_start(struct cache *c, struct cache_api *api,
+					    const struct cache_informer_opts *opts, char *err,
+					    size_t errlen)
+{
+	struct cache_informer *inf = calloc(1, sizeof(*inf));
+
+	if (!inf) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	inf->cache = c;
+	inf->api = api;
+	inf->opts = opts ? *opts : (struct cache_informer_opts){ 0 };
+	if (!inf->opts.page_size)
+		inf->opts.page_size = 500;
+	if (!inf->opts.watch_timeout_min_s)
+		inf->opts.watch_timeout_min_s = 300;
+	if (inf->opts.watch_timeout_max_s < inf->opts.watch_timeout_min_s)
+		inf->opts.watch_timeout_max_s = inf->opts.watch_timeout_min_s + 300;
+	if (!inf->opts.backoff_initial_ms)
+		inf->opts.backoff_initial_ms = 800;
+	if (!inf->opts.backoff_max_ms)
+		inf->opts.backoff_max_ms = 30000;
+	if (!inf->opts.healthy_reset_s)
+		inf->opts.healthy_reset_s = 60;
+	if (!inf->opts.podgroup_retry_s)
+		inf->opts.podgroup_retry_s = 300;
+	inf->rng = (unsigned)util_now_ns();
+	inf->multi = curl_multi_init();
+	if (!inf->multi) {
+		snprintf(err, errlen, "cannot create a curl multi handle");
+		free(inf);
+		return NULL;
+	}
+	for (int k = 0; k < K_COUNT; k++) {
+		inf->streams[k].inf = inf;
+		inf->streams[k].kind = (enum kind)k;
+		inf->streams[k].phase = P_START;
+		strmap_init(&inf->streams[k].seen);
+	}
+	cache_set_synced(c, false);
+	if (pthread_create(&inf->thread, NULL, informer_main, inf) != 0) {
+		snprintf(err, errlen, "cannot start the informer thread");
+		curl_multi_cleanup(inf->multi);
+		free(inf);
+		return NULL;
+	}
+	return inf;
+}
+
+void cache_informer_stop(struct cache_informer *inf)
+{
+	if (!inf)
+		return;
+	__atomic_store_n(&inf->stop, true, __ATOMIC_RELEASE);
+	curl_multi_wakeup(inf->multi);
+	pthread_join(inf->thread, NULL);
+	for (int k = 0; k < K_COUNT; k++) {
+		struct stream *s = &inf->streams[k];
+
+		strbuf_fini(&s->body);
+		strbuf_fini(&s->line);
+		free(s->cont);
+		seen_clear(s);
+	}
+	curl_multi_cleanup(inf->multi);
+	free(inf);
+}
