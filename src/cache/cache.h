@@ -228,6 +228,12 @@ struct cache_stats {
 };
 void cache_get_stats(struct cache *c, struct cache_stats *out);
 
+/* Any: call <fn> with the UID of every pod holding GPUs on <node> (the
+ * by-node index), under that node's pod-list lock: <fn> must not call back into
+ * the cache. Returns -ENOENT when troupe knows nothing of the node. */
+int cache_node_pods(struct cache *c, const char *node, void (*fn)(const char *uid, void *arg),
+		    void *arg);
+
 /* Visit every pod the cache knows, under each stripe's lock in turn: <fn> must
  * not call back into the cache. Thread: any. */
 void cache_pod_foreach(struct cache *c, void (*fn)(const struct cache_pod_info *, const char *uid,

@@ -51,6 +51,8 @@ struct slot {
 	 * read section. NULL: the node is unknown (usage kept for its pods). */
 	struct cache_node *rec;
 	unsigned int refs;              /* holdings + in-flight assumes (seq_cst) */
+	pthread_mutex_t pods_lock;      /* guards pods (taken after a stripe lock) */
+	struct pod_entry *pods;         /* entries holding GPUs here; guarded by pods_lock */
 	ck_epoch_entry_t epoch_entry;   /* for retiring the slot */
 	uint16_t name_len;
 	char name[];
@@ -68,6 +70,8 @@ struct pod_entry {
 	bool from_api;                  /* seen in the cluster state, not only in a filter */
 	struct cache_pod *pod;          /* latest parsed object; owned */
 	struct slot *slot;              /* holding on this node (a ref), or NULL */
+	struct pod_entry *node_prev;    /* in slot->pods; guarded by slot->pods_lock */
+	struct pod_entry *node_next;
 	uint64_t hold_devices;
 	uint32_t hold_unattr;
 };
@@ -176,6 +180,7 @@ static void slot_free_cb(ck_epoch_entry_t *e)
 {
 	struct slot *s = (struct slot *)((char *)e - offsetof(struct slot, epoch_entry));
 
+	pthread_mutex_destroy(&s->pods_lock);
 	free(s->rec);
 	free(s);
 }
@@ -269,6 +274,7 @@ void cache_free(struct cache *c)
 	while (ck_ht_next(&c->nodes, &it, &ent)) {
 		struct slot *s = ck_ht_entry_value(ent);
 
+		pthread_mutex_destroy(&s->pods_lock);
 		free(s->rec);
 		free(s);
 	}
@@ -474,6 +480,7 @@ static struct slot *slot_create(struct cache *c, const char *name, size_t len)
 	if (!s)
 		return NULL;
 	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->pods_lock, NULL);
 	memcpy(s->name, name, len);
 	s->name[len] = '\0';
 	s->name_len = (uint16_t)len;
@@ -593,6 +600,19 @@ static void slot_unref(struct slot *s)
 	__atomic_sub_fetch(&s->refs, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Record that <e> now holds GPUs on <s> (the by-node index). Stripe lock held. */
+static void entry_link(struct pod_entry *e, struct slot *s)
+{
+	e->slot = s;
+	pthread_mutex_lock(&s->pods_lock);
+	e->node_prev = NULL;
+	e->node_next = s->pods;
+	if (s->pods)
+		s->pods->node_prev = e;
+	s->pods = e;
+	pthread_mutex_unlock(&s->pods_lock);
+}
+
 /* Release whatever <e> holds. Stripe lock held. */
 static void entry_release(struct cache *c, struct pod_entry *e)
 {
@@ -601,6 +621,15 @@ static void entry_release(struct cache *c, struct pod_entry *e)
 	if (!s)
 		return;
 	usage_change(s, e->hold_devices, e->hold_unattr, -1);
+	pthread_mutex_lock(&s->pods_lock);
+	if (e->node_prev)
+		e->node_prev->node_next = e->node_next;
+	else
+		s->pods = e->node_next;
+	if (e->node_next)
+		e->node_next->node_prev = e->node_prev;
+	e->node_prev = e->node_next = NULL;
+	pthread_mutex_unlock(&s->pods_lock);
 	e->slot = NULL;
 	e->hold_devices = 0;
 	e->hold_unattr = 0;
@@ -658,7 +687,7 @@ static int entry_hold_fact(struct cache *c, struct pod_entry *e, const struct ca
 	if (!devices)
 		usage_change(s, 0, unattr, 1);
 	slot_ref(s);
-	e->slot = s;
+	entry_link(e, s);
 	e->hold_devices = devices;
 	e->hold_unattr = unattr;
 	e->state = CACHE_POD_STATE_BOUND;
@@ -855,7 +884,7 @@ int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_
 		if (ck_pr_cas_64_2(s->usage, cur, next))
 			break;
 	}
-	e->slot = s;            /* the reference taken above now belongs to e */
+	entry_link(e, s);       /* the reference taken above now belongs to e */
 	e->hold_devices = want;
 	e->hold_unattr = 0;
 	e->state = CACHE_POD_STATE_ASSUMED;
@@ -1115,4 +1144,23 @@ void cache_podgroup_foreach(struct cache *c, void (*fn)(const struct cache_podgr
 	while (strmap_next(&c->groups, &pos, NULL, &v))
 		fn(((struct podgroup *)v)->pg, arg);
 	pthread_mutex_unlock(&c->groups_lock);
+}
+
+int cache_node_pods(struct cache *c, const char *node, void (*fn)(const char *uid, void *arg),
+		    void *arg)
+{
+	struct slot *s;
+	int ret = -ENOENT;
+
+	cache_read_begin(c);
+	s = slot_get(c, node, strlen(node));
+	if (s) {
+		ret = 0;
+		pthread_mutex_lock(&s->pods_lock);
+		for (struct pod_entry *e = s->pods; e; e = e->node_next)
+			fn(e->uid, arg);
+		pthread_mutex_unlock(&s->pods_lock);
+	}
+	cache_read_end(c);
+	return ret;
 }
