@@ -17,7 +17,10 @@ FILTER = {"Pod": POD4, "Nodes": None, "NodeNames": ["gpu-a100-1", "cpu-0"]}
 
 
 def run(args, timeout=30):
-    return subprocess.run([binary()] + args, capture_output=True, text=True, timeout=timeout)
+    # Never let the test machine's own cluster variables pick a source.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE_")}
+    return subprocess.run([binary()] + args, capture_output=True, text=True, timeout=timeout,
+                          env=env)
 
 
 class EndpointTest(unittest.TestCase):
@@ -125,7 +128,8 @@ class CommandLineTest(unittest.TestCase):
     def test_help_explains_every_flag(self):
         r = run(["--help"])
         self.assertEqual(r.returncode, 0)
-        for flag in ("--listen", "--cluster", "--config", "--log-level", "--help", "--version"):
+        for flag in ("--listen", "--cluster", "--kubeconfig", "--context", "--api-server",
+                     "--token-file", "--config", "--log-level", "--help", "--version"):
             self.assertIn(flag, r.stdout)
 
     def test_version(self):
@@ -136,7 +140,12 @@ class CommandLineTest(unittest.TestCase):
     def test_usage_errors_exit_2_with_a_message(self):
         cases = [
             (["--bogus"], "see --help"),
-            ([], "--cluster"),
+            ([], "--kubeconfig FILE, --api-server URL or --cluster FILE"),
+            (["--cluster", example(), "--api-server", "http://127.0.0.1:1"], "exactly one of"),
+            (["--cluster", example(), "--token-file", "/tmp/t"], "--token-file goes with"),
+            (["--cluster", example(), "--context", "x"], "--context goes with"),
+            (["--api-server", "ftp://x"], "must start with http"),
+            (["--kubeconfig", "/nonexistent/kubeconfig"], "kubeconfig /nonexistent/kubeconfig"),
             (["--cluster", example(), "--listen", "nohost"], "HOST:PORT"),
             (["--cluster", example(), "--log-level", "loud"], "--log-level"),
             (["--cluster", example(), "extra"], "unexpected argument"),
@@ -192,7 +201,7 @@ class CommandLineTest(unittest.TestCase):
         t = Troupe()
         t.start()
         t.stop(check=True)
-        self.assertIn("received SIGTERM; stopping", open(t.log_path).read())
+        self.assertIn("received SIGTERM; stopping", t.log())
 
 
 if __name__ == "__main__":

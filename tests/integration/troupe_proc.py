@@ -35,8 +35,12 @@ def example(name="cluster-small.json"):
 class Troupe:
     """A running troupe. Use as a context manager; stop() checks a clean exit."""
 
-    def __init__(self, cluster=None, args=(), config_text=None, ready_timeout=20.0):
-        self.cluster = cluster or example()
+    def __init__(self, cluster=None, args=(), config_text=None, ready_timeout=20.0,
+                 source=None, env=None):
+        """<source>: the cluster-source flags (e.g. ["--api-server", url]); without
+        it troupe loads the snapshot <cluster> (the example cluster by default)."""
+        self.source = list(source) if source else ["--cluster", cluster or example()]
+        self.env = env
         self.args = list(args)
         self.config_text = config_text
         self.ready_timeout = ready_timeout
@@ -44,6 +48,7 @@ class Troupe:
         self.port = None
         self.host = None
         self._tmp = tempfile.TemporaryDirectory(prefix="troupe-it-")
+        self._final_log = None
         self.log_path = os.path.join(self._tmp.name, "troupe.log")
 
     def __enter__(self):
@@ -52,17 +57,22 @@ class Troupe:
 
     def __exit__(self, *exc):
         self.stop(check=exc[0] is None)
-        self._tmp.cleanup()
 
     def start(self):
-        cmd = [binary(), "--cluster", self.cluster, "--listen", "127.0.0.1:0"] + self.args
+        if self._final_log is not None:     # started again after a stop
+            self._tmp = tempfile.TemporaryDirectory(prefix="troupe-it-")
+            self.log_path = os.path.join(self._tmp.name, "troupe.log")
+            self._final_log = None
+        cmd = [binary()] + self.source + ["--listen", "127.0.0.1:0"] + self.args
         if self.config_text is not None:
             cfg = os.path.join(self._tmp.name, "troupe.yaml")
             with open(cfg, "w") as f:
                 f.write(self.config_text)
             cmd += ["--config", cfg]
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._log)
+        env = dict(os.environ)
+        env.update(self.env or {})
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._log, env=env)
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
             m = LISTEN_RE.search(self.log())
@@ -76,6 +86,8 @@ class Troupe:
         raise RuntimeError(f"troupe did not start within {self.ready_timeout}s:\n{self.log()}")
 
     def log(self):
+        if self._final_log is not None:
+            return self._final_log
         with open(self.log_path, errors="replace") as f:
             return f.read()
 
@@ -93,6 +105,9 @@ class Troupe:
         self._log.close()
         code = self.proc.returncode
         self.proc = None
+        # Keep what troupe logged, then remove the files.
+        self._final_log = self.log()
+        self._tmp.cleanup()
         if check and code != 0:
             raise AssertionError(f"troupe exited with {code} (sanitizer report?):\n{self.log()}")
 
@@ -117,6 +132,11 @@ class Troupe:
             return resp.status, dict(resp.getheaders()), parsed
         finally:
             conn.close()
+
+    def cache(self):
+        status, _, body = self.request("GET", "/debug/cache")
+        assert status == 200, (status, body)
+        return body
 
     def state(self):
         status, _, body = self.request("GET", "/debug/state")

@@ -12,18 +12,27 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <curl/curl.h>
 
+#include "cache/api.h"
 #include "cache/cache.h"
+/* cache's own test: the relist sweeps and the request set-up are internal to cache/. */
+#include "cache/internal.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -2212,9 +2221,1692 @@ static void test_cache_pod_assume_concurrent_never_double_books(void **state)
 		pt_run(seeds[i]);
 }
 
+/* ---- Pod groups ------------------------------------------------------------------ */
+
+static struct cache_podgroup *podgroup_parse_sq(const char *text, const struct cache_opts *opts,
+						 char *err, size_t errlen)
+{
+	cJSON *j = json_sq(text);
+	struct cache_podgroup *pg = cache_podgroup_parse(j, opts, err, errlen);
+
+	cJSON_Delete(j);
+	return pg;
+}
+
+static void test_cache_podgroup_parse_fields(void **state)
+{
+	/* Parsed with OPTS2: both nvidia.com/gpu and amd.com/gpu are managed. */
+	static const struct {
+		const char *what;
+		const char *json;
+		const char *ns, *name;
+		int32_t min_member, timeout_s;
+		uint32_t min_gpus;
+		int64_t cpu_milli, mem_bytes;
+	} cases[] = {
+		{ "everything",
+		  "{'metadata':{'name':'train','namespace':'ml'},'spec':{'minMember':4,"
+		  "'scheduleTimeoutSeconds':120,'minResources':{'nvidia.com/gpu':'16','cpu':'64',"
+		  "'memory':'256Gi'}}}",
+		  "ml", "train", 4, 120, 16, 64000, 256 * GI },
+		{ "no spec, no namespace", "{'metadata':{'name':'g'}}", "default", "g", 0, 0, 0, 0, 0 },
+		{ "empty namespace", "{'metadata':{'name':'g','namespace':''},'spec':{'minMember':2}}",
+		  "default", "g", 2, 0, 0, 0, 0 },
+		{ "fractional cpu, decimal memory",
+		  "{'metadata':{'name':'g','namespace':'a'},'spec':{'minResources':"
+		  "{'cpu':'1500m','memory':'1G'}}}",
+		  "a", "g", 0, 0, 0, 1500, INT64_C(1000000000) },
+		{ "numbers as YAML gives them",
+		  "{'metadata':{'name':'g','namespace':'a'},'spec':{'minMember':3,"
+		  "'minResources':{'nvidia.com/gpu':8,'cpu':2}}}",
+		  "a", "g", 3, 0, 8, 2000, 0 },
+		{ "GPUs of every managed kind",
+		  "{'metadata':{'name':'g','namespace':'a'},'spec':{'minResources':"
+		  "{'amd.com/gpu':'2','nvidia.com/gpu':'1'}}}",
+		  "a", "g", 0, 0, 3, 0, 0 },
+		{ "unmanaged resources are not GPUs",
+		  "{'metadata':{'name':'g','namespace':'a'},'spec':{'minResources':"
+		  "{'example.com/fpga':'4'}}}",
+		  "a", "g", 0, 0, 0, 0, 0 },
+		{ "negative and non-numeric counts are absent",
+		  "{'metadata':{'name':'g','namespace':'a'},'spec':{'minMember':-1,"
+		  "'scheduleTimeoutSeconds':'60','minResources':{'nvidia.com/gpu':'-2'}}}",
+		  "a", "g", 0, 0, 0, 0, 0 },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char err[CACHE_ERR_LEN] = "";
+		struct cache_podgroup *pg = podgroup_parse_sq(cases[i].json, &OPTS2, err,
+							      sizeof(err));
+
+		if (!pg) {
+			print_message("%s: not parsed: %s\n", cases[i].what, err);
+			bad++;
+			continue;
+		}
+		if (strcmp(pg->ns, cases[i].ns) != 0 || strcmp(pg->name, cases[i].name) != 0 ||
+		    pg->min_member != cases[i].min_member || pg->timeout_s != cases[i].timeout_s ||
+		    pg->min_gpus != cases[i].min_gpus || pg->min_cpu_milli != cases[i].cpu_milli ||
+		    pg->min_mem_bytes != cases[i].mem_bytes) {
+			print_message("%s: got %s/%s minMember %d timeout %d gpus %u cpu %" PRId64
+				      "m mem %" PRId64 "; want %s/%s %d %d %u %" PRId64 "m %" PRId64
+				      "\n",
+				      cases[i].what, pg->ns, pg->name, pg->min_member, pg->timeout_s,
+				      pg->min_gpus, pg->min_cpu_milli, pg->min_mem_bytes, cases[i].ns,
+				      cases[i].name, cases[i].min_member, cases[i].timeout_s,
+				      cases[i].min_gpus, cases[i].cpu_milli, cases[i].mem_bytes);
+			bad++;
+		}
+		cache_podgroup_free(pg);
+	}
+	assert_int_equal(bad, 0);
+}
+
+static void test_cache_podgroup_parse_requires_name(void **state)
+{
+	static const struct {
+		const char *json;
+		const char *want;       /* in the message */
+	} cases[] = {
+		{ "{}", "name" },
+		{ "{'metadata':{'namespace':'ml'}}", "name" },
+		{ "{'metadata':{'name':''}}", "name" },
+		{ "{'metadata':{'name':7}}", "name" },
+		{ "{'metadata':{'name':'x','namespace':"
+		  "'nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn'}}",
+		  "namespace" },        /* 64 characters */
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char err[CACHE_ERR_LEN] = "";
+		struct cache_podgroup *pg = podgroup_parse_sq(cases[i].json, &OPTS, err,
+							      sizeof(err));
+
+		if (pg || !strstr(err, cases[i].want)) {
+			print_message("%s: got %s, message [%s]\n", cases[i].json,
+				      pg ? "a pod group" : "NULL", err);
+			bad++;
+		}
+		cache_podgroup_free(pg);
+	}
+	assert_int_equal(bad, 0);
+	cache_podgroup_free(NULL);
+}
+
+static struct cache_podgroup *podgroup_new(const char *ns, const char *name, int min_member,
+					   unsigned gpus)
+{
+	char text[512], err[CACHE_ERR_LEN] = "";
+	struct cache_podgroup *pg;
+
+	snprintf(text, sizeof(text),
+		 "{'kind':'PodGroup','metadata':{'name':'%s','namespace':'%s'},"
+		 "'spec':{'minMember':%d,'minResources':{'nvidia.com/gpu':'%u'}}}",
+		 name, ns, min_member, gpus);
+	pg = podgroup_parse_sq(text, &OPTS, err, sizeof(err));
+	if (!pg)
+		fail_msg("cache_podgroup_parse(%s/%s): %s", ns, name, err);
+	return pg;
+}
+
+struct group_seen {
+	char keys[16][96];
+	size_t n;
+};
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+static void collect_group(const struct cache_podgroup *pg, void *arg)
+{
+	struct group_seen *gs = arg;
+
+	if (gs->n < ARRAY_SIZE(gs->keys))
+		snprintf(gs->keys[gs->n], sizeof(gs->keys[0]), "%s/%s=%d", pg->ns, pg->name,
+			 pg->min_member);
+	gs->n++;
+}
+
+/* Every pod group in the cache as "ns/name=minMember", sorted and comma-joined. */
+static void groups_str(struct cache *c, char *out, size_t len)
+{
+	struct group_seen gs = { .n = 0 };
+	size_t at = 0;
+
+	cache_podgroup_foreach(c, collect_group, &gs);
+	assert_true(gs.n <= ARRAY_SIZE(gs.keys));
+	qsort(gs.keys, gs.n, sizeof(gs.keys[0]), str_cmp);
+	out[0] = '\0';
+	for (size_t i = 0; i < gs.n; i++)
+		at += (size_t)snprintf(out + at, len - at, "%s%s", i ? "," : "", gs.keys[i]);
+}
+
+static size_t podgroup_count(struct cache *c)
+{
+	struct cache_stats st;
+
+	cache_get_stats(c, &st);
+	return st.podgroups;
+}
+
+static void test_cache_podgroup_apply_get_replace_delete(void **state)
+{
+	struct cache *c = *state;
+	struct cache_podgroup pg;
+	char buf[320], all[512];
+
+	assert_int_equal(podgroup_count(c), 0);
+	assert_int_equal(cache_podgroup_get(c, "ml", "train", &pg, buf, sizeof(buf)), -ENOENT);
+	assert_int_equal(cache_podgroup_apply(c, podgroup_new("ml", "train", 4, 16)), 0);
+	assert_int_equal(cache_podgroup_apply(c, podgroup_new("ml", "eval", 2, 2)), 0);
+	assert_int_equal(cache_podgroup_apply(c, podgroup_new("other", "train", 8, 0)), 0);
+	assert_int_equal(podgroup_count(c), 3);
+
+	memset(&pg, 0, sizeof(pg));
+	assert_int_equal(cache_podgroup_get(c, "ml", "train", &pg, buf, sizeof(buf)), 0);
+	assert_string_equal(pg.ns, "ml");
+	assert_string_equal(pg.name, "train");
+	assert_int_equal(pg.min_member, 4);
+	assert_int_equal(pg.min_gpus, 16);
+	/* The copy's strings live in the caller's buffer, not in the cache. */
+	assert_true(pg.ns >= buf && pg.ns < buf + sizeof(buf));
+	assert_true(pg.name >= buf && pg.name < buf + sizeof(buf));
+	assert_int_equal(cache_podgroup_get(c, "other", "train", &pg, buf, sizeof(buf)), 0);
+	assert_string_equal(pg.ns, "other");
+	assert_int_equal(pg.min_member, 8);
+	assert_int_equal(cache_podgroup_get(c, "ml", "none", &pg, buf, sizeof(buf)), -ENOENT);
+	assert_int_equal(cache_podgroup_get(c, "none", "train", &pg, buf, sizeof(buf)), -ENOENT);
+
+	/* Applying the same ns/name again replaces it. */
+	assert_int_equal(cache_podgroup_apply(c, podgroup_new("ml", "train", 6, 24)), 0);
+	assert_int_equal(podgroup_count(c), 3);
+	assert_int_equal(cache_podgroup_get(c, "ml", "train", &pg, buf, sizeof(buf)), 0);
+	assert_int_equal(pg.min_member, 6);
+	assert_int_equal(pg.min_gpus, 24);
+	groups_str(c, all, sizeof(all));
+	assert_string_equal(all, "ml/eval=2,ml/train=6,other/train=8");
+
+	assert_int_equal(cache_podgroup_delete(c, "ml", "train"), 0);
+	assert_int_equal(cache_podgroup_get(c, "ml", "train", &pg, buf, sizeof(buf)), -ENOENT);
+	assert_int_equal(cache_podgroup_delete(c, "ml", "train"), -ENOENT);
+	assert_int_equal(cache_podgroup_delete(c, "other", "none"), -ENOENT);
+	assert_int_equal(podgroup_count(c), 2);
+	groups_str(c, all, sizeof(all));
+	assert_string_equal(all, "ml/eval=2,other/train=8");
+	/* Pod groups are not pods: pod counts are untouched. */
+	{
+		struct cache_stats st;
+
+		cache_get_stats(c, &st);
+		assert_int_equal(st.pods, 0);
+		assert_int_equal(st.nodes, 0);
+	}
+}
+
+/* ---- The by-node index ------------------------------------------------------------ */
+
+struct uid_seen {
+	char uids[64][32];
+	size_t n;
+};
+
+static void collect_uid(const char *uid, void *arg)
+{
+	struct uid_seen *us = arg;
+
+	if (us->n < ARRAY_SIZE(us->uids))
+		snprintf(us->uids[us->n], sizeof(us->uids[0]), "%s", uid);
+	us->n++;
+}
+
+/* What cache_node_pods lists for <node>: its return value, and the UIDs sorted and
+ * comma-joined in <out> (a UID listed twice shows twice). */
+static int node_pods_str(struct cache *c, const char *node, char *out, size_t len)
+{
+	struct uid_seen us = { .n = 0 };
+	size_t at = 0;
+	int ret = cache_node_pods(c, node, collect_uid, &us);
+
+	assert_true(us.n <= ARRAY_SIZE(us.uids));
+	qsort(us.uids, us.n, sizeof(us.uids[0]), str_cmp);
+	out[0] = '\0';
+	for (size_t i = 0; i < us.n; i++)
+		at += (size_t)snprintf(out + at, len - at, "%s%s", i ? "," : "", us.uids[i]);
+	return ret;
+}
+
+enum idx_op { IDX_APPLY, IDX_ASSUME, IDX_FORGET, IDX_DELETE, IDX_NODE_AGAIN };
+
+/* One scenario, step by step: after each step, n and m list exactly the pods that
+ * hold GPUs there. */
+static void test_cache_node_pods_lists_pods_holding_gpus(void **state)
+{
+	static const struct {
+		const char *what;
+		enum idx_op op;
+		const char *uid;
+		const char *node;       /* apply: spec.nodeName; assume: where */
+		unsigned gpus;
+		const char *ids;        /* apply: the annotation; assume: the devices */
+		const char *phase;
+		bool deleting;
+		const char *on_n, *on_m;
+	} steps[] = {
+		{ "annotated bound pod", IDX_APPLY, "a", "n", 2, "0,1", NULL, false, "a", "" },
+		{ "unannotated bound pod", IDX_APPLY, "b", "n", 1, NULL, NULL, false, "a,b", "" },
+		{ "the same fact again", IDX_APPLY, "a", "n", 2, "0,1", NULL, false, "a,b", "" },
+		{ "other devices, same node", IDX_APPLY, "a", "n", 2, "2,3", NULL, false, "a,b", "" },
+		{ "unbound pod", IDX_APPLY, "c", NULL, 1, NULL, NULL, false, "a,b", "" },
+		{ "pod without GPUs", IDX_APPLY, "d", "n", 0, NULL, NULL, false, "a,b", "" },
+		{ "finished pod", IDX_APPLY, "e", "n", 1, "7", "Succeeded", false, "a,b", "" },
+		{ "devices another pod holds", IDX_APPLY, "f", "n", 2, "2,3", NULL, false, "a,b,f",
+		  "" },
+		{ "pod on m", IDX_APPLY, "g", "m", 1, "0", NULL, false, "a,b,f", "g" },
+		{ "assume on n", IDX_ASSUME, "h", "n", 2, "4,5", NULL, false, "a,b,f,h", "g" },
+		{ "assume confirmed by the watch", IDX_APPLY, "h", "n", 2, NULL, "Pending", false,
+		  "a,b,f,h", "g" },
+		{ "assume on m", IDX_ASSUME, "i", "m", 1, "1", NULL, false, "a,b,f,h", "g,i" },
+		{ "node record published again", IDX_NODE_AGAIN, NULL, "m", 0, NULL, NULL, false,
+		  "a,b,f,h", "g,i" },
+		{ "forget", IDX_FORGET, "i", NULL, 0, NULL, NULL, false, "a,b,f,h", "g" },
+		{ "moved to m", IDX_APPLY, "a", "m", 2, "2,3", NULL, false, "b,f,h", "a,g" },
+		{ "finished", IDX_APPLY, "b", "n", 1, NULL, "Failed", false, "f,h", "a,g" },
+		{ "being deleted", IDX_APPLY, "g", "m", 1, "0", NULL, true, "f,h", "a" },
+		{ "deleted", IDX_DELETE, "f", NULL, 0, NULL, NULL, false, "h", "a" },
+		{ "deleted after confirmation", IDX_DELETE, "h", NULL, 0, NULL, NULL, false, "", "a" },
+		{ "deleted on m", IDX_DELETE, "a", NULL, 0, NULL, NULL, false, "", "" },
+	};
+	struct cache *c = *state;
+	int bad = 0;
+
+	add_node(c, "n", 8, 8);
+	add_node(c, "m", 8, 8);
+	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+		char on_n[256], on_m[256];
+		uint64_t dev = 0;
+		int rn, rm;
+
+		switch (steps[i].op) {
+		case IDX_APPLY:
+			assert_int_equal(cache_pod_apply(c, POD(.uid = steps[i].uid,
+								.node = steps[i].node,
+								.gpus = steps[i].gpus,
+								.ids = steps[i].ids,
+								.phase = steps[i].phase,
+								.deleting = steps[i].deleting)),
+					 0);
+			break;
+		case IDX_ASSUME:
+			assert_int_equal(cache_devices_parse(steps[i].ids, &dev), 0);
+			assert_int_equal(cache_pod_remember(c, POD(.uid = steps[i].uid,
+								   .gpus = steps[i].gpus)),
+					 0);
+			assert_int_equal(cache_pod_assume(c, steps[i].uid, steps[i].node, &dev), 0);
+			break;
+		case IDX_FORGET:
+			assert_int_equal(cache_pod_forget(c, steps[i].uid), 0);
+			break;
+		case IDX_DELETE:
+			assert_int_equal(cache_pod_delete(c, steps[i].uid), 0);
+			break;
+		case IDX_NODE_AGAIN:
+			add_node(c, steps[i].node, 8, 8);
+			break;
+		}
+		rn = node_pods_str(c, "n", on_n, sizeof(on_n));
+		rm = node_pods_str(c, "m", on_m, sizeof(on_m));
+		if (rn != 0 || rm != 0 || strcmp(on_n, steps[i].on_n) != 0 ||
+		    strcmp(on_m, steps[i].on_m) != 0) {
+			print_message("after step %zu (%s): n lists [%s] (%d), m lists [%s] (%d); "
+				      "want [%s], [%s]\n",
+				      i, steps[i].what, on_n, rn, on_m, rm, steps[i].on_n,
+				      steps[i].on_m);
+			bad++;
+		}
+	}
+	assert_int_equal(bad, 0);
+	assert_usage(c, "n", 0, 0);
+	assert_usage(c, "m", 0, 0);
+}
+
+static void test_cache_node_pods_unknown_node_is_noent(void **state)
+{
+	struct cache *c = *state;
+	char uids[256];
+
+	assert_int_equal(node_pods_str(c, "nowhere", uids, sizeof(uids)), -ENOENT);
+	assert_string_equal(uids, "");
+	/* A known node holding nothing lists nothing. */
+	add_node(c, "n", 8, 8);
+	assert_int_equal(node_pods_str(c, "n", uids, sizeof(uids)), 0);
+	assert_string_equal(uids, "");
+	/* The name is matched whole. */
+	assert_int_equal(node_pods_str(c, "n2", uids, sizeof(uids)), -ENOENT);
+	assert_int_equal(node_pods_str(c, "", uids, sizeof(uids)), -ENOENT);
+
+	/* A node troupe knows only through the pods on it lists them... */
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "p", .node = "late", .gpus = 1)), 0);
+	assert_int_equal(node_pods_str(c, "late", uids, sizeof(uids)), 0);
+	assert_string_equal(uids, "p");
+	/* ...and is forgotten with the last of them. */
+	assert_int_equal(cache_pod_delete(c, "p"), 0);
+	assert_int_equal(node_pods_str(c, "late", uids, sizeof(uids)), -ENOENT);
+
+	/* A deleted node still lists the pods holding GPUs on it, until they go. */
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "q", .node = "n", .gpus = 2, .ids = "0,1")),
+			 0);
+	assert_int_equal(cache_node_delete(c, "n"), 0);
+	assert_int_equal(node_pods_str(c, "n", uids, sizeof(uids)), 0);
+	assert_string_equal(uids, "q");
+	assert_int_equal(cache_pod_delete(c, "q"), 0);
+	cache_writer_reclaim(c);
+	assert_int_equal(node_pods_str(c, "n", uids, sizeof(uids)), -ENOENT);
+}
+
+/* ---- Sweeps after a relist -------------------------------------------------------- */
+
+/* A keep callback: keeps exactly the names listed (NULL-terminated). */
+struct keep_set {
+	const char *const *names;
+	unsigned asked;
+};
+
+static bool keep_listed(const char *key, void *arg)
+{
+	struct keep_set *k = arg;
+
+	k->asked++;
+	for (const char *const *p = k->names; *p; p++)
+		if (strcmp(*p, key) == 0)
+			return true;
+	return false;
+}
+
+static void test_cache_node_sweep_deletes_rejected_nodes(void **state)
+{
+	static const char *const all[] = { "n0", "n1", "n2", "n3", NULL };
+	static const char *const some[] = { "n1", "n3", "not-a-node", NULL };
+	static const char *const none[] = { NULL };
+	static const struct {
+		const char *what;
+		const char *const *keep;
+		bool want[4];           /* n0..n3 still there */
+	} cases[] = {
+		{ "keep all", all, { true, true, true, true } },
+		{ "keep some", some, { false, true, false, true } },
+		{ "keep none", none, { false, false, false, false } },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct cache *c = cache_new(&OPTS);
+		struct keep_set k = { cases[i].keep, 0 };
+		struct cache_stats st;
+		char uids[64];
+		size_t want_n = 0;
+
+		assert_non_null(c);
+		for (int n = 0; n < 4; n++) {
+			char name[8];
+
+			snprintf(name, sizeof(name), "n%d", n);
+			add_node(c, name, 8, 8);
+		}
+		/* A node deleted before the sweep is not offered to keep. */
+		add_node(c, "gone", 8, 8);
+		assert_int_equal(cache_node_delete(c, "gone"), 0);
+		/* A pod holds GPUs on n2. */
+		assert_int_equal(cache_pod_apply(c, POD(.uid = "p", .node = "n2", .gpus = 1,
+							.ids = "0")),
+				 0);
+		cache__node_sweep(c, keep_listed, &k);
+		for (int n = 0; n < 4; n++) {
+			char name[8];
+
+			snprintf(name, sizeof(name), "n%d", n);
+			want_n += cases[i].want[n];
+			if (look(c, name).found != cases[i].want[n]) {
+				print_message("%s: %s is %s\n", cases[i].what, name,
+					      cases[i].want[n] ? "gone" : "still there");
+				bad++;
+			}
+		}
+		cache_get_stats(c, &st);
+		if (st.nodes != want_n || k.asked != 4) {
+			print_message("%s: %zu nodes, want %zu; keep asked %u times, want 4\n",
+				      cases[i].what, st.nodes, want_n, k.asked);
+			bad++;
+		}
+		/* Sweeping nodes leaves pods alone: p still holds its device on n2, so a
+		 * node n2 published again starts with it in use. */
+		if (pod_info(c, "p").state != CACHE_POD_STATE_BOUND ||
+		    node_pods_str(c, "n2", uids, sizeof(uids)) != 0 || strcmp(uids, "p") != 0) {
+			print_message("%s: pod p lost its holding on n2 (index [%s])\n",
+				      cases[i].what, uids);
+			bad++;
+		}
+		add_node(c, "n2", 8, 8);
+		assert_usage(c, "n2", 0x1, 0);
+		cache_free(c);
+	}
+	assert_int_equal(bad, 0);
+}
+
+/* Which pod is which in the pod sweep below. */
+struct sweep_pod {
+	const char *uid;
+	const char *how;        /* how it came to the cache */
+	bool from_api;          /* before the sweep */
+	bool kept_by_callback;
+	bool survives;
+};
+
+static void test_cache_pod_sweep_deletes_rejected_api_and_assumed_pods(void **state)
+{
+	static const struct sweep_pod pods[] = {
+		{ "a", "bound on n, devices 0,1", true, false, false },
+		{ "b", "bound on n, 1 unattributed", true, false, false },
+		{ "c", "pending, from the API", true, false, false },
+		{ "q", "remembered, then seen pending in the API", true, false, false },
+		{ "z", "bound on a node troupe does not know", true, false, false },
+		{ "s", "remembered and assumed on n, devices 4,5", false, false, false },
+		{ "r", "remembered only", false, false, true },
+		{ "u", "remembered, assumed and forgotten", false, false, true },
+		{ "t", "remembered and assumed on m, device 0", false, true, true },
+		{ "k", "bound on m, device 1", true, true, true },
+	};
+	static const char *const keep_tk[] = { "t", "k", NULL };
+	struct cache *c = *state;
+	struct keep_set keep_all = { NULL, 0 }, keep = { keep_tk, 0 };
+	const char *all[ARRAY_SIZE(pods) + 1];
+	struct cache_stats before, after;
+	char uids[128];
+	uint64_t dev;
+	int bad = 0;
+
+	add_node(c, "n", 8, 8);
+	add_node(c, "m", 8, 8);
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "a", .node = "n", .gpus = 2, .ids = "0,1")),
+			 0);
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "b", .node = "n", .gpus = 1)), 0);
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "c", .gpus = 1)), 0);
+	assert_int_equal(cache_pod_remember(c, POD(.uid = "q", .gpus = 1)), 0);
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "q", .gpus = 1)), 0);
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "z", .node = "late", .gpus = 1)), 0);
+	assert_int_equal(cache_pod_remember(c, POD(.uid = "s", .gpus = 2)), 0);
+	dev = 0x30;
+	assert_int_equal(cache_pod_assume(c, "s", "n", &dev), 0);
+	assert_int_equal(cache_pod_remember(c, POD(.uid = "r", .gpus = 2)), 0);
+	assert_int_equal(cache_pod_remember(c, POD(.uid = "u", .gpus = 1)), 0);
+	dev = 0x40;
+	assert_int_equal(cache_pod_assume(c, "u", "n", &dev), 0);
+	assert_int_equal(cache_pod_forget(c, "u"), 0);
+	assert_int_equal(cache_pod_remember(c, POD(.uid = "t", .gpus = 1)), 0);
+	dev = 0x1;
+	assert_int_equal(cache_pod_assume(c, "t", "m", &dev), 0);
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "k", .node = "m", .gpus = 1, .ids = "1")),
+			 0);
+	assert_usage(c, "n", 0x33, 1);
+	assert_usage(c, "m", 0x3, 0);
+	for (size_t i = 0; i < ARRAY_SIZE(pods); i++) {
+		struct cache_pod_info pi = pod_info(c, pods[i].uid);
+
+		if (pi.from_api != pods[i].from_api) {
+			print_message("%s (%s): from_api %d, want %d\n", pods[i].uid, pods[i].how,
+				      pi.from_api, pods[i].from_api);
+			bad++;
+		}
+		all[i] = pods[i].uid;
+	}
+	all[ARRAY_SIZE(pods)] = NULL;
+	assert_int_equal(bad, 0);
+
+	/* A list that still holds every pod changes nothing. */
+	keep_all.names = all;
+	cache_get_stats(c, &before);
+	cache__pod_sweep(c, keep_listed, &keep_all);
+	cache_get_stats(c, &after);
+	assert_memory_equal(&before, &after, sizeof(before));
+	assert_int_equal(before.pods, ARRAY_SIZE(pods));
+
+	cache__pod_sweep(c, keep_listed, &keep);
+	for (size_t i = 0; i < ARRAY_SIZE(pods); i++) {
+		struct cache_pod_info pi;
+		int ret = cache_pod_get(c, pods[i].uid, &pi);
+
+		if ((ret == 0) != pods[i].survives) {
+			print_message("%s (%s): %s by the sweep\n", pods[i].uid, pods[i].how,
+				      ret == 0 ? "kept" : "deleted");
+			bad++;
+		}
+	}
+	assert_int_equal(bad, 0);
+	/* What the swept pods held is free again; what the kept ones hold is not. */
+	assert_usage(c, "n", 0, 0);
+	assert_usage(c, "m", 0x3, 0);
+	assert_int_equal(node_pods_str(c, "n", uids, sizeof(uids)), 0);
+	assert_string_equal(uids, "");
+	assert_int_equal(node_pods_str(c, "m", uids, sizeof(uids)), 0);
+	assert_string_equal(uids, "k,t");
+	assert_int_equal(node_pods_str(c, "late", uids, sizeof(uids)), -ENOENT);
+	/* Remembered pods stay as they were: pending, not from the API. */
+	for (size_t i = 0; i < 2; i++) {
+		const char *uid = i ? "u" : "r";
+		struct cache_pod_info pi = pod_info(c, uid);
+
+		assert_int_equal(pi.state, CACHE_POD_STATE_PENDING);
+		assert_false(pi.from_api);
+		assert_int_equal(pi.devices, 0);
+		assert_string_equal(pi.node, "");
+	}
+	assert_int_equal(pod_info(c, "t").state, CACHE_POD_STATE_ASSUMED);
+	assert_int_equal(pod_info(c, "t").devices, 0x1);
+	assert_int_equal(pod_info(c, "k").state, CACHE_POD_STATE_BOUND);
+	assert_int_equal(pod_info(c, "k").devices, 0x2);
+	cache_get_stats(c, &after);
+	assert_int_equal(after.pods, 4);
+	assert_int_equal(after.pods_holding, 2);
+	assert_int_equal(after.gpus_held, 2);
+	/* A swept assumed pod is gone, not merely forgotten: it cannot be forgotten again. */
+	assert_int_equal(cache_pod_forget(c, "s"), -ENOENT);
+}
+
+/* ---- cache_pod_foreach ------------------------------------------------------------- */
+
+enum { FE_PODS = 120 };
+
+struct foreach_seen {
+	int visits[FE_PODS];
+	int stray;              /* UIDs the test never made */
+	struct cache_pod_info info[FE_PODS];
+};
+
+static void collect_pod(const struct cache_pod_info *pi, const char *uid, void *arg)
+{
+	struct foreach_seen *fs = arg;
+	int i;
+
+	if (sscanf(uid, "fe-%d", &i) != 1 || i < 0 || i >= FE_PODS) {
+		fs->stray++;
+		return;
+	}
+	fs->visits[i]++;
+	fs->info[i] = *pi;
+}
+
+static void test_cache_pod_foreach_visits_every_pod_once(void **state)
+{
+	static const char *const nodes[] = { "fe-n0", "fe-n1", "fe-n2" };
+	struct cache *c = *state;
+	struct foreach_seen *fs = calloc(1, sizeof(*fs));
+	int bad = 0;
+
+	assert_non_null(fs);
+	for (size_t n = 0; n < ARRAY_SIZE(nodes); n++)
+		add_node(c, nodes[n], 64, 64);
+	/* Four kinds of pod, in turn: bound (from the API), assumed, remembered only,
+	 * pending (from the API). Assumed pods take device i/4 on their node. */
+	for (int i = 0; i < FE_PODS; i++) {
+		char uid[16];
+		const char *node = nodes[i % 3];
+		uint64_t dev = 1ULL << (i / 4);
+
+		snprintf(uid, sizeof(uid), "fe-%d", i);
+		switch (i % 4) {
+		case 0:
+			assert_int_equal(cache_pod_apply(c, POD(.uid = uid, .node = node, .gpus = 1)),
+					 0);
+			break;
+		case 1:
+			assert_int_equal(cache_pod_remember(c, POD(.uid = uid, .gpus = 1)), 0);
+			assert_int_equal(cache_pod_assume(c, uid, node, &dev), 0);
+			break;
+		case 2:
+			assert_int_equal(cache_pod_remember(c, POD(.uid = uid, .gpus = 2)), 0);
+			break;
+		default:
+			assert_int_equal(cache_pod_apply(c, POD(.uid = uid, .gpus = 3)), 0);
+			break;
+		}
+	}
+	cache_pod_foreach(c, collect_pod, fs);
+	assert_int_equal(fs->stray, 0);
+	for (int i = 0; i < FE_PODS; i++) {
+		const struct cache_pod_info *pi = &fs->info[i];
+		char uid[16];
+		static const enum cache_pod_state want_state[] = {
+			CACHE_POD_STATE_BOUND, CACHE_POD_STATE_ASSUMED, CACHE_POD_STATE_PENDING,
+			CACHE_POD_STATE_PENDING,
+		};
+		static const bool want_api[] = { true, false, false, true };
+		static const unsigned want_gpus[] = { 1, 1, 2, 3 };
+		const char *want_node = i % 4 < 2 ? nodes[i % 3] : "";
+		uint64_t want_dev = i % 4 == 1 ? 1ULL << (i / 4) : 0;
+		uint32_t want_unattr = i % 4 == 0 ? 1 : 0;
+
+		snprintf(uid, sizeof(uid), "fe-%d", i);
+		if (fs->visits[i] != 1 || pi->state != want_state[i % 4] ||
+		    pi->from_api != want_api[i % 4] || strcmp(pi->node, want_node) != 0 ||
+		    pi->devices != want_dev || pi->unattributed != want_unattr ||
+		    pi->demand.gpus != want_gpus[i % 4] || strcmp(pi->name, uid) != 0 ||
+		    strcmp(pi->ns, "ml") != 0 || !pi->demand_valid) {
+			print_message("%s: %d visits, state %d from_api %d node [%s] devices %#" PRIx64
+				      " unattributed %u gpus %u name %s/%s\n",
+				      uid, fs->visits[i], pi->state, pi->from_api, pi->node,
+				      pi->devices, pi->unattributed, pi->demand.gpus, pi->ns,
+				      pi->name);
+			bad++;
+		}
+	}
+	free(fs);
+	assert_int_equal(bad, 0);
+}
+
+/* ---- API sources: kubeconfig, in-cluster, URL ---------------------------------------- */
+
+/* A throwaway self-signed certificate and its key. Nothing trusts them: they only let
+ * libcurl load a client certificate, a key and a CA bundle without complaint. */
+static const char TEST_CERT_PEM[] =
+	"-----BEGIN CERTIFICATE-----\n"
+	"MIIBhDCCASmgAwIBAgIUBpt3N2+E4jIrbHVlpGh/LV8SZ6UwCgYIKoZIzj0EAwIw\n"
+	"FjEUMBIGA1UEAwwLdHJvdXBlLXRlc3QwIBcNMjYxMTI5MTMwOTQzWhgPMjEyNjEx\n"
+	"MDUxMzA5NDNaMBYxFDASBgNVBAMMC3Ryb3VwZS10ZXN0MFkwEwYHKoZIzj0CAQYI\n"
+	"KoZIzj0DAQcDQgAEVKzpz0BRR2BVpdJHIMq8BJJwLl+fuckYR2cOHlhBYrr6aX1M\n"
+	"5EHaA0/ukU0tUyorzxlQyXiBrTOUv2QcmTVZ+qNTMFEwHQYDVR0OBBYEFErgRsPV\n"
+	"jv1zBYO0Nzw7HT2gWWs1MB8GA1UdIwQYMBaAFErgRsPVjv1zBYO0Nzw7HT2gWWs1\n"
+	"MA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSQAwRgIhAOmHPRzW1ite5jIx\n"
+	"eBHS5kUE7m3cxcrLnEASaOih8JCZAiEAjIhDOKqQVTHtTn/ZFfAWHjZo49BdN+lA\n"
+	"28QtRtZNRFo=\n"
+	"-----END CERTIFICATE-----\n";
+static const char TEST_KEY_PEM[] =
+	"-----BEGIN PRIVATE KEY-----\n"
+	"MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgdfJMJV4uEnAEcp+q\n"
+	"74irIdsr53TZ4EtLyknDIiCER9ehRANCAARUrOnPQFFHYFWl0kcgyrwEknAuX5+5\n"
+	"yRhHZw4eWEFiuvppfUzkQdoDT+6RTS1TKivPGVDJeIGtM5S/ZByZNVn6\n"
+	"-----END PRIVATE KEY-----\n";
+
+static char *b64_encode(const char *in, size_t n)
+{
+	static const char alpha[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+
+	assert_non_null(out);
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)(unsigned char)in[i] << 16;
+
+		if (i + 1 < n)
+			v |= (uint32_t)(unsigned char)in[i + 1] << 8;
+		if (i + 2 < n)
+			v |= (unsigned char)in[i + 2];
+		*o++ = alpha[(v >> 18) & 63];
+		*o++ = alpha[(v >> 12) & 63];
+		*o++ = i + 1 < n ? alpha[(v >> 6) & 63] : '=';
+		*o++ = i + 2 < n ? alpha[v & 63] : '=';
+	}
+	*o = '\0';
+	return out;
+}
+
+static const char *const API_ENV[] = {
+	"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "TROUPE_SERVICEACCOUNT_DIR",
+};
+
+/* Each API test gets a fresh folder under /tmp; teardown puts the environment and
+ * the working folder back as they were and removes the folder, also after a
+ * failed assertion. */
+struct api_fix {
+	char dir[64];
+	char *env[ARRAY_SIZE(API_ENV)];
+	int cwd;
+};
+
+static int api_setup(void **state)
+{
+	struct api_fix *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/troupe-test-api-XXXXXX");
+	if (!mkdtemp(f->dir)) {
+		free(f);
+		return -1;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(API_ENV); i++) {
+		const char *v = getenv(API_ENV[i]);
+
+		f->env[i] = v ? strdup(v) : NULL;
+	}
+	f->cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	*state = f;
+	return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static int api_teardown(void **state)
+{
+	struct api_fix *f = *state;
+	int ret = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(API_ENV); i++) {
+		if (f->env[i])
+			setenv(API_ENV[i], f->env[i], 1);
+		else
+			unsetenv(API_ENV[i]);
+		free(f->env[i]);
+	}
+	if (f->cwd >= 0) {
+		if (fchdir(f->cwd) != 0)
+			ret = -1;
+		close(f->cwd);
+	}
+	if (nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+		ret = -1;
+	free(f);
+	return ret;
+}
+
+static void write_all(int fd, const char *text)
+{
+	size_t len = strlen(text);
+
+	while (len > 0) {
+		ssize_t w = write(fd, text, len);
+
+		assert_true(w > 0);
+		text += w;
+		len -= (size_t)w;
+	}
+}
+
+/* Make every folder of <path> up to its last '/', from offset <from> on. */
+static void mkdirs(char *path, size_t from)
+{
+	for (char *p = path + from; (p = strchr(p, '/')); p++) {
+		*p = '\0';
+		assert_true(mkdir(path, 0700) == 0 || errno == EEXIST);
+		*p = '/';
+	}
+}
+
+/* Write <text> to <rel> inside the test's folder, making the folders on the way.
+ * Returns the full path; the caller frees it. */
+static char *fix_write(struct api_fix *f, const char *rel, const char *text)
+{
+	char *path = NULL;
+	int fd;
+
+	assert_true(asprintf(&path, "%s/%s", f->dir, rel) > 0);
+	mkdirs(path, strlen(f->dir) + 1);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	write_all(fd, text);
+	close(fd);
+	return path;
+}
+
+/* A kubeconfig file with <yaml>, made by mkstemp in the test's folder (or in its
+ * sub-folder <sub> when not NULL). The caller frees the path. */
+static char *fix_kubeconfig_in(struct api_fix *f, const char *sub, const char *yaml)
+{
+	char *path = NULL;
+	int fd;
+
+	if (sub) {
+		char *dir = NULL;
+
+		assert_true(asprintf(&dir, "%s/%s/", f->dir, sub) > 0);
+		mkdirs(dir, strlen(f->dir) + 1);
+		free(dir);
+	}
+	assert_true(asprintf(&path, "%s/%s%skubeconfig-XXXXXX", f->dir, sub ? sub : "",
+			     sub ? "/" : "") > 0);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	write_all(fd, yaml);
+	close(fd);
+	return path;
+}
+
+static char *fix_kubeconfig(struct api_fix *f, const char *yaml)
+{
+	return fix_kubeconfig_in(f, NULL, yaml);
+}
+
+/* A kubeconfig with one context "test" whose cluster and user maps hold the YAML
+ * flow entries <cluster> and <user>. */
+static char *fix_kubeconfig_with(struct api_fix *f, const char *cluster, const char *user)
+{
+	char text[8192];
+
+	snprintf(text, sizeof(text),
+		 "apiVersion: v1\n"
+		 "kind: Config\n"
+		 "current-context: test\n"
+		 "clusters:\n"
+		 "- name: c\n"
+		 "  cluster: {server: 'https://127.0.0.1:6443'%s%s}\n"
+		 "contexts:\n"
+		 "- name: test\n"
+		 "  context: {cluster: c, user: u}\n"
+		 "users:\n"
+		 "- name: u\n"
+		 "  user: {%s}\n",
+		 cluster[0] ? ", " : "", cluster, user);
+	return fix_kubeconfig(f, text);
+}
+
+/* What one request through <api> sends, and how it ends. */
+struct api_req {
+	char auth[512];                 /* the Authorization header's value, "" without */
+	char url[512];                  /* the URL requested ("" unless sent) */
+	CURLcode code;                  /* how the request ended (CURLE_OK unless sent) */
+	char msg[CURL_ERROR_SIZE];
+};
+
+/* The request goes to one end of a socket pair whose other end is closed, so nothing
+ * leaves the process and nothing waits: libcurl loads the TLS credentials first
+ * (failing with CURLE_SSL_CACERT_BADFILE or CURLE_SSL_CERTPROBLEM, naming the file,
+ * when one is unusable), then fails on the closed peer. */
+static curl_socket_t dead_end_socket(void *arg, curlsocktype purpose,
+				     struct curl_sockaddr *address)
+{
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return CURL_SOCKET_BAD;
+	close(sv[1]);
+	return sv[0];
+}
+
+static int already_connected(void *arg, curl_socket_t fd, curlsocktype purpose)
+{
+	return CURL_SOCKOPT_ALREADY_CONNECTED;
+}
+
+static struct api_req api_request(struct cache_api *api, bool send)
+{
+	struct api_req r = { .code = CURLE_OK };
+	struct curl_slist *headers = NULL;
+	char *url = NULL;
+	CURL *e = curl_easy_init();
+
+	assert_non_null(e);
+	assert_int_equal(cache__api_prepare(api, e, "/api/v1/nodes", &headers), 0);
+	for (const struct curl_slist *l = headers; l; l = l->next)
+		if (strncmp(l->data, "Authorization: ", 15) == 0)
+			snprintf(r.auth, sizeof(r.auth), "%s", l->data + 15);
+	if (send) {
+		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r.msg);
+		curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
+		curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, dead_end_socket);
+		curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, already_connected);
+		/* A deadline only: the closed peer ends the request at once. */
+		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 10000L);
+		r.code = curl_easy_perform(e);
+		if (curl_easy_getinfo(e, CURLINFO_EFFECTIVE_URL, &url) == CURLE_OK && url)
+			snprintf(r.url, sizeof(r.url), "%s", url);
+	}
+	curl_easy_cleanup(e);
+	curl_slist_free_all(headers);
+	return r;
+}
+
+static bool path_char(char ch)
+{
+	return isalnum((unsigned char)ch) || ch == '/' || ch == '.' || ch == '-' || ch == '_';
+}
+
+/* Whether <msg> names exactly <path>, not a longer path that contains it. */
+static bool names_file(const char *msg, const char *path)
+{
+	size_t n = strlen(path);
+
+	for (const char *p = msg; (p = strstr(p, path)); p++)
+		if ((p == msg || !path_char(p[-1])) && !path_char(p[n]))
+			return true;
+	return false;
+}
+
+/* Whether the request failed on a credential rather than on the closed peer. */
+static bool failed_on_credentials(CURLcode code)
+{
+	return code == CURLE_SSL_CACERT_BADFILE || code == CURLE_SSL_CERTPROBLEM;
+}
+
+static void test_cache_api_free_null(void **state)
+{
+	(void)state;
+	cache_api_free(NULL);
+}
+
+static void test_cache_api_from_url_schemes(void **state)
+{
+	static const struct {
+		const char *url;
+		const char *base;       /* NULL: refused */
+	} cases[] = {
+		{ "http://127.0.0.1:8001", "http://127.0.0.1:8001" },
+		{ "https://k8s.example.com:6443", "https://k8s.example.com:6443" },
+		{ "https://k8s.example.com:6443/", "https://k8s.example.com:6443" },
+		{ "http://127.0.0.1:8001///", "http://127.0.0.1:8001" },
+		{ "ftp://k8s.example.com", NULL },
+		{ "unix:///run/kube.sock", NULL },
+		{ "127.0.0.1:6443", NULL },
+		{ "k8s.example.com", NULL },
+		{ "http:/127.0.0.1", NULL },
+		{ "", NULL },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char err[CACHE_ERR_LEN] = "";
+		struct cache_api *a = cache_api_from_url(cases[i].url, NULL, err, sizeof(err));
+
+		if (cases[i].base) {
+			if (!a || strcmp(cache_api_describe(a), cases[i].base) != 0 ||
+			    api_request(a, false).auth[0] != '\0') {
+				print_message("%s: %s [%s]\n", cases[i].url,
+					      a ? "described as" : "refused:",
+					      a ? cache_api_describe(a) : err);
+				bad++;
+			}
+		} else if (a || !strstr(err, "http://") || !strstr(err, "https://") ||
+			   !strstr(err, cases[i].url)) {
+			print_message("%s: %s, message [%s]\n", cases[i].url,
+				      a ? "accepted" : "refused", err);
+			bad++;
+		}
+		cache_api_free(a);
+	}
+	assert_int_equal(bad, 0);
+}
+
+static void test_cache_api_from_url_token_file(void **state)
+{
+	struct api_fix *f = *state;
+	char *token = fix_write(f, "token", "  s3cret-token\n\n");
+	char *missing = NULL, want[512], err[CACHE_ERR_LEN] = "";
+	struct cache_api *a;
+
+	a = cache_api_from_url("http://127.0.0.1:8001/", token, err, sizeof(err));
+	if (!a)
+		fail_msg("%s", err);
+	snprintf(want, sizeof(want), "http://127.0.0.1:8001, token from %s", token);
+	assert_string_equal(cache_api_describe(a), want);
+	/* Surrounding blanks and newlines are not part of the token. */
+	assert_string_equal(api_request(a, false).auth, "Bearer s3cret-token");
+	cache_api_free(a);
+
+	assert_true(asprintf(&missing, "%s/no-such-token", f->dir) > 0);
+	err[0] = '\0';
+	a = cache_api_from_url("https://127.0.0.1:6443", missing, err, sizeof(err));
+	assert_null(a);
+	assert_non_null(strstr(err, "cannot read token file"));
+	assert_true(names_file(err, missing));
+	free(missing);
+	free(token);
+}
+
+/* A rotated token file is read again when asked (after a 401), and a file that
+ * has gone keeps the token troupe has. */
+static void test_cache_api_refresh_token_rereads_the_file(void **state)
+{
+	struct api_fix *f = *state;
+	char *token = fix_write(f, "token", "first\n");
+	char err[CACHE_ERR_LEN] = "";
+	struct cache_api *a = cache_api_from_url("http://127.0.0.1:8001", token, err, sizeof(err));
+
+	if (!a)
+		fail_msg("%s", err);
+	assert_string_equal(api_request(a, false).auth, "Bearer first");
+	free(fix_write(f, "token", "second\n"));
+	cache__api_refresh_token(a, true);
+	assert_string_equal(api_request(a, false).auth, "Bearer second");
+	assert_int_equal(unlink(token), 0);
+	cache__api_refresh_token(a, true);
+	assert_string_equal(api_request(a, false).auth, "Bearer second");
+	cache_api_free(a);
+	free(token);
+}
+
+/* ---- in-cluster ---- */
+
+static void test_cache_api_in_cluster_requires_service_variables(void **state)
+{
+	static const struct {
+		const char *host, *port;        /* NULL: unset */
+	} cases[] = {
+		{ NULL, NULL },
+		{ "10.96.0.1", NULL },
+		{ NULL, "443" },
+		{ "", "443" },
+		{ "10.96.0.1", "" },
+	};
+	struct api_fix *f = *state;
+	char *sa = NULL;
+	int bad = 0;
+
+	/* Even with a usable service account folder. */
+	free(fix_write(f, "sa/token", "t\n"));
+	free(fix_write(f, "sa/ca.crt", TEST_CERT_PEM));
+	assert_true(asprintf(&sa, "%s/sa", f->dir) > 0);
+	setenv("TROUPE_SERVICEACCOUNT_DIR", sa, 1);
+	free(sa);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char err[CACHE_ERR_LEN] = "";
+		struct cache_api *a;
+
+		if (cases[i].host)
+			setenv("KUBERNETES_SERVICE_HOST", cases[i].host, 1);
+		else
+			unsetenv("KUBERNETES_SERVICE_HOST");
+		if (cases[i].port)
+			setenv("KUBERNETES_SERVICE_PORT", cases[i].port, 1);
+		else
+			unsetenv("KUBERNETES_SERVICE_PORT");
+		a = cache_api_in_cluster(err, sizeof(err));
+		if (a || cache_api_in_cluster_available() ||
+		    !strstr(err, "KUBERNETES_SERVICE_HOST") ||
+		    !strstr(err, "KUBERNETES_SERVICE_PORT")) {
+			print_message("host %s port %s: %s, available %d, message [%s]\n",
+				      cases[i].host ? cases[i].host : "(unset)",
+				      cases[i].port ? cases[i].port : "(unset)",
+				      a ? "accepted" : "refused", cache_api_in_cluster_available(),
+				      err);
+			bad++;
+		}
+		cache_api_free(a);
+	}
+	assert_int_equal(bad, 0);
+}
+
+static void test_cache_api_in_cluster_reads_service_account(void **state)
+{
+	static const struct {
+		const char *host, *port;
+		const char *base;
+	} cases[] = {
+		{ "10.96.0.1", "443", "https://10.96.0.1:443" },
+		{ "kubernetes.default.svc", "6443", "https://kubernetes.default.svc:6443" },
+		{ "fd00:10:96::1", "443", "https://[fd00:10:96::1]:443" },
+	};
+	struct api_fix *f = *state;
+	char *sa = NULL;
+	int bad = 0;
+
+	free(fix_write(f, "sa/token", "sa-token\n"));
+	free(fix_write(f, "sa/ca.crt", TEST_CERT_PEM));
+	assert_true(asprintf(&sa, "%s/sa", f->dir) > 0);
+	setenv("TROUPE_SERVICEACCOUNT_DIR", sa, 1);
+	free(sa);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char err[CACHE_ERR_LEN] = "", want[256];
+		struct cache_api *a;
+
+		setenv("KUBERNETES_SERVICE_HOST", cases[i].host, 1);
+		setenv("KUBERNETES_SERVICE_PORT", cases[i].port, 1);
+		assert_true(cache_api_in_cluster_available());
+		a = cache_api_in_cluster(err, sizeof(err));
+		snprintf(want, sizeof(want), "%s (in-cluster service account)", cases[i].base);
+		if (!a || strcmp(cache_api_describe(a), want) != 0 ||
+		    strcmp(api_request(a, false).auth, "Bearer sa-token") != 0) {
+			print_message("%s:%s: %s [%s]\n", cases[i].host, cases[i].port,
+				      a ? "described as" : "refused:",
+				      a ? cache_api_describe(a) : err);
+			bad++;
+		}
+		cache_api_free(a);
+	}
+	assert_int_equal(bad, 0);
+}
+
+/* The service account's ca.crt is the CA requests trust. */
+static void test_cache_api_in_cluster_trusts_service_account_ca(void **state)
+{
+	struct api_fix *f = *state;
+	char *ca = fix_write(f, "sa/ca.crt", "not a certificate\n");
+	char *sa = NULL, err[CACHE_ERR_LEN] = "";
+	struct cache_api *a;
+	struct api_req r;
+
+	free(fix_write(f, "sa/token", "sa-token\n"));
+	assert_true(asprintf(&sa, "%s/sa", f->dir) > 0);
+	setenv("TROUPE_SERVICEACCOUNT_DIR", sa, 1);
+	setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+	setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+	a = cache_api_in_cluster(err, sizeof(err));
+	if (!a)
+		fail_msg("%s", err);
+	r = api_request(a, true);
+	assert_string_equal(r.url, "https://10.96.0.1:443/api/v1/nodes");
+	if (r.code != CURLE_SSL_CACERT_BADFILE || !names_file(r.msg, ca))
+		fail_msg("want the CA %s refused; got curl %d [%s]", ca, r.code, r.msg);
+	cache_api_free(a);
+	/* A good ca.crt is accepted: the request gets as far as the peer. */
+	free(fix_write(f, "sa/ca.crt", TEST_CERT_PEM));
+	a = cache_api_in_cluster(err, sizeof(err));
+	if (!a)
+		fail_msg("%s", err);
+	r = api_request(a, true);
+	if (r.code == CURLE_OK || failed_on_credentials(r.code))
+		fail_msg("want a failure on the closed peer; got curl %d [%s]", r.code, r.msg);
+	cache_api_free(a);
+	free(ca);
+	free(sa);
+}
+
+/* Either service account file missing is an error at start-up (api.h: "the files
+ * cannot be read"), naming the file. */
+static void test_cache_api_in_cluster_missing_file_is_error(void **state)
+{
+	static const char *const files[] = { "token", "ca.crt" };
+	struct api_fix *f = *state;
+	int bad = 0;
+
+	setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+	setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		char sub[16], rel[64], *sa = NULL, *missing = NULL, err[CACHE_ERR_LEN] = "";
+		struct cache_api *a;
+
+		/* A folder holding every file but files[i]. */
+		snprintf(sub, sizeof(sub), "sa%zu", i);
+		for (size_t k = 0; k < ARRAY_SIZE(files); k++) {
+			if (k == i)
+				continue;
+			snprintf(rel, sizeof(rel), "%s/%s", sub, files[k]);
+			free(fix_write(f, rel, strcmp(files[k], "token") == 0 ? "t\n" :
+					       TEST_CERT_PEM));
+		}
+		assert_true(asprintf(&sa, "%s/%s", f->dir, sub) > 0);
+		assert_true(asprintf(&missing, "%s/%s", sa, files[i]) > 0);
+		setenv("TROUPE_SERVICEACCOUNT_DIR", sa, 1);
+		a = cache_api_in_cluster(err, sizeof(err));
+		if (a || !names_file(err, missing)) {
+			print_message("without %s: %s, message [%s]\n", files[i],
+				      a ? "accepted" : "refused", err);
+			bad++;
+		}
+		cache_api_free(a);
+		free(sa);
+		free(missing);
+	}
+	assert_int_equal(bad, 0);
+}
+
+/* ---- kubeconfig ---- */
+
+static const char KUBECONFIG_TWO_CONTEXTS[] =
+	"apiVersion: v1\n"
+	"kind: Config\n"
+	"preferences: {}\n"
+	"current-context: b\n"
+	"clusters:\n"
+	"- name: ca\n"
+	"  cluster:\n"
+	"    server: https://127.0.0.1:6443\n"
+	"- name: cb\n"
+	"  cluster:\n"
+	"    server: https://127.0.0.2:7443/\n"
+	"    insecure-skip-tls-verify: true\n"
+	"contexts:\n"
+	"- name: a\n"
+	"  context: {cluster: ca, user: ua, namespace: ml}\n"
+	"- name: b\n"
+	"  context: {cluster: cb, user: ub}\n"
+	"users:\n"
+	"- name: ua\n"
+	"  user: {token: token-a}\n"
+	"- name: ub\n"
+	"  user: {token: token-b}\n";
+
+static void test_cache_api_from_kubeconfig_picks_context(void **state)
+{
+	static const struct {
+		const char *context;    /* the argument; NULL: current-context */
+		const char *name;       /* the context used */
+		const char *base;
+		const char *auth;
+		bool insecure;
+	} cases[] = {
+		{ NULL, "b", "https://127.0.0.2:7443", "Bearer token-b", true },
+		{ "a", "a", "https://127.0.0.1:6443", "Bearer token-a", false },
+		{ "b", "b", "https://127.0.0.2:7443", "Bearer token-b", true },
+	};
+	struct api_fix *f = *state;
+	char *path = fix_kubeconfig(f, KUBECONFIG_TWO_CONTEXTS);
+	int bad = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char err[CACHE_ERR_LEN] = "", want_ctx[64], want_url[128];
+		struct cache_api *a = cache_api_from_kubeconfig(path, cases[i].context, err,
+								sizeof(err));
+		const char *d;
+		struct api_req r;
+
+		if (!a) {
+			print_message("context %s: refused: %s\n",
+				      cases[i].context ? cases[i].context : "(current)", err);
+			bad++;
+			continue;
+		}
+		d = cache_api_describe(a);
+		r = api_request(a, true);
+		snprintf(want_ctx, sizeof(want_ctx), "context %s", cases[i].name);
+		snprintf(want_url, sizeof(want_url), "%s/api/v1/nodes", cases[i].base);
+		if (strncmp(d, cases[i].base, strlen(cases[i].base)) != 0 ||
+		    d[strlen(cases[i].base)] != ' ' || !strstr(d, want_ctx) || !strstr(d, path) ||
+		    (strstr(d, "TLS not verified") != NULL) != cases[i].insecure ||
+		    strcmp(r.auth, cases[i].auth) != 0 || strcmp(r.url, want_url) != 0) {
+			print_message("context %s: described as [%s], sent [%s] to [%s]\n",
+				      cases[i].context ? cases[i].context : "(current)", d, r.auth,
+				      r.url);
+			bad++;
+		}
+		cache_api_free(a);
+	}
+	free(path);
+	assert_int_equal(bad, 0);
+}
+
+static void test_cache_api_from_kubeconfig_refuses(void **state)
+{
+	static const struct {
+		const char *what;
+		const char *yaml;
+		const char *context;
+		const char *want;       /* in the message */
+		bool names_path;        /* the message names the kubeconfig */
+	} cases[] = {
+		{ "no current-context",
+		  "clusters: [{name: c, cluster: {server: 'https://h:6443'}}]\n"
+		  "contexts: [{name: x, context: {cluster: c}}]\n",
+		  NULL, "no current-context", true },
+		{ "empty current-context",
+		  "current-context: ''\n"
+		  "clusters: [{name: c, cluster: {server: 'https://h:6443'}}]\n"
+		  "contexts: [{name: x, context: {cluster: c}}]\n",
+		  NULL, "no current-context", true },
+		{ "empty file", "", NULL, "no current-context", true },
+		{ "unknown current-context",
+		  "current-context: y\n"
+		  "clusters: [{name: c, cluster: {server: 'https://h:6443'}}]\n"
+		  "contexts: [{name: x, context: {cluster: c}}]\n",
+		  NULL, "context \"y\" not found", true },
+		{ "unknown context argument",
+		  "current-context: x\n"
+		  "clusters: [{name: c, cluster: {server: 'https://h:6443'}}]\n"
+		  "contexts: [{name: x, context: {cluster: c}}]\n",
+		  "nope", "context \"nope\" not found", true },
+		{ "no contexts at all", "current-context: x\n", NULL, "context \"x\" not found",
+		  true },
+		{ "context naming a missing cluster",
+		  "current-context: x\n"
+		  "clusters: [{name: c, cluster: {server: 'https://h:6443'}}]\n"
+		  "contexts: [{name: x, context: {cluster: other}}]\n",
+		  NULL, "context \"x\" names no cluster with a server", true },
+		{ "context without a cluster",
+		  "current-context: x\n"
+		  "clusters: [{name: c, cluster: {server: 'https://h:6443'}}]\n"
+		  "contexts: [{name: x, context: {user: u}}]\n",
+		  NULL, "context \"x\" names no cluster with a server", true },
+		{ "cluster without a server",
+		  "current-context: x\n"
+		  "clusters: [{name: c, cluster: {insecure-skip-tls-verify: true}}]\n"
+		  "contexts: [{name: x, context: {cluster: c}}]\n",
+		  NULL, "context \"x\" names no cluster with a server", true },
+		{ "exec plugin",
+		  "current-context: x\n"
+		  "clusters: [{name: c, cluster: {server: 'https://h:6443'}}]\n"
+		  "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+		  "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1,"
+		  " command: aws, args: [eks, get-token]}}}]\n",
+		  NULL, "exec", true },
+		{ "auth-provider plugin",
+		  "current-context: x\n"
+		  "clusters: [{name: c, cluster: {server: 'https://h:6443'}}]\n"
+		  "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+		  "users: [{name: u, user: {auth-provider: {name: gcp}}}]\n",
+		  NULL, "exec", true },
+		{ "server without a scheme",
+		  "current-context: x\n"
+		  "clusters: [{name: c, cluster: {server: '127.0.0.1:6443'}}]\n"
+		  "contexts: [{name: x, context: {cluster: c}}]\n",
+		  NULL, "http://", false },
+		{ "server with another scheme",
+		  "current-context: x\n"
+		  "clusters: [{name: c, cluster: {server: 'unix:///run/kube.sock'}}]\n"
+		  "contexts: [{name: x, context: {cluster: c}}]\n",
+		  NULL, "https://", false },
+		{ "invalid certificate-authority-data",
+		  "current-context: x\n"
+		  "clusters: [{name: c, cluster: {server: 'https://h:6443',"
+		  " certificate-authority-data: 'not*base64'}}]\n"
+		  "contexts: [{name: x, context: {cluster: c}}]\n",
+		  NULL, "base64", true },
+		{ "invalid client-certificate-data",
+		  "current-context: x\n"
+		  "clusters: [{name: c, cluster: {server: 'https://h:6443'}}]\n"
+		  "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+		  "users: [{name: u, user: {client-certificate-data: 'bad-base64_'}}]\n",
+		  NULL, "base64", true },
+		{ "invalid client-key-data",
+		  "current-context: x\n"
+		  "clusters: [{name: c, cluster: {server: 'https://h:6443'}}]\n"
+		  "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+		  "users: [{name: u, user: {client-certificate-data: 'aGVsbG8=',"
+		  " client-key-data: 'aGVs!bG8='}}]\n",
+		  NULL, "base64", true },
+		{ "missing tokenFile",
+		  "current-context: x\n"
+		  "clusters: [{name: c, cluster: {server: 'https://h:6443'}}]\n"
+		  "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+		  "users: [{name: u, user: {tokenFile: no-such-token}}]\n",
+		  NULL, "cannot read tokenFile no-such-token", true },
+		{ "malformed YAML", "current-context: x\nclusters: [\n", NULL, "", true },
+	};
+	struct api_fix *f = *state;
+	int bad = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *path = fix_kubeconfig(f, cases[i].yaml);
+		char err[CACHE_ERR_LEN] = "";
+		struct cache_api *a = cache_api_from_kubeconfig(path, cases[i].context, err,
+								sizeof(err));
+
+		if (a || !err[0] || !strstr(err, cases[i].want) ||
+		    (cases[i].names_path && !names_file(err, path))) {
+			print_message("%s: %s, message [%s]\n", cases[i].what,
+				      a ? "accepted" : "refused", err);
+			bad++;
+		}
+		cache_api_free(a);
+		free(path);
+	}
+	assert_int_equal(bad, 0);
+}
+
+static void test_cache_api_from_kubeconfig_missing_file(void **state)
+{
+	struct api_fix *f = *state;
+	char *path = NULL, err[CACHE_ERR_LEN] = "";
+
+	assert_true(asprintf(&path, "%s/no-such-kubeconfig", f->dir) > 0);
+	assert_null(cache_api_from_kubeconfig(path, NULL, err, sizeof(err)));
+	assert_true(names_file(err, path));
+	assert_non_null(strstr(err, strerror(ENOENT)));
+	free(path);
+}
+
+/* A token given inline, or in a tokenFile relative to the kubeconfig's folder (not
+ * to the working folder). */
+static void test_cache_api_from_kubeconfig_token_and_token_file(void **state)
+{
+	static const struct {
+		const char *what;
+		const char *user;
+		const char *auth;       /* NULL: refused */
+	} cases[] = {
+		{ "inline token", "token: 'inline-token'", "Bearer inline-token" },
+		{ "tokenFile beside the kubeconfig", "tokenFile: token", "Bearer beside" },
+		{ "tokenFile in a sub-folder", "tokenFile: secrets/token", "Bearer in-secrets" },
+		{ "tokenFile up a folder", "tokenFile: ../up-token", "Bearer up" },
+		{ "absolute tokenFile", "tokenFile: ABS", "Bearer beside" },
+		/* Present only relative to the working folder, which does not count. */
+		{ "tokenFile relative to the working folder", "tokenFile: cwd-token", NULL },
+		{ "no credentials", "username: nobody", "" },
+	};
+	struct api_fix *f = *state;
+	char *beside = fix_write(f, "kc/token", "beside\n");
+	int bad = 0;
+
+	free(fix_write(f, "kc/secrets/token", "in-secrets"));
+	free(fix_write(f, "up-token", "up\n"));
+	free(fix_write(f, "cwd-token", "cwd\n"));
+	assert_int_equal(chdir(f->dir), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char user[512], text[1024], err[CACHE_ERR_LEN] = "";
+		struct cache_api *a;
+		char *path;
+
+		if (strcmp(cases[i].user, "tokenFile: ABS") == 0)
+			snprintf(user, sizeof(user), "tokenFile: '%s'", beside);
+		else
+			snprintf(user, sizeof(user), "%s", cases[i].user);
+		snprintf(text, sizeof(text),
+			 "current-context: x\n"
+			 "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:6443'}}]\n"
+			 "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+			 "users: [{name: u, user: {%s}}]\n",
+			 user);
+		path = fix_kubeconfig_in(f, "kc", text);
+		a = cache_api_from_kubeconfig(path, NULL, err, sizeof(err));
+		if (cases[i].auth ? !a || strcmp(api_request(a, false).auth, cases[i].auth) != 0
+				  : a != NULL || !strstr(err, "cannot read tokenFile")) {
+			print_message("%s: %s, sends [%s]\n", cases[i].what,
+				      a ? "accepted" : err, a ? api_request(a, false).auth : "");
+			bad++;
+		}
+		cache_api_free(a);
+		free(path);
+	}
+	free(beside);
+	assert_int_equal(bad, 0);
+}
+
+/* A kubeconfig named by a relative path: its files are relative to its folder,
+ * itself relative to the working folder. */
+static void test_cache_api_from_kubeconfig_relative_path(void **state)
+{
+	struct api_fix *f = *state;
+	char *path = fix_kubeconfig_in(f, "kc",
+				       "current-context: x\n"
+				       "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:8001'}}]\n"
+				       "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+				       "users: [{name: u, user: {tokenFile: secrets/token}}]\n");
+	char err[CACHE_ERR_LEN] = "";
+	struct cache_api *a;
+
+	free(fix_write(f, "kc/secrets/token", "relative\n"));
+	assert_int_equal(chdir(f->dir), 0);
+	a = cache_api_from_kubeconfig(path + strlen(f->dir) + 1, NULL, err, sizeof(err));
+	if (!a)
+		fail_msg("%s", err);
+	assert_string_equal(api_request(a, false).auth, "Bearer relative");
+	cache_api_free(a);
+	free(path);
+}
+
+/* Certificate and key files relative to the kubeconfig's folder: libcurl is handed
+ * the resolved path, which it names when the file is unusable. */
+static void test_cache_api_from_kubeconfig_relative_tls_files(void **state)
+{
+	static const struct {
+		const char *what;
+		const char *cluster, *user;
+		const char *files[3];           /* created with the test certificate or key */
+		CURLcode want;                  /* CURLE_OK: fails only on the closed peer */
+		const char *named;              /* the file the failure names */
+	} cases[] = {
+		{ "certificate-authority", "certificate-authority: pki/ca.crt", "", { NULL },
+		  CURLE_SSL_CACERT_BADFILE, "kc/pki/ca.crt" },
+		{ "client-certificate", "", "client-certificate: pki/client.crt", { NULL },
+		  CURLE_SSL_CERTPROBLEM, "kc/pki/client.crt" },
+		{ "client-key", "", "client-certificate: pki/client.crt, client-key: client.key",
+		  { "kc/pki/client.crt" }, CURLE_SSL_CERTPROBLEM, "kc/client.key" },
+		{ "every file usable", "certificate-authority: ../ca.crt",
+		  "client-certificate: pki/client.crt, client-key: pki/client.key",
+		  { "ca.crt", "kc/pki/client.crt", "kc/pki/client.key" }, CURLE_OK, NULL },
+	};
+	struct api_fix *f = *state;
+	int bad = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char sub[16], err[CACHE_ERR_LEN] = "", *named = NULL;
+		struct cache_api *a;
+		struct api_req r;
+		char *path;
+
+		/* Each case in a folder of its own, so files do not carry over. */
+		snprintf(sub, sizeof(sub), "case%zu", i);
+		for (size_t k = 0; k < ARRAY_SIZE(cases[i].files) && cases[i].files[k]; k++) {
+			char rel[128];
+
+			snprintf(rel, sizeof(rel), "%s/%s", sub, cases[i].files[k]);
+			free(fix_write(f, rel, strstr(rel, ".key") ? TEST_KEY_PEM : TEST_CERT_PEM));
+		}
+		{
+			char text[2048], kc[32];
+
+			snprintf(text, sizeof(text),
+				 "current-context: x\n"
+				 "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:6443'%s%s}}]\n"
+				 "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+				 "users: [{name: u, user: {%s}}]\n",
+				 cases[i].cluster[0] ? ", " : "", cases[i].cluster, cases[i].user);
+			snprintf(kc, sizeof(kc), "%s/kc", sub);
+			path = fix_kubeconfig_in(f, kc, text);
+		}
+		a = cache_api_from_kubeconfig(path, NULL, err, sizeof(err));
+		if (!a) {
+			print_message("%s: refused: %s\n", cases[i].what, err);
+			bad++;
+			free(path);
+			continue;
+		}
+		r = api_request(a, true);
+		if (cases[i].named)
+			assert_true(asprintf(&named, "%s/%s/%s", f->dir, sub, cases[i].named) > 0);
+		if (cases[i].want == CURLE_OK ? r.code == CURLE_OK || failed_on_credentials(r.code)
+					      : r.code != cases[i].want || !names_file(r.msg, named)) {
+			print_message("%s: curl %d [%s]; want %d naming %s\n", cases[i].what,
+				      r.code, r.msg, cases[i].want, named ? named : "nothing");
+			bad++;
+		}
+		free(named);
+		cache_api_free(a);
+		free(path);
+	}
+	assert_int_equal(bad, 0);
+}
+
+/* *-data fields are base64 of the PEM text: decoded, they load as the files would. */
+static void test_cache_api_from_kubeconfig_inline_data(void **state)
+{
+	struct api_fix *f = *state;
+	char *cert = b64_encode(TEST_CERT_PEM, strlen(TEST_CERT_PEM));
+	char *key = b64_encode(TEST_KEY_PEM, strlen(TEST_KEY_PEM));
+	const char *junk_text = "not a certificate";
+	char *junk = b64_encode(junk_text, strlen(junk_text));
+	char *missing_key = NULL;
+	const struct {
+		const char *what;
+		const char *ca, *cert, *key;    /* base64; NULL: left out */
+		const char *key_file;
+		CURLcode want;                  /* CURLE_OK: fails only on the closed peer */
+		const char *named;
+	} cases[] = {
+		{ "every field usable", cert, cert, key, NULL, CURLE_OK, NULL },
+		{ "client certificate from data, key from a file", NULL, cert, NULL, "missing.key",
+		  CURLE_SSL_CERTPROBLEM, "missing.key" },
+		{ "a CA that is not a certificate", junk, NULL, NULL, NULL,
+		  CURLE_SSL_CACERT_BADFILE, NULL },
+		{ "a client certificate that is not one", NULL, junk, NULL, NULL,
+		  CURLE_SSL_CERTPROBLEM, NULL },
+	};
+	int bad = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char cluster[2048] = "", user[4096] = "", err[CACHE_ERR_LEN] = "";
+		struct cache_api *a;
+		struct api_req r;
+		char *path;
+
+		if (cases[i].ca)
+			snprintf(cluster, sizeof(cluster), "certificate-authority-data: '%s'",
+				 cases[i].ca);
+		snprintf(user, sizeof(user), "%s%s%s%s%s%s%s%s%s",
+			 cases[i].cert ? "client-certificate-data: '" : "",
+			 cases[i].cert ? cases[i].cert : "", cases[i].cert ? "', " : "",
+			 cases[i].key ? "client-key-data: '" : "", cases[i].key ? cases[i].key : "",
+			 cases[i].key ? "', " : "", cases[i].key_file ? "client-key: '" : "",
+			 cases[i].key_file ? cases[i].key_file : "",
+			 cases[i].key_file ? "', " : "");
+		path = fix_kubeconfig_with(f, cluster, user);
+		a = cache_api_from_kubeconfig(path, NULL, err, sizeof(err));
+		free(path);
+		if (!a) {
+			print_message("%s: refused: %s\n", cases[i].what, err);
+			bad++;
+			continue;
+		}
+		r = api_request(a, true);
+		if (cases[i].named)
+			assert_true(asprintf(&missing_key, "%s/%s", f->dir, cases[i].named) > 0);
+		if (cases[i].want == CURLE_OK ? r.code == CURLE_OK || failed_on_credentials(r.code)
+					      : r.code != cases[i].want ||
+						(missing_key && !names_file(r.msg, missing_key))) {
+			print_message("%s: curl %d [%s]; want %d\n", cases[i].what, r.code, r.msg,
+				      cases[i].want);
+			bad++;
+		}
+		free(missing_key);
+		missing_key = NULL;
+		cache_api_free(a);
+	}
+	free(cert);
+	free(key);
+	free(junk);
+	assert_int_equal(bad, 0);
+}
+
+static void test_cache_api_from_kubeconfig_insecure_skip_tls_verify(void **state)
+{
+	static const struct {
+		const char *cluster;
+		bool insecure;
+	} cases[] = {
+		{ "insecure-skip-tls-verify: true", true },
+		{ "insecure-skip-tls-verify: false", false },
+		{ "", false },
+	};
+	struct api_fix *f = *state;
+	int bad = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *path = fix_kubeconfig_with(f, cases[i].cluster, "token: t");
+		char err[CACHE_ERR_LEN] = "";
+		struct cache_api *a = cache_api_from_kubeconfig(path, NULL, err, sizeof(err));
+
+		if (!a || (strstr(cache_api_describe(a), "TLS not verified") != NULL) !=
+				  cases[i].insecure) {
+			print_message("[%s]: %s\n", cases[i].cluster,
+				      a ? cache_api_describe(a) : err);
+			bad++;
+		}
+		cache_api_free(a);
+		free(path);
+	}
+	assert_int_equal(bad, 0);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 #define CACHE_TEST(f) cmocka_unit_test_setup_teardown(f, cache_setup, cache_teardown)
+#define API_TEST(f) cmocka_unit_test_setup_teardown(f, api_setup, api_teardown)
 
 int main(void)
 {
@@ -2271,9 +3963,37 @@ int main(void)
 		cmocka_unit_test(test_cache_snapshot_load_malformed_changes_nothing),
 		CACHE_TEST(test_cache_snapshot_load_missing_file),
 		cmocka_unit_test(test_cache_pod_assume_concurrent_never_double_books),
+		cmocka_unit_test(test_cache_podgroup_parse_fields),
+		cmocka_unit_test(test_cache_podgroup_parse_requires_name),
+		CACHE_TEST(test_cache_podgroup_apply_get_replace_delete),
+		CACHE_TEST(test_cache_node_pods_lists_pods_holding_gpus),
+		CACHE_TEST(test_cache_node_pods_unknown_node_is_noent),
+		cmocka_unit_test(test_cache_node_sweep_deletes_rejected_nodes),
+		CACHE_TEST(test_cache_pod_sweep_deletes_rejected_api_and_assumed_pods),
+		CACHE_TEST(test_cache_pod_foreach_visits_every_pod_once),
+		cmocka_unit_test(test_cache_api_free_null),
+		cmocka_unit_test(test_cache_api_from_url_schemes),
+		API_TEST(test_cache_api_from_url_token_file),
+		API_TEST(test_cache_api_refresh_token_rereads_the_file),
+		API_TEST(test_cache_api_in_cluster_requires_service_variables),
+		API_TEST(test_cache_api_in_cluster_reads_service_account),
+		API_TEST(test_cache_api_in_cluster_trusts_service_account_ca),
+		API_TEST(test_cache_api_in_cluster_missing_file_is_error),
+		API_TEST(test_cache_api_from_kubeconfig_picks_context),
+		API_TEST(test_cache_api_from_kubeconfig_refuses),
+		API_TEST(test_cache_api_from_kubeconfig_missing_file),
+		API_TEST(test_cache_api_from_kubeconfig_token_and_token_file),
+		API_TEST(test_cache_api_from_kubeconfig_relative_path),
+		API_TEST(test_cache_api_from_kubeconfig_relative_tls_files),
+		API_TEST(test_cache_api_from_kubeconfig_inline_data),
+		API_TEST(test_cache_api_from_kubeconfig_insecure_skip_tls_verify),
 	};
+	int ret;
 
 	/* Skipped items and odd pods log warnings by design; keep output to failures. */
 	log_set_level(LOG_ERROR);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	cache_api_global_init();
+	ret = cmocka_run_group_tests(tests, NULL, NULL);
+	cache_api_global_cleanup();
+	return ret;
 }
