@@ -256,8 +256,10 @@ def err_invalid(kind, group, name, causes):
     qualified = kind + ("." + group if group else "")
     texts = ["%s: %s" % fm for fm in causes]
     text = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
-    cause_types = {"Forbidden": "FieldValueForbidden", "Required value": "FieldValueRequired",
-                   "Invalid value": "FieldValueInvalid", "Unsupported value": "FieldValueNotSupported"}
+    cause_types = {"Forbidden": "FieldValueForbidden",
+                   "Required value": "FieldValueRequired",
+                   "Invalid value": "FieldValueInvalid",
+                   "Unsupported value": "FieldValueNotSupported"}
     return APIError(422, "%s %s is invalid: %s" % (qualified, _goquote(name), text), "Invalid",
                     _details(name, group, kind, causes=[
                         {"reason": cause_types.get(m.split(":")[0], "FieldValueInvalid"),
@@ -299,8 +301,9 @@ def _goquote(s):
 # Selectors
 # ---------------------------------------------------------------------------
 
-_LABEL_KEY = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9](/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$"
-                        r"|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+# [DNS-subdomain prefix "/"] name
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
@@ -537,7 +540,8 @@ class FakeAPIServer:
         self._rv = self.RV_START
         self._objs = {k: {} for k in KINDS}
         self._hist = {k: [] for k in KINDS}
-        self._floor = {k: self.RV_START for k in KINDS}  # history holds every change with rv > floor
+        # History of a kind holds every change with rv > its floor.
+        self._floor = {k: self.RV_START for k in KINDS}
         self._snapshots = {}                              # (kind, rv) -> {key: obj}
         self._watchers = {k: set() for k in KINDS}
         self._faults = []
@@ -1204,6 +1208,9 @@ class _Handler(BaseHTTPRequestHandler):
             data = (dumps(body) + "\n").encode()
         else:
             data = body.encode() if isinstance(body, str) else body
+        # Logged before anything is written, so a test that has the response
+        # always finds the request in .requests.
+        self._record(code)
         self.send_response(code)
         self.send_header("Audit-Id", str(uuid.uuid4()))
         self.send_header("Cache-Control", "no-cache, private")
@@ -1214,7 +1221,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
-        self._record(code)
 
     def _send_error(self, e):
         self._send(e.code, e.body, e.headers)
@@ -1273,7 +1279,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, path, q, body):
         fake = self.fake
         if path in ("/healthz", "/livez", "/readyz"):
-            return self._only("GET", lambda: self._send(200, "ok", content_type="text/plain; charset=utf-8"))
+            return self._only("GET", lambda: self._send(
+                200, "ok", content_type="text/plain; charset=utf-8"))
         if path == "/version":
             return self._only("GET", lambda: self._send(200, {
                 "major": "1", "minor": "31", "gitVersion": "v1.31.0-fake",
@@ -1360,13 +1367,13 @@ class _Handler(BaseHTTPRequestHandler):
         if expired is not None and fake.watch_410_mode == "status":
             raise expired
         try:
+            self._record(200)
             self.send_response(200)
             self.send_header("Audit-Id", str(uuid.uuid4()))
             self.send_header("Cache-Control", "no-cache, private")
             self.send_header("Content-Type", "application/json")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            self._record(200)
             if expired is not None:
                 # The cacher reports an expired version inside the stream
                 # (newErrWatcher), then ends it normally.
@@ -1487,7 +1494,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(obj, dict):
             raise err_bad_request("the object provided is unrecognized (must be of type %s): "
                                   "couldn't get version/kind; json parse error: json: cannot "
-                                  "unmarshal %s into Go value of type struct" % (what, type(obj).__name__))
+                                  "unmarshal %s into Go value of type struct"
+                                  % (what, type(obj).__name__))
         return obj
 
     def _check_type(self, obj, kind, api_version):

@@ -266,11 +266,13 @@ class ListTests(Base):
         self.s.create("pods", pod("a"))
         rv = self.s.resource_version
         self.s.create("pods", pod("b"))
-        st, _, body = self.call("GET", "/api/v1/pods?resourceVersion=%s&resourceVersionMatch=Exact" % rv)
+        st, _, body = self.call("GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion="
+                                + rv)
         self.assertEqual([p["metadata"]["name"] for p in body["items"]], ["a"])
         self.assertEqual(body["metadata"]["resourceVersion"], rv)
         self.s.compact()
-        st, _, body = self.call("GET", "/api/v1/pods?resourceVersion=%s&resourceVersionMatch=Exact" % rv)
+        st, _, body = self.call("GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion="
+                                + rv)
         self.assertEqual((st, body["reason"], body["message"]), (410, "Expired", MSG_LIST_EXPIRED))
         st, _, body = self.call("GET", "/api/v1/pods?resourceVersionMatch=Exact")
         self.assertEqual((st, body["reason"]), (422, "Invalid"))
