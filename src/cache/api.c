@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/util.h"
@@ -299,6 +300,12 @@ struct cache_api *cache_api_in_cluster(char *err, size_t errlen)
 		cache_api_free(a);
 		return NULL;
 	}
+	if (access(a->ca_file, R_OK) < 0) {
+		/* Without it nothing could be verified: say so now, not at every list. */
+		snprintf(err, errlen, "in-cluster: cannot read the service account CA %s", a->ca_file);
+		cache_api_free(a);
+		return NULL;
+	}
 	snprintf(a->describe, sizeof(a->describe), "%s (in-cluster service account)", a->base);
 	return a;
 }
@@ -349,13 +356,25 @@ static int b64_decode(const char *in, struct blob *out)
 	return 0;
 }
 
+/* A kubeconfig string. YAML gives plain scalars such as 12345 or 2024 as
+ * numbers; kubectl reads them as strings, and so does troupe (yamljson keeps
+ * a number's source text in valuestring). */
+static const char *kc_str(const cJSON *obj, const char *key)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (cJSON_IsString(it) || (cJSON_IsNumber(it) && it->valuestring))
+		return it->valuestring;
+	return NULL;
+}
+
 /* The entry called <name> in the kubeconfig list <list>, its <field> object. */
 static const cJSON *named(const cJSON *list, const char *name, const char *field)
 {
 	const cJSON *it;
 
 	cJSON_ArrayForEach(it, json_list(list)) {
-		const char *n = json_str(it, "name");
+		const char *n = kc_str(it, "name");
 
 		if (n && strcmp(n, name) == 0)
 			return json_obj(it, field);
@@ -400,7 +419,7 @@ struct cache_api *cache_api_from_kubeconfig(const char *path, const char *contex
 		goto out;
 	}
 	root = cJSON_GetArrayItem(docs, 0);
-	ctx_name = context ? context : json_str(root, "current-context");
+	ctx_name = context ? context : kc_str(root, "current-context");
 	if (!ctx_name || !*ctx_name) {
 		snprintf(err, errlen, "kubeconfig %s has no current-context", path);
 		goto out;
@@ -410,13 +429,13 @@ struct cache_api *cache_api_from_kubeconfig(const char *path, const char *contex
 		snprintf(err, errlen, "kubeconfig %s: context \"%s\" not found", path, ctx_name);
 		goto out;
 	}
-	cluster_name = json_str(ctx, "cluster");
-	user_name = json_str(ctx, "user");
+	cluster_name = kc_str(ctx, "cluster");
+	user_name = kc_str(ctx, "user");
 	cluster = cluster_name ? named(cJSON_GetObjectItemCaseSensitive(root, "clusters"),
 				       cluster_name, "cluster") : NULL;
 	user = user_name ? named(cJSON_GetObjectItemCaseSensitive(root, "users"), user_name, "user")
 			 : NULL;
-	server = json_str(cluster, "server");
+	server = kc_str(cluster, "server");
 	if (!server) {
 		snprintf(err, errlen, "kubeconfig %s: context \"%s\" names no cluster with a server",
 			 path, ctx_name);
@@ -438,18 +457,18 @@ struct cache_api *cache_api_from_kubeconfig(const char *path, const char *contex
 		goto out;
 	a->insecure = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cluster,
 								    "insecure-skip-tls-verify"));
-	a->ca_file = kc_path(dir, json_str(cluster, "certificate-authority"));
-	if ((s = json_str(cluster, "certificate-authority-data")) && b64_decode(s, &a->ca) < 0)
+	a->ca_file = kc_path(dir, kc_str(cluster, "certificate-authority"));
+	if ((s = kc_str(cluster, "certificate-authority-data")) && b64_decode(s, &a->ca) < 0)
 		goto bad64;
-	a->cert_file = kc_path(dir, json_str(user, "client-certificate"));
-	a->key_file = kc_path(dir, json_str(user, "client-key"));
-	if ((s = json_str(user, "client-certificate-data")) && b64_decode(s, &a->cert) < 0)
+	a->cert_file = kc_path(dir, kc_str(user, "client-certificate"));
+	a->key_file = kc_path(dir, kc_str(user, "client-key"));
+	if ((s = kc_str(user, "client-certificate-data")) && b64_decode(s, &a->cert) < 0)
 		goto bad64;
-	if ((s = json_str(user, "client-key-data")) && b64_decode(s, &a->key) < 0)
+	if ((s = kc_str(user, "client-key-data")) && b64_decode(s, &a->key) < 0)
 		goto bad64;
-	if ((s = json_str(user, "token")) && *s) {
+	if ((s = kc_str(user, "token")) && *s) {
 		a->token = strdup(s);
-	} else if ((s = json_str(user, "tokenFile")) && *s) {
+	} else if ((s = kc_str(user, "tokenFile")) && *s) {
 		a->token_file = kc_path(dir, s);
 		if (!a->token_file || token_load(a) < 0) {
 			snprintf(err, errlen, "kubeconfig %s: cannot read tokenFile %s", path, s);

@@ -98,6 +98,8 @@ struct cache_pod {
 	uint64_t devices;               /* device mask from that annotation */
 	struct cache_demand demand;
 	const char *demand_error;       /* non-NULL: the GPU request is invalid (why) */
+	const char *group;              /* pod group name (same namespace), or NULL */
+	const char *queue;              /* queue name; the namespace when none is named */
 };
 
 /* Parse a Node object. Returns NULL with a message in <err> when the object is
@@ -107,6 +109,18 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 void cache_node_free(struct cache_node *node);
 /* The value of label <key>, or NULL. */
 const char *cache_node_label(const struct cache_node *node, const char *key);
+
+/* The pod group a Pod object names, or NULL. First found:
+ * spec.schedulingGroup.podGroupName, the labels scheduling.x-k8s.io/pod-group,
+ * scheduling.sigs.k8s.io/pod-group, pod-group.scheduling.sigs.k8s.io,
+ * pod-group.scheduling.sigs.k8s.io/name, the annotation
+ * scheduling.k8s.io/group-name (Volcano), the label kueue.x-k8s.io/pod-group-name.
+ * The pointer is into <pod>. */
+const char *cache_pod_group_name(const cJSON *pod);
+/* The queue a Pod object names, or NULL (callers use the namespace). First
+ * found: the labels troupe.io/queue, kueue.x-k8s.io/queue-name,
+ * kai.scheduler/queue, scheduling.volcano.sh/queue-name. */
+const char *cache_pod_queue_name(const cJSON *pod);
 
 /* Parse a Pod object. Malformed GPU requests are not a parse failure: they set
  * demand_error, which filter reports to the user. Returns NULL with <err> set

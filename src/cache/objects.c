@@ -437,6 +437,51 @@ void cache_devices_format(uint64_t mask, char *buf, size_t len)
 
 /* ---- Pods ------------------------------------------------------------- */
 
+static const struct {
+	const char *field;      /* "labels" or "annotations" */
+	const char *key;
+} group_keys[] = {
+	{ "labels", "scheduling.x-k8s.io/pod-group" },
+	{ "labels", "scheduling.sigs.k8s.io/pod-group" },
+	{ "labels", "pod-group.scheduling.sigs.k8s.io" },
+	{ "labels", "pod-group.scheduling.sigs.k8s.io/name" },
+	{ "annotations", "scheduling.k8s.io/group-name" },
+	{ "labels", "kueue.x-k8s.io/pod-group-name" },
+}, queue_keys[] = {
+	{ "labels", "troupe.io/queue" },
+	{ "labels", "kueue.x-k8s.io/queue-name" },
+	{ "labels", "kai.scheduler/queue" },
+	{ "labels", "scheduling.volcano.sh/queue-name" },
+};
+
+static const char *first_key(const cJSON *pod, const __typeof__(group_keys[0]) *keys, size_t n)
+{
+	const cJSON *meta = json_obj(pod, "metadata");
+
+	for (size_t i = 0; i < n; i++) {
+		const char *v = json_str(json_obj(meta, keys[i].field), keys[i].key);
+
+		if (v && v[0])
+			return v;
+	}
+	return NULL;
+}
+
+const char *cache_pod_group_name(const cJSON *pod)
+{
+	const char *v = json_str(json_obj(json_obj(pod, "spec"), "schedulingGroup"),
+				 "podGroupName");
+
+	if (v && v[0])
+		return v;
+	return first_key(pod, group_keys, sizeof(group_keys) / sizeof(group_keys[0]));
+}
+
+const char *cache_pod_queue_name(const cJSON *pod)
+{
+	return first_key(pod, queue_keys, sizeof(queue_keys) / sizeof(queue_keys[0]));
+}
+
 static enum cache_pod_phase phase_parse(const char *s)
 {
 	if (!s || strcmp(s, "Pending") == 0)
@@ -462,6 +507,8 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	const char *uid = json_str(meta, "uid");
 	const char *node = json_str(spec, "nodeName");
 	const char *ids = json_str(ann, TROUPE_GPU_IDS_ANNOTATION);
+	const char *group = cache_pod_group_name(obj);
+	const char *queue = cache_pod_queue_name(obj);
 	char derr[CACHE_ERR_LEN] = "";
 	char synth_uid[320];
 	struct cache_demand d;
@@ -499,8 +546,12 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	bad_demand = !spec || cache_demand_compute(spec, opts, &d, derr, sizeof(derr)) < 0;
 	if (!spec)
 		snprintf(derr, sizeof(derr), "pod has no spec");
+	if (group && strlen(group) > 253)
+		group = NULL;
+	if (queue && strlen(queue) > 253)
+		queue = NULL;
 	size = sizeof(*p) + str_size(uid) + str_size(ns) + str_size(name) + str_size(node) +
-	       (bad_demand ? str_size(derr) : 0);
+	       (bad_demand ? str_size(derr) : 0) + str_size(group) + str_size(queue ? queue : ns);
 	p = calloc(1, size);
 	if (!p) {
 		snprintf(err, errlen, "out of memory");
@@ -512,6 +563,8 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	p->ns = blk_str(&b, ns);
 	p->name = blk_str(&b, name);
 	p->node = blk_str(&b, node);
+	p->group = blk_str(&b, group);
+	p->queue = blk_str(&b, queue ? queue : ns);
 	p->phase = phase_parse(json_str(status, "phase"));
 	p->deleting = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp") != NULL &&
 		      !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp"));

@@ -15,10 +15,7 @@
 #include "placement/placement.h"
 
 /* If the pod object names a pod group, write "namespace/name" into <out> and
- * return true. Recognised, first found: the labels scheduling.x-k8s.io/pod-group,
- * scheduling.sigs.k8s.io/pod-group, pod-group.scheduling.sigs.k8s.io and
- * pod-group.scheduling.sigs.k8s.io/name, then the annotation
- * scheduling.k8s.io/group-name (Volcano). */
+ * return true. The keys recognised, and their order, are cache_pod_group_name's. */
 bool gang_pod_group(const cJSON *pod, char *out, size_t len);
 
 #endif

@@ -28,6 +28,13 @@ upstream sources (paths are under kubernetes/kubernetes):
   apimachinery/pkg/api/errors/errors.go;
 * every error body is a v1 Status (endpoints/handlers/responsewriters).
 
+TLS (optional): with a server certificate and key the server speaks HTTPS,
+and with a client CA it asks for client certificates and, like kube-apiserver's
+x509 authenticator, lets a request with a verified one through even when a
+bearer token is configured; a request with neither a verified certificate nor
+the right token gets 401.  The handshake runs in the connection's own thread,
+so a client that never completes it holds up only itself.
+
 Fault injection (failing, delaying or refusing requests, cutting watch streams
 mid-event, rotating the bearer token, stop/start on the same port) lets the
 integration tests exercise troupe's recovery paths.  Everything the tests call
@@ -47,6 +54,7 @@ import select
 import signal
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 import time
@@ -515,7 +523,17 @@ class FakeAPIServer:
     RV_START = 1000
 
     def __init__(self, host="127.0.0.1", port=0, token=None, podgroups_crd=True,
-                 max_history=100000, watch_timeout_range=(30.0, 60.0), anonymous_auth=False):
+                 max_history=100000, watch_timeout_range=(30.0, 60.0), anonymous_auth=False,
+                 tls_cert=None, tls_key=None, client_ca=None):
+        """tls_cert/tls_key: PEM files of the serving certificate and its key (both
+        or neither); with them the server speaks HTTPS.  client_ca: PEM file of the
+        CA that signs client certificates (needs tls_cert): clients are asked for
+        a certificate and one it verifies authenticates the request.  The files
+        are read at every start(), so a restart picks up replaced ones."""
+        if bool(tls_cert) != bool(tls_key):
+            raise ValueError("tls_cert and tls_key go together")
+        if client_ca and not tls_cert:
+            raise ValueError("client_ca needs tls_cert and tls_key")
         self.host = host
         self.port = port
         self.token = token
@@ -534,6 +552,10 @@ class FakeAPIServer:
         # Off (the default) every request without the right token gets 401.
         self.anonymous_auth = anonymous_auth
         self.verbose = bool(os.environ.get("FAKE_APISERVER_VERBOSE"))
+        self.tls_cert = tls_cert
+        self.tls_key = tls_key
+        self.client_ca = client_ca
+        self.handshake_timeout = 10.0      # seconds a client may take to finish the TLS handshake
 
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
@@ -554,12 +576,31 @@ class FakeAPIServer:
 
         self.requests = []   # (method, path_with_query, status)
         self.bindings = []   # every Binding body received (parsed JSON objects)
+        self.tls_failures = []   # (client address, error text) of failed TLS handshakes
+        self.x509_users = []     # subject CN of every request authenticated by client certificate
 
     # -- lifecycle ----------------------------------------------------------
 
     @property
+    def tls(self):
+        return bool(self.tls_cert)
+
+    @property
     def url(self):
-        return "http://%s:%d" % (self.host, self.port)
+        return "%s://%s:%d" % ("https" if self.tls else "http", self.host, self.port)
+
+    def _ssl_context(self):
+        if not self.tls:
+            return None
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.tls_cert, self.tls_key)
+        if self.client_ca:
+            # Ask for a certificate but do not insist (CERT_OPTIONAL): without one
+            # the request may still carry a bearer token.  A certificate that does
+            # not verify fails the handshake.
+            ctx.verify_mode = ssl.CERT_OPTIONAL
+            ctx.load_verify_locations(cafile=self.client_ca)
+        return ctx
 
     def start(self):
         """Serve in background threads.  After stop(), start() again binds the
@@ -568,7 +609,8 @@ class FakeAPIServer:
         if self._server is not None:
             return self
         self._stop_evt = threading.Event()
-        self._server = _HTTPServer((self.host, self.port), _Handler, self)
+        ctx = self._ssl_context()
+        self._server = _HTTPServer((self.host, self.port), _Handler, self, ctx)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": 0.05},
@@ -593,10 +635,7 @@ class FakeAPIServer:
         with self._lock:
             conns = list(self._conns)
         for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _hard_shutdown(c)
         self._thread.join(5)
         self._server = None
         # Give the watch threads a moment to notice, so open_watches() is 0.
@@ -1119,14 +1158,58 @@ def _validate_list_options(q, watch):
 # HTTP
 # ---------------------------------------------------------------------------
 
+def _hard_shutdown(sock):
+    """Shut the TCP connection down at once.  On a TLS socket this is the plain
+    socket's shutdown: no close_notify, and the SSL object stays in place, so a
+    thread still writing through it gets an error instead of writing clear text."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except (OSError, ValueError):
+        pass
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True      # restart on the same port despite TIME_WAIT
     request_queue_size = 128
 
-    def __init__(self, addr, handler, fake):
+    def __init__(self, addr, handler, fake, ssl_context=None):
         self.fake = fake
+        self.ssl_context = ssl_context
         super().__init__(addr, handler)
+
+    def finish_request(self, request, client_address):
+        """Runs in the connection's own thread (ThreadingMixIn), so the TLS
+        handshake happens here and never in the accept loop."""
+        if self.ssl_context is None:
+            return super().finish_request(request, client_address)
+        fake = self.fake
+        request.settimeout(fake.handshake_timeout)
+        # wrap_socket takes over the descriptor; socketserver's own shutdown of
+        # the original socket afterwards is a harmless no-op.
+        conn = self.ssl_context.wrap_socket(request, server_side=True,
+                                            do_handshake_on_connect=False)
+        with fake._lock:
+            fake._conns.add(conn)
+        try:
+            try:
+                conn.do_handshake()
+            except (ssl.SSLError, OSError) as e:
+                with fake._lock:
+                    fake.tls_failures.append((client_address, str(e)))
+                if fake.verbose:
+                    sys.stderr.write("fake-apiserver: TLS handshake with %s failed: %s\n"
+                                     % (client_address, e))
+                return
+            conn.settimeout(None)
+            self.RequestHandlerClass(conn, client_address, self)
+        finally:
+            with fake._lock:
+                fake._conns.discard(conn)
+            try:
+                conn.close()
+            except OSError:
+                pass
 
     def server_bind(self):
         # HTTPServer.server_bind does a reverse DNS lookup (getfqdn); skip it.
@@ -1155,6 +1238,14 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self):
         super().setup()
         self.fake = self.server.fake
+        # The user of a verified client certificate (x509 authentication): its
+        # subject's common name; None without TLS or without a certificate.
+        self.x509_user = None
+        if isinstance(self.connection, ssl.SSLSocket):
+            cert = self.connection.getpeercert()
+            if cert:   # {} or None: no certificate (a bad one fails the handshake)
+                cn = [v for rdn in cert.get("subject", ()) for k, v in rdn if k == "commonName"]
+                self.x509_user = cn[0] if cn else ""
         with self.fake._lock:
             self.fake._conns.add(self.connection)
 
@@ -1177,10 +1268,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _abort_connection(self):
         self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        _hard_shutdown(self.connection)
 
     def _read_body(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -1264,16 +1352,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _authenticate(self, path):
-        token = self.fake.token
-        if token is None:
+        fake = self.fake
+        token = fake.token
+        if token is None and not fake.client_ca:
+            return
+        if self.x509_user is not None:
+            # kube-apiserver's union authenticator: a verified client
+            # certificate is enough, whatever the Authorization header says.
+            with fake._lock:
+                fake.x509_users.append(self.x509_user)
             return
         auth = self.headers.get("Authorization")
-        if auth is None and self.fake.anonymous_auth:
+        if auth is None and fake.anonymous_auth:
             if path in ("/healthz", "/livez", "/readyz", "/version"):
                 return
             raise APIError(403, 'forbidden: User "system:anonymous" cannot %s path %s'
                            % (self.command.lower(), _goquote(path)), "Forbidden", {})
-        if not auth or auth[:7].lower() != "bearer " or auth[7:].strip() != token:
+        if (token is None or not auth or auth[:7].lower() != "bearer "
+                or auth[7:].strip() != token):
             raise APIError(401, "Unauthorized", "Unauthorized")
 
     def _route(self, path, q, body):
@@ -1478,9 +1574,35 @@ class _Handler(BaseHTTPRequestHandler):
             r, _, _ = select.select([self.connection], [], [], 0)
             if not r:
                 return True
+            if isinstance(self.connection, ssl.SSLSocket):
+                return self._tls_client_alive()
             return self.connection.recv(1, socket.MSG_PEEK) != b""
         except (OSError, ValueError):
             return False
+
+    def _tls_client_alive(self):
+        """TLS cannot peek: read one byte without blocking.  close_notify or EOF
+        reads as b"" (or an error); a record with no application data (a session
+        ticket, a key update) as "want read".  A client sending data in the middle
+        of a watch is misbehaving: keep streaming, but close afterwards because
+        the byte is gone."""
+        conn = self.connection
+        conn.settimeout(0.0)
+        try:
+            data = conn.recv(1)
+        except ssl.SSLWantReadError:
+            return True
+        except (ssl.SSLError, OSError):
+            return False
+        finally:
+            try:
+                conn.settimeout(None)
+            except OSError:
+                pass
+        if not data:
+            return False
+        self.close_connection = True
+        return True
 
     # -- writes -------------------------------------------------------------
 
@@ -1707,6 +1829,9 @@ def main(argv=None):
     p.add_argument("--load", action="append", default=[],
                    help="kubectl List JSON to preload (Node, Pod, PodGroup items)")
     p.add_argument("--token", help="require Authorization: Bearer TOKEN")
+    p.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (with --tls-key)")
+    p.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    p.add_argument("--client-ca", help="PEM CA file: accept client certificates it signs")
     p.add_argument("--no-podgroups", action="store_true",
                    help="act as if the PodGroup CRD were not installed (404)")
     p.add_argument("--bookmark-interval", type=float, default=1.0)
@@ -1715,8 +1840,11 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     lo, hi = (float(x) for x in args.watch_timeout.split(","))
+    if bool(args.tls_cert) != bool(args.tls_key) or (args.client_ca and not args.tls_cert):
+        p.error("--tls-cert and --tls-key go together; --client-ca needs them")
     srv = FakeAPIServer(args.host, args.port, token=args.token,
-                        podgroups_crd=not args.no_podgroups, watch_timeout_range=(lo, hi))
+                        podgroups_crd=not args.no_podgroups, watch_timeout_range=(lo, hi),
+                        tls_cert=args.tls_cert, tls_key=args.tls_key, client_ca=args.client_ca)
     srv.bookmark_interval = args.bookmark_interval
     for path in args.load:
         srv.load_list(path)
