@@ -32,11 +32,20 @@ enum {
 struct cache;
 
 /* Settings fixed when the cache is created. */
+struct cache_node;
+
 struct cache_opts {
 	/* Managed GPU resource names, e.g. "nvidia.com/gpu". A node offers the
 	 * first one it advertises; a pod may ask for one of them. */
 	const char *gpu_resources[CACHE_MAX_GPU_RESOURCES];
 	unsigned n_gpu_resources;
+	/* Optional: data an upper layer derives from a node record (placement's
+	 * GPU topology), computed once on the writer thread before the record is
+	 * published, stored in cache_node.derived, and released on the writer
+	 * thread once no reader can see the record any more. */
+	void *(*node_derive)(const struct cache_node *node, void *ctx);
+	void (*node_release)(void *derived, void *ctx);
+	void *hook_ctx;
 };
 
 /* ---- Objects ---------------------------------------------------------- */
@@ -62,6 +71,9 @@ struct cache_node {
 	int64_t mem_bytes;              /* allocatable */
 	bool ready;                     /* condition Ready is True */
 	bool unschedulable;             /* spec.unschedulable (cordoned) */
+	uint64_t unhealthy;             /* devices named by annotation troupe.io/gpu-unhealthy */
+	const char *topology_text;      /* annotation troupe.io/gpu-topology, or NULL */
+	const void *derived;            /* cache_opts.node_derive's result, or NULL */
 	uint16_t n_labels;
 	uint16_t n_taints;
 	const struct cache_kv *labels;  /* sorted by key */
@@ -98,6 +110,7 @@ struct cache_pod {
 	uint64_t devices;               /* device mask from that annotation */
 	struct cache_demand demand;
 	const char *demand_error;       /* non-NULL: the GPU request is invalid (why) */
+	const char *topology;           /* annotation troupe.io/topology, or NULL */
 	const char *group;              /* pod group name (same namespace), or NULL */
 	const char *queue;              /* queue name; the namespace when none is named */
 };
@@ -201,6 +214,7 @@ struct cache_pod_info {
 	char ns[64];
 	char name[254];
 	char node[254];
+	char topology[64];              /* annotation troupe.io/topology, "" when absent */
 	struct cache_demand demand;
 	bool demand_valid;
 	uint64_t devices;               /* held devices (attributed) */

@@ -17,6 +17,10 @@
 #include "common/util.h"
 
 #define TROUPE_GPU_IDS_ANNOTATION "troupe.io/gpu-ids"
+#define TROUPE_TOPOLOGY_ANNOTATION "troupe.io/gpu-topology"
+#define TROUPE_UNHEALTHY_ANNOTATION "troupe.io/gpu-unhealthy"
+#define TROUPE_POLICY_ANNOTATION "troupe.io/topology"
+enum { MAX_TOPOLOGY_TEXT = 64 * 1024 };
 
 /* Bump allocator over the block being filled. */
 struct blk {
@@ -190,11 +194,31 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 	n->mem_bytes = (resource_milli(alloc, "memory") + 999) / 1000;
 	n->ready = node_is_ready(status);
 	n->unschedulable = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "unschedulable"));
+	{
+		const cJSON *ann = json_obj(meta, "annotations");
+		const char *topo = json_str(ann, TROUPE_TOPOLOGY_ANNOTATION);
+		const char *bad = json_str(ann, TROUPE_UNHEALTHY_ANNOTATION);
+
+		/* Kept outside the record's block: the cache drops it once the
+		 * topology is derived, so it costs no memory per node. */
+		if (topo && strlen(topo) <= MAX_TOPOLOGY_TEXT)
+			n->topology_text = strdup(topo);
+		else if (topo)
+			log_warn("cache", "node %s: annotation %s is larger than %d bytes; ignored",
+				 name, TROUPE_TOPOLOGY_ANNOTATION, MAX_TOPOLOGY_TEXT);
+		if (bad && *bad && cache_devices_parse(bad, &n->unhealthy) < 0) {
+			log_warn("cache", "node %s: annotation %s=\"%s\" is not a list of device "
+				 "indices; ignored", name, TROUPE_UNHEALTHY_ANNOTATION, bad);
+			n->unhealthy = 0;
+		}
+	}
 	return n;
 }
 
 void cache_node_free(struct cache_node *node)
 {
+	if (node)
+		free((char *)node->topology_text);
 	free(node);
 }
 
@@ -507,6 +531,7 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	const char *uid = json_str(meta, "uid");
 	const char *node = json_str(spec, "nodeName");
 	const char *ids = json_str(ann, TROUPE_GPU_IDS_ANNOTATION);
+	const char *topo = json_str(ann, TROUPE_POLICY_ANNOTATION);
 	const char *group = cache_pod_group_name(obj);
 	const char *queue = cache_pod_queue_name(obj);
 	char derr[CACHE_ERR_LEN] = "";
@@ -548,10 +573,13 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 		snprintf(derr, sizeof(derr), "pod has no spec");
 	if (group && strlen(group) > 253)
 		group = NULL;
+	if (topo && strlen(topo) > 63)
+		topo = "invalid: too long";     /* placement rejects it with a message */
 	if (queue && strlen(queue) > 253)
 		queue = NULL;
 	size = sizeof(*p) + str_size(uid) + str_size(ns) + str_size(name) + str_size(node) +
-	       (bad_demand ? str_size(derr) : 0) + str_size(group) + str_size(queue ? queue : ns);
+	       (bad_demand ? str_size(derr) : 0) + str_size(group) + str_size(queue ? queue : ns) +
+	       str_size(topo);
 	p = calloc(1, size);
 	if (!p) {
 		snprintf(err, errlen, "out of memory");
@@ -564,6 +592,7 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	p->name = blk_str(&b, name);
 	p->node = blk_str(&b, node);
 	p->group = blk_str(&b, group);
+	p->topology = blk_str(&b, topo);
 	p->queue = blk_str(&b, queue ? queue : ns);
 	p->phase = phase_parse(json_str(status, "phase"));
 	p->deleting = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp") != NULL &&

@@ -61,7 +61,8 @@ struct slot {
 /* A retired node record, freed after the grace period. */
 struct retired {
 	ck_epoch_entry_t entry;
-	void *ptr;
+	struct cache *c;
+	struct cache_node *node;
 };
 
 struct pod_entry {
@@ -168,11 +169,21 @@ static void *ht_realloc(void *p, size_t old, size_t size, bool defer)
 
 static struct ck_malloc ht_allocator = { ht_malloc, ht_realloc, ht_free };
 
+/* Free a node record and what the upper layer derived from it. Writer. */
+static void node_free(struct cache *c, struct cache_node *n)
+{
+	if (!n)
+		return;
+	if (n->derived && c->opts.node_release)
+		c->opts.node_release((void *)n->derived, c->opts.hook_ctx);
+	cache_node_free(n);
+}
+
 static void retired_free(ck_epoch_entry_t *e)
 {
 	struct retired *r = (struct retired *)e;
 
-	free(r->ptr);
+	node_free(r->c, r->node);
 	free(r);
 }
 
@@ -180,23 +191,24 @@ static void slot_free_cb(ck_epoch_entry_t *e)
 {
 	struct slot *s = (struct slot *)((char *)e - offsetof(struct slot, epoch_entry));
 
+	/* Only record-less slots are removed, so there is no record to free. */
 	pthread_mutex_destroy(&s->pods_lock);
-	free(s->rec);
 	free(s);
 }
 
-/* Writer: free <ptr> once no reader can hold it. */
-static void retire(struct cache *c, void *ptr)
+/* Writer: free the node record <n> once no reader can hold it. */
+static void retire(struct cache *c, struct cache_node *n)
 {
 	struct retired *r = malloc(sizeof(*r));
 
 	if (!r) {
 		/* Cannot defer without memory: wait for readers instead. */
 		ck_epoch_synchronize(c->writer);
-		free(ptr);
+		node_free(c, n);
 		return;
 	}
-	r->ptr = ptr;
+	r->c = c;
+	r->node = n;
 	ck_epoch_call(c->writer, &r->entry, retired_free);
 	/* Reclaim as we go so a long run of updates does not pile up garbage. */
 	if (++c->n_retired % 64 == 0)
@@ -275,7 +287,7 @@ void cache_free(struct cache *c)
 		struct slot *s = ck_ht_entry_value(ent);
 
 		pthread_mutex_destroy(&s->pods_lock);
-		free(s->rec);
+		node_free(c, s->rec);
 		free(s);
 	}
 	{
@@ -429,13 +441,20 @@ uint32_t cache_view_free_gpus(const struct cache_node_view *v)
 {
 	int64_t held = __builtin_popcountll(v->used) + (int64_t)v->unattributed;
 	int64_t free_n = (int64_t)v->node->gpu_allocatable - held;
+	/* Devices the annotation calls unhealthy are never free, whatever the
+	 * kubelet's allocatable says. */
+	int64_t healthy = __builtin_popcountll(capacity_mask(v->node) & ~v->used &
+					       ~v->node->unhealthy) - (int64_t)v->unattributed;
 
+	if (healthy < free_n)
+		free_n = healthy;
 	return free_n > 0 ? (uint32_t)free_n : 0;
 }
 
 uint64_t cache_view_free_mask(const struct cache_node_view *v)
 {
-	return cache_view_free_gpus(v) ? capacity_mask(v->node) & ~v->used : 0;
+	return cache_view_free_gpus(v) ? capacity_mask(v->node) & ~v->used & ~v->node->unhealthy
+				       : 0;
 }
 
 /* ---- Usage updates ------------------------------------------------------ */
@@ -529,6 +548,12 @@ int cache_node_upsert(struct cache *c, struct cache_node *node)
 		cache_node_free(node);
 		return -ENOMEM;
 	}
+	/* Derived data is computed here, on the writer, never on the read path;
+	 * the topology text is needed only for that, so it goes before publishing. */
+	if (c->opts.node_derive)
+		node->derived = c->opts.node_derive(node, c->opts.hook_ctx);
+	free((char *)node->topology_text);
+	node->topology_text = NULL;
 	old = s->rec;
 	/* Release (seq_cst includes it): the record's contents are visible
 	 * before its pointer. Pairs with the acquire loads in cache_node_lookup
@@ -809,6 +834,7 @@ int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out)
 	copy_str(out->ns, sizeof(out->ns), e->pod->ns);
 	copy_str(out->name, sizeof(out->name), e->pod->name);
 	copy_str(out->node, sizeof(out->node), e->slot ? e->slot->name : e->pod->node);
+	copy_str(out->topology, sizeof(out->topology), e->pod->topology);
 	out->demand = e->pod->demand;
 	out->demand_valid = e->pod->demand_error == NULL;
 	out->devices = e->hold_devices;
@@ -858,7 +884,7 @@ int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_
 		goto out_unref;
 	}
 	if ((uint32_t)__builtin_popcountll(want) != e->pod->demand.gpus ||
-	    (want & ~capacity_mask(rec))) {
+	    (want & ~capacity_mask(rec)) || (want & rec->unhealthy)) {
 		ret = -EINVAL;
 		goto out_unref;
 	}

@@ -13,8 +13,8 @@
  *   resources:
  *     gpu: [nvidia.com/gpu]
  *   scoring:
- *     policy: binpack
- *     weights: {packing: 1}
+ *     policy: topology
+ *     weights: {packing: 1, topology: 2, fragmentation: 1}
  *   api:                            # live API server only
  *     bind_timeout_seconds: 10
  *     page_size: 500
@@ -51,8 +51,10 @@ void ext_config_defaults(struct ext_config *cfg)
 	snprintf(cfg->gpu_names[0], sizeof(cfg->gpu_names[0]), "nvidia.com/gpu");
 	cfg->cache.gpu_resources[0] = cfg->gpu_names[0];
 	cfg->cache.n_gpu_resources = 1;
-	snprintf(cfg->score_policy, sizeof(cfg->score_policy), "binpack");
+	snprintf(cfg->score_policy, sizeof(cfg->score_policy), "topology");
 	cfg->weights.packing = 1.0;
+	cfg->weights.topology = 2.0;
+	cfg->weights.fragmentation = 1.0;
 	cfg->bind_timeout_s = 10;
 	cfg->informer.page_size = 500;
 	cfg->informer.watch_timeout_min_s = 300;
@@ -129,6 +131,8 @@ static const struct key keys[] = {
 	{ "scoring.policy", K_STRING, F(score_policy), S(score_policy) },
 	{ "scoring.weights", K_MAP, 0, 0 },
 	{ "scoring.weights.packing", K_DOUBLE, F(weights.packing), 0 },
+	{ "scoring.weights.topology", K_DOUBLE, F(weights.topology), 0 },
+	{ "scoring.weights.fragmentation", K_DOUBLE, F(weights.fragmentation), 0 },
 	{ "api", K_MAP, 0, 0 },
 	{ "api.bind_timeout_seconds", K_UINT, F(bind_timeout_s), 0 },
 	{ "api.page_size", K_UINT, F(informer.page_size), 0 },
@@ -305,11 +309,11 @@ out:
 int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 {
 	if (!placement_score_find(cfg->score_policy)) {
-		snprintf(err, errlen, "scoring.policy \"%s\" is unknown (known: binpack)",
+		snprintf(err, errlen, "scoring.policy \"%s\" is unknown (known: topology, binpack)",
 			 cfg->score_policy);
 		return -EINVAL;
 	}
-	if (cfg->weights.packing <= 0) {
+	if (cfg->weights.packing + cfg->weights.topology + cfg->weights.fragmentation <= 0) {
 		snprintf(err, errlen, "scoring.weights: at least one weight must be positive");
 		return -EINVAL;
 	}

@@ -13,6 +13,7 @@
 #include "cache/cache.h"
 #include "common/log.h"
 #include "extender/config.h"
+#include "placement/placement.h"
 #include "extender/server.h"
 #include "extender/verbs.h"
 #include "troupe_version.h"
@@ -77,6 +78,7 @@ int main(int argc, char **argv)
 	struct cache_api *api = NULL;
 	struct cache_informer *informer = NULL;
 	struct cache_binder *binder = NULL;
+	struct placement_registry *registry = NULL;
 	char source[600];
 	int sources;
 	struct ext_config cfg;
@@ -158,6 +160,15 @@ int main(int argc, char **argv)
 
 	ret = 1;
 	cache_api_global_init();
+	/* Each node's GPU topology is derived once, on the cache's writer. */
+	registry = placement_registry_new();
+	if (!registry) {
+		log_error("main", "out of memory");
+		goto out;
+	}
+	cfg.cache.node_derive = placement_topo_derive;
+	cfg.cache.node_release = placement_topo_release;
+	cfg.cache.hook_ctx = registry;
 	cache = cache_new(&cfg.cache);
 	if (!cache) {
 		log_error("main", "cannot create the cache: %s", strerror(errno));
@@ -225,6 +236,7 @@ out:
 	ext_server_stop(server);
 	cache_informer_stop(informer);
 	cache_free(cache);
+	placement_registry_free(registry);
 	cache_api_free(api);
 	cache_api_global_cleanup();
 	return ret;

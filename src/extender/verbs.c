@@ -90,8 +90,15 @@ static void walk_nodes(const struct ext_service *svc, const struct ext_args *a, 
 			struct node_ref ref = { "", 0, it, NULL, "troupe: node object has no name" };
 
 			if (node) {
+				struct cache_node_view known;
+
 				ref.name = node->name;
 				ref.len = strlen(node->name);
+				/* The request's object decides capacity and state; the
+				 * topology class is the watched node's (it is derived on
+				 * the writer, and valid for this read section). */
+				if (cache_node_lookup(svc->cache, ref.name, ref.len, &known))
+					node->derived = known.node->derived;
 				v.node = node;
 				cache_usage_lookup(svc->cache, ref.name, ref.len, &v.used,
 						   &v.unattributed);
@@ -104,9 +111,11 @@ static void walk_nodes(const struct ext_service *svc, const struct ext_args *a, 
 	cache_read_end(svc->cache);
 }
 
-/* Parse the request's pod and its demand. On failure fill <r> and return NULL. */
+/* Parse the request's pod, its demand and its topology policy into <req>. On
+ * failure fill <r> and return NULL. */
 static struct cache_pod *request_pod(const struct ext_service *svc, const struct ext_args *a,
-				     const char *verb, struct ext_reply *r)
+				     const char *verb, struct ext_reply *r,
+				     struct placement_request *req)
 {
 	char err[CACHE_ERR_LEN];
 	struct cache_pod *pod = cache_pod_parse(a->pod, cache_get_opts(svc->cache), err,
@@ -124,6 +133,13 @@ static struct cache_pod *request_pod(const struct ext_service *svc, const struct
 		cache_pod_free(pod);
 		return NULL;
 	}
+	req->demand = pod->demand;
+	if (placement_policy_parse(pod->topology, &req->policy, err, sizeof(err)) < 0) {
+		log_info("extender", "%s: pod %s/%s: %s", verb, pod->ns, pod->name, err);
+		reply_error(r, 200, "troupe: pod %s/%s: %s", pod->ns, pod->name, err);
+		cache_pod_free(pod);
+		return NULL;
+	}
 	return pod;
 }
 
@@ -132,6 +148,7 @@ static struct cache_pod *request_pod(const struct ext_service *svc, const struct
 struct filter_ctx {
 	const struct ext_service *svc;
 	const struct cache_pod *pod;
+	struct placement_request req;
 	struct ext_filter_out out;
 	char last_reason[PLACEMENT_REASON_LEN];
 };
@@ -148,8 +165,8 @@ static void filter_node(const struct node_ref *ref, void *arg)
 			placement_unknown_node(&fit);
 		fit.verdict = PLACEMENT_UNSCHEDULABLE;
 	} else {
-		placement_check(ref->view, &fc->pod->demand,
-				cache_get_opts(fc->svc->cache)->gpu_resources, &fit);
+		placement_check_request(ref->view, &fc->req,
+					cache_get_opts(fc->svc->cache)->gpu_resources, &fit);
 	}
 	if (fit.verdict == PLACEMENT_FITS) {
 		if (ref->object)
@@ -196,7 +213,7 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 			    svc->source);
 		goto out;
 	}
-	pod = request_pod(svc, &a, "filter", r);
+	pod = request_pod(svc, &a, "filter", r, &fc.req);
 	if (!pod)
 		goto out;
 	fc.pod = pod;
@@ -234,6 +251,7 @@ out:
 struct prio_ctx {
 	const struct ext_service *svc;
 	const struct cache_pod *pod;
+	struct placement_request req;
 	struct strbuf *out;
 	size_t n;
 };
@@ -245,9 +263,10 @@ static void prioritize_node(const struct node_ref *ref, void *arg)
 	unsigned score = 0;
 
 	if (ref->view && pc->pod->demand.gpus > 0 &&
-	    placement_check(ref->view, &pc->pod->demand,
-			    cache_get_opts(pc->svc->cache)->gpu_resources, &fit) == PLACEMENT_FITS)
-		score = pc->svc->score->score(&pc->svc->cfg->weights, ref->view, &pc->pod->demand);
+	    placement_check_request(ref->view, &pc->req,
+				    cache_get_opts(pc->svc->cache)->gpu_resources,
+				    &fit) == PLACEMENT_FITS)
+		score = pc->svc->score->score(&pc->svc->cfg->weights, ref->view, &pc->req);
 	if (score > PLACEMENT_MAX_SCORE)
 		score = PLACEMENT_MAX_SCORE;
 	if (pc->n++)
@@ -272,7 +291,7 @@ void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 		reply_error(r, 400, "troupe: bad prioritize request: %s", err);
 		goto out;
 	}
-	pod = request_pod(svc, &a, "prioritize", r);
+	pod = request_pod(svc, &a, "prioritize", r, &pc.req);
 	if (!pod) {
 		/* kube-scheduler ignores prioritize errors; an empty list says the
 		 * same without an error on its side. */
@@ -328,8 +347,8 @@ static void bind_posted(void *arg, int result, const char *msg)
 /* Post the binding for a pod whose devices are already assumed. Returns true
  * when the reply is complete now (the post could not even be queued). */
 static bool bind_post(const struct ext_service *svc, const struct cache_pod_info *info,
-		      const char *uid, const char *node, const char *ids, struct ext_reply *r,
-		      const struct ext_async *async)
+		      const char *uid, const char *node, const char *ids, const char *link,
+		      struct ext_reply *r, const struct ext_async *async)
 {
 	struct bind_pending *p = calloc(1, sizeof(*p));
 	struct cache_binding b;
@@ -351,7 +370,11 @@ static bool bind_post(const struct ext_service *svc, const struct cache_pod_info
 	snprintf(p->ids, sizeof(p->ids), "%s", ids);
 	/* The API server copies the Binding's annotations onto the pod: after a
 	 * restart, the watch tells troupe exactly which devices the pod holds. */
-	snprintf(ann, sizeof(ann), "{\"troupe.io/gpu-ids\":\"%s\"}", ids);
+	if (link[0])
+		snprintf(ann, sizeof(ann), "{\"troupe.io/gpu-ids\":\"%s\",\"troupe.io/gpu-link\":\"%s\"}",
+			 ids, link);
+	else
+		snprintf(ann, sizeof(ann), "{\"troupe.io/gpu-ids\":\"%s\"}", ids);
 	b = (struct cache_binding){ info->ns, info->name, uid, node, ids[0] ? ann : NULL };
 	ret = cache_binder_submit(svc->binder, &b, bind_posted, p);
 	if (ret < 0) {
@@ -370,7 +393,8 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	struct ext_bind_args b;
 	struct cache_pod_info info;
 	struct cache_node_view v;
-	char err[256] = "", ids[256];
+	char err[256] = "", ids[256], link[16] = "";
+	struct placement_request req = { 0 };
 	uint64_t devices = 0;
 	int ret = -EAGAIN;
 	bool node_seen = false, complete = true;
@@ -399,9 +423,11 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 			    info.ns, info.name, b.pod_namespace, b.pod_name);
 		goto out;
 	}
-	if (!info.demand_valid) {
-		reply_error(r, 200, "troupe: pod %s/%s has an invalid GPU request", info.ns,
-			    info.name);
+	req.demand = info.demand;
+	if (!info.demand_valid ||
+	    placement_policy_parse(info.topology, &req.policy, err, sizeof(err)) < 0) {
+		reply_error(r, 200, "troupe: pod %s/%s has an invalid GPU request%s%s", info.ns,
+			    info.name, err[0] ? ": " : "", err);
 		goto out;
 	}
 	if (info.state == CACHE_POD_STATE_ASSUMED || info.state == CACHE_POD_STATE_BOUND) {
@@ -411,6 +437,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	}
 	for (int attempt = 0; attempt < BIND_ATTEMPTS && ret == -EAGAIN; attempt++) {
 		struct placement_fit fit;
+		struct placement_choice choice;
 
 		cache_read_begin(svc->cache);
 		if (!cache_node_lookup(svc->cache, b.node, strlen(b.node), &v)) {
@@ -420,15 +447,24 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 		}
 		node_seen = true;
 		if (info.demand.gpus > 0 &&
-		    placement_check(&v, &info.demand, cache_get_opts(svc->cache)->gpu_resources,
-				    &fit) != PLACEMENT_FITS) {
+		    placement_check_request(&v, &req, cache_get_opts(svc->cache)->gpu_resources,
+					    &fit) != PLACEMENT_FITS) {
 			cache_read_end(svc->cache);
 			snprintf(err, sizeof(err), "%s", fit.reason);
 			ret = -ENOSPC;
 			break;
 		}
-		ret = placement_choose_devices(&v, cache_view_free_mask(&v), info.demand.gpus,
-					       &devices);
+		devices = 0;
+		ret = info.demand.gpus == 0 ? 0 : placement_node_choose(&v, cache_view_free_mask(&v),
+									 info.demand.gpus,
+									 &req.policy, &choice);
+		if (ret == 0 && info.demand.gpus > 0) {
+			devices = choice.set;
+			link[0] = '\0';
+			/* The worst link is worth recording only where it is known. */
+			if (info.demand.gpus >= 2 && placement_node_topo(v.node))
+				placement_link_name(choice.worst, link, sizeof(link));
+		}
 		cache_read_end(svc->cache);
 		if (ret == 0)
 			ret = cache_pod_assume(svc->cache, b.pod_uid, b.node, &devices);
@@ -439,11 +475,11 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	switch (ret) {
 	case 0:
 		if (svc->binder && async) {
-			complete = bind_post(svc, &info, b.pod_uid, b.node, ids, r, async);
+			complete = bind_post(svc, &info, b.pod_uid, b.node, ids, link, r, async);
 			break;
 		}
-		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s]", info.ns,
-			 info.name, b.node, ids);
+		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s]%s%s", info.ns,
+			 info.name, b.node, ids, link[0] ? ", worst link " : "", link);
 		strbuf_puts(&r->body, "{\"Error\":\"\"}");
 		break;
 	case -EALREADY:

@@ -64,3 +64,46 @@ enum placement_verdict placement_check(const struct cache_node_view *view,
 			      out->free_gpus, n->gpu_allocatable, rname, want);
 	return PLACEMENT_FITS;
 }
+
+enum placement_verdict placement_check_request(const struct cache_node_view *view,
+					       const struct placement_request *req,
+					       const char *const *resource_names,
+					       struct placement_fit *out)
+{
+	const struct placement_topo *t;
+	const char *rname;
+	struct placement_choice c;
+	uint64_t healthy;
+	unsigned k = req->demand.gpus;
+	char lvl[16];
+
+	if (placement_check(view, &req->demand, resource_names, out) != PLACEMENT_FITS)
+		return out->verdict;
+	if (k < 2 || (req->policy.kind != PLACEMENT_POLICY_REQUIRED &&
+		      req->policy.kind != PLACEMENT_POLICY_REQUIRED_LEVEL))
+		return PLACEMENT_FITS;
+	if (placement_node_choose(view, cache_view_free_mask(view), k, &req->policy, &c) == 0)
+		return PLACEMENT_FITS;
+	t = placement_node_topo(view->node);
+	rname = resource_names[req->demand.gpu_resource];
+	if (req->policy.kind == PLACEMENT_POLICY_REQUIRED)
+		snprintf(lvl, sizeof(lvl), "NVLinked");
+	else
+		snprintf(lvl, sizeof(lvl), "%s or better",
+			 placement_link_name(req->policy.min_level, (char[8]){ 0 }, 8));
+	/* Could an empty node meet it? If not, no eviction ever will. */
+	healthy = (view->node->gpu_capacity >= 64 ? ~0ULL
+						 : (1ULL << view->node->gpu_capacity) - 1) &
+		  ~view->node->unhealthy;
+	if (!t)
+		return refuse(out, PLACEMENT_UNRESOLVABLE,
+			      "troupe: node's GPU topology is unknown; cannot promise %u %s %s",
+			      k, rname, lvl);
+	if (placement_node_choose(view, healthy, k, &req->policy, &c) < 0)
+		return refuse(out, PLACEMENT_UNRESOLVABLE,
+			      "troupe: no %u %s on this node are all %s (topology: %s)", k, rname,
+			      lvl, t->source);
+	return refuse(out, PLACEMENT_UNSCHEDULABLE,
+		      "troupe: no %u free %s all %s among the %u free", k, rname, lvl,
+		      out->free_gpus);
+}

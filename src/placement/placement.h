@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cache/cache.h"
+#include "placement/topology.h"
 
 enum { PLACEMENT_REASON_LEN = 160, PLACEMENT_MAX_SCORE = 10 };
 
@@ -27,6 +28,12 @@ struct placement_fit {
 	char reason[PLACEMENT_REASON_LEN];      /* "troupe: ...", empty when it fits */
 };
 
+/* What a pod asks of a node: how many GPUs of which kind, and how connected. */
+struct placement_request {
+	struct cache_demand demand;
+	struct placement_policy policy;
+};
+
 /* Decide whether the node in <view> can take a pod asking <demand>; on a refusal
  * write a reason a person can act on. <resource_names> are the managed names
  * (cache_opts.gpu_resources) for the messages. */
@@ -35,12 +42,22 @@ enum placement_verdict placement_check(const struct cache_node_view *view,
 				       const char *const *resource_names,
 				       struct placement_fit *out);
 
+/* placement_check, and the pod's topology policy: a required policy that no
+ * free set meets refuses the node (unresolvable when not even an empty node
+ * could meet it). */
+enum placement_verdict placement_check_request(const struct cache_node_view *view,
+					       const struct placement_request *req,
+					       const char *const *resource_names,
+					       struct placement_fit *out);
+
 /* The reason given for a node troupe does not know. */
 void placement_unknown_node(struct placement_fit *out);
 
 /* Weights of the terms of a node's score (troupe's config, "scoring.weights"). */
 struct placement_weights {
 	double packing;         /* prefer nodes already partly used */
+	double topology;        /* prefer nodes that give this pod a better-connected set */
+	double fragmentation;   /* prefer choices that leave connected islands free */
 };
 
 /* A scoring policy: one table per policy file, chosen by name from config. */
@@ -49,13 +66,36 @@ struct placement_score_ops {
 	/* Score 0..PLACEMENT_MAX_SCORE for a node that fits (placement_check said
 	 * PLACEMENT_FITS). */
 	unsigned (*score)(const struct placement_weights *w, const struct cache_node_view *view,
-			  const struct cache_demand *demand);
+			  const struct placement_request *req);
 };
 
 /* The policy called <name>, or NULL. */
 const struct placement_score_ops *placement_score_find(const char *name);
 /* Names of every policy, NULL-terminated, for --help and errors. */
 extern const char *const placement_score_names[];
+
+/* ---- Topology per node ----------------------------------------------------- */
+
+struct placement_registry;
+
+/* The interning table of topology classes; hooks below take it as ctx. */
+struct placement_registry *placement_registry_new(void);
+void placement_registry_free(struct placement_registry *r);
+void placement_registry_stats(const struct placement_registry *r, uint64_t *classes,
+			      uint64_t *parse_errors);
+/* cache_opts.node_derive / node_release: a node's topology class (annotation,
+ * else profile, else NULL for unknown). Cache writer thread only. */
+void *placement_topo_derive(const struct cache_node *node, void *ctx);
+void placement_topo_release(void *derived, void *ctx);
+/* The node's topology class, or NULL when unknown. */
+struct placement_topo *placement_node_topo(const struct cache_node *node);
+/* Choose <k> of <free_mask>'s devices on the node in <view> (see
+ * placement_choose; unknown topologies give the lowest free indices, and no
+ * set at all for a policy that needs known links). */
+int placement_node_choose(const struct cache_node_view *v, uint64_t free_mask, unsigned k,
+			  const struct placement_policy *policy, struct placement_choice *out);
+/* Quality 0..1 of a chosen set for a pod of <k> GPUs. */
+double placement_set_quality(const struct placement_choice *c, unsigned k, bool known);
 
 /* Choose <want> devices from <free_mask> for a pod on the node in <view>.
  * Deterministic: the same inputs always give the same set. Returns 0 with the

@@ -6,10 +6,11 @@
 
 
 static const struct placement_score_ops *const policies[] = {
+	&placement__score_topology,
 	&placement__score_binpack,
 };
 
-const char *const placement_score_names[] = { "binpack", NULL };
+const char *const placement_score_names[] = { "topology", "binpack", NULL };
 
 const struct placement_score_ops *placement_score_find(const char *name)
 {

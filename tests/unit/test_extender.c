@@ -934,8 +934,10 @@ static void assert_config_defaults(const struct ext_config *c)
 	assert_string_equal(c->path_prefix, "");
 	assert_int_equal(c->cache.n_gpu_resources, 1);
 	assert_string_equal(c->cache.gpu_resources[0], "nvidia.com/gpu");
-	assert_string_equal(c->score_policy, "binpack");
+	assert_string_equal(c->score_policy, "topology");
 	assert_true(c->weights.packing == 1.0);
+	assert_true(c->weights.topology == 2.0);
+	assert_true(c->weights.fragmentation == 1.0);
 	assert_int_equal(ext_config_validate(c, err, sizeof(err)), 0);
 }
 
@@ -1193,6 +1195,8 @@ static void cfg_unknown_policy(struct ext_config *c)
 static void cfg_zero_weight(struct ext_config *c)
 {
 	c->weights.packing = 0;
+	c->weights.topology = 0;
+	c->weights.fragmentation = 0;
 }
 
 static void cfg_tiny_body(struct ext_config *c)

@@ -240,7 +240,7 @@ static unsigned binpack(double packing, uint32_t capacity, uint32_t alloc, uint6
 	struct cache_node_view v = { &n, used, unattributed };
 	struct cache_demand d = gpus(NV, want);
 
-	return ops->score(&w, &v, &d);
+	return ops->score(&w, &v, &(struct placement_request){ .demand = d });
 }
 
 struct score_case {
