@@ -35,6 +35,7 @@ struct job {
 	struct strbuf resp;
 	cache_bind_done_fn done;
 	void *arg;
+	char curl_err[CURL_ERROR_SIZE]; /* libcurl's detailed reason */
 };
 
 struct cache_binder {
@@ -148,6 +149,7 @@ static int job_start(struct cache_binder *b, struct job *j)
 	curl_easy_setopt(j->easy, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(j->easy, CURLOPT_WRITEDATA, j);
 	curl_easy_setopt(j->easy, CURLOPT_PRIVATE, j);
+	curl_easy_setopt(j->easy, CURLOPT_ERRORBUFFER, j->curl_err);
 	if (curl_multi_add_handle(b->multi, j->easy) != CURLM_OK)
 		return -EIO;
 	j->next_inflight = b->inflight;
@@ -166,7 +168,8 @@ static int classify(struct job *j, CURLcode rc, long status, char *msg, size_t l
 	int ret;
 
 	if (rc != CURLE_OK) {
-		snprintf(msg, len, "API server unreachable: %s", curl_easy_strerror(rc));
+		snprintf(msg, len, "API server unreachable: %s",
+			 j->curl_err[0] ? j->curl_err : curl_easy_strerror(rc));
 		return rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
 	}
 	if (j->resp.buf)

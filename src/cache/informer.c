@@ -78,6 +78,7 @@ struct stream {
 	uint64_t started_ns;            /* of the current request */
 	uint64_t events_this_watch;
 	long retry_after_s;
+	char curl_err[CURL_ERROR_SIZE]; /* libcurl's detailed reason (TLS, DNS, ...) */
 };
 
 struct cache_informer {
@@ -403,6 +404,8 @@ static int request_begin(struct stream *s, const char *query, bool watch)
 		return -ENOMEM;
 	}
 	curl_easy_setopt(s->easy, CURLOPT_PRIVATE, s);
+	s->curl_err[0] = '\0';
+	curl_easy_setopt(s->easy, CURLOPT_ERRORBUFFER, s->curl_err);
 	curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, watch ? on_watch_data : on_list_data);
 	curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, s);
 	curl_easy_setopt(s->easy, CURLOPT_HEADERFUNCTION, on_header);
@@ -512,7 +515,7 @@ static void mark_synced(struct stream *s)
 static void list_page_done(struct stream *s, long status, CURLcode rc)
 {
 	struct cache_informer *inf = s->inf;
-	char why[256], key[320];
+	char why[320], key[320];
 	const cJSON *items, *it, *meta;
 	const char *cont;
 	cJSON *root;
@@ -543,7 +546,8 @@ static void list_page_done(struct stream *s, long status, CURLcode rc)
 		if (rc == CURLE_OK && status == 401)
 			cache__api_refresh_token(inf->api, true);
 		if (rc != CURLE_OK)
-			snprintf(why, sizeof(why), "list failed: %s", curl_easy_strerror(rc));
+			snprintf(why, sizeof(why), "list failed: %s", s->curl_err[0] ? s->curl_err
+									      : curl_easy_strerror(rc));
 		else
 			snprintf(why, sizeof(why), "list answered HTTP %ld", status);
 		free(s->cont);
@@ -593,7 +597,7 @@ static void watch_done(struct stream *s, long status, CURLcode rc)
 {
 	struct cache_informer *inf = s->inf;
 	uint64_t lived = util_now_ns() - s->started_ns;
-	char why[256];
+	char why[320];
 
 	if (s->line.len > 0) {
 		/* A cut stream: what is left is part of an event. Never apply it. */
@@ -629,7 +633,8 @@ static void watch_done(struct stream *s, long status, CURLcode rc)
 	if (s->broken)
 		snprintf(why, sizeof(why), "watch stream unusable");
 	else if (rc != CURLE_OK)
-		snprintf(why, sizeof(why), "watch failed: %s", curl_easy_strerror(rc));
+		snprintf(why, sizeof(why), "watch failed: %s", s->curl_err[0] ? s->curl_err
+								       : curl_easy_strerror(rc));
 	else
 		snprintf(why, sizeof(why), "watch answered HTTP %ld", status);
 	stat_add(&inf->stats.watch_restarts, 1);

@@ -38,8 +38,10 @@ class Troupe:
     def __init__(self, cluster=None, args=(), config_text=None, ready_timeout=20.0,
                  source=None, env=None):
         """<source>: the cluster-source flags (e.g. ["--api-server", url]); without
-        it troupe loads the snapshot <cluster> (the example cluster by default)."""
-        self.source = list(source) if source else ["--cluster", cluster or example()]
+        it troupe loads the snapshot <cluster> (the example cluster by default).
+        source=[] passes no source flag at all (in-cluster mode, from <env>)."""
+        self.source = (list(source) if source is not None
+                       else ["--cluster", cluster or example()])
         self.env = env
         self.args = list(args)
         self.config_text = config_text
