@@ -97,10 +97,4 @@ int placement_node_choose(const struct cache_node_view *v, uint64_t free_mask, u
 /* Quality 0..1 of a chosen set for a pod of <k> GPUs. */
 double placement_set_quality(const struct placement_choice *c, unsigned k, bool known);
 
-/* Choose <want> devices from <free_mask> for a pod on the node in <view>.
- * Deterministic: the same inputs always give the same set. Returns 0 with the
- * set in <out>, or -ENOSPC. */
-int placement_choose_devices(const struct cache_node_view *view, uint64_t free_mask,
-			     unsigned want, uint64_t *out);
-
 #endif

@@ -40,13 +40,14 @@ static const struct {
 	const char *name;
 	uint8_t level;
 } level_names[] = {
+	/* Indexed by level up to PIX, for placement_link_name(). */
 	{ "X", PLACEMENT_LINK_NONE },
 	{ "SYS", PLACEMENT_LINK_SYS },
-	{ "SOC", PLACEMENT_LINK_SYS },  /* what drivers before 384 printed for SYS */
 	{ "NODE", PLACEMENT_LINK_NODE },
 	{ "PHB", PLACEMENT_LINK_PHB },
 	{ "PXB", PLACEMENT_LINK_PXB },
 	{ "PIX", PLACEMENT_LINK_PIX },
+	{ "SOC", PLACEMENT_LINK_SYS },  /* what drivers before 384 printed for SYS */
 };
 
 /* Levels are matched without regard to case, so that a person writing
@@ -54,26 +55,30 @@ static const struct {
 int placement_link_parse(const char *s, size_t len, uint8_t *level)
 {
 	unsigned n = 0;
+	int ret = 0;
 
 	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
 		if (strlen(level_names[i].name) == len &&
 		    strncasecmp(s, level_names[i].name, len) == 0) {
 			*level = level_names[i].level;
-			return 0;
+			goto out;
 		}
 	}
 	/* NV<n>: n bonded links, 1..38, written without leading zeros. */
+	ret = -EINVAL;
 	if (len < 3 || len > 4 || strncasecmp(s, "NV", 2) != 0 || s[2] < '1' || s[2] > '9')
-		return -EINVAL;
+		goto out;
 	for (size_t i = 2; i < len; i++) {
 		if (s[i] < '0' || s[i] > '9')
-			return -EINVAL;
+			goto out;
 		n = n * 10 + (unsigned)(s[i] - '0');
 	}
 	if (n > PLACEMENT_LINK_MAX_NV - PLACEMENT_LINK_NV0)
-		return -EINVAL;
+		goto out;
 	*level = (uint8_t)(PLACEMENT_LINK_NV0 + n);
-	return 0;
+	ret = 0;
+out:
+	return ret;
 }
 
 /* A value no level has (6..10, above NV38) is written "?<value>", which
@@ -84,8 +89,7 @@ const char *placement_link_name(uint8_t level, char *buf, size_t len)
 	if (level > PLACEMENT_LINK_NV0 && level <= PLACEMENT_LINK_MAX_NV)
 		snprintf(buf, len, "NV%u", (unsigned)(level - PLACEMENT_LINK_NV0));
 	else if (level <= PLACEMENT_LINK_PIX)
-		/* level_names lists each level once in order, SOC aside. */
-		snprintf(buf, len, "%s", level_names[level == 0 ? 0 : level + 1].name);
+		snprintf(buf, len, "%s", level_names[level].name);
 	else
 		snprintf(buf, len, "?%u", level);
 	return buf;
@@ -205,7 +209,9 @@ static int8_t numa_of(const struct cell *c)
 
 static void fail(struct parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Write the error message, prefixed with the line it concerns when there is one. */
+/* Write the error message, prefixed with the line it concerns when there is one.
+ * It quotes cells of the text, which goes to the log: control characters in
+ * them are written as '?', so the message stays one readable line. */
 static void fail(struct parser *ps, const char *fmt, ...)
 {
 	va_list ap;
@@ -220,6 +226,9 @@ static void fail(struct parser *ps, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(ps->err + used, ps->errlen - (size_t)used, fmt, ap);
 	va_end(ap);
+	for (char *p = ps->err; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 }
 
 /* ---- The matrix -------------------------------------------------------------------- */
@@ -245,7 +254,7 @@ struct matrix {
 static int parse_header(struct parser *ps, struct cursor *line, struct header *h)
 {
 	struct cell c, c2, c3;
-	int idx;
+	int ret = -EINVAL, idx;
 
 	memset(h, 0, sizeof(*h));
 	while (next_cell(line, &c)) {
@@ -255,46 +264,51 @@ static int parse_header(struct parser *ps, struct cursor *line, struct header *h
 		idx = gpu_index(&c);
 		if (idx >= 0) {
 			if (h->nics > 0 || h->naff > 0 || (unsigned)idx != h->gpus) {
-				fail(ps, "header column %.*s where %s expected", (int)c.len, c.p,
-				     h->nics || h->naff ? "no more GPU columns are" : "the next GPU is");
-				return -EINVAL;
+				fail(ps, "header column %.*s where %s", (int)c.len, c.p,
+				     h->nics || h->naff ? "no more GPU columns may come" :
+							  "the next GPU is expected");
+				goto out;
 			}
 			if (h->gpus == PLACEMENT_TOPO_MAX) {
 				fail(ps, "more than %d GPUs", PLACEMENT_TOPO_MAX);
-				return -EINVAL;
+				goto out;
 			}
 			h->gpus++;
 			continue;
 		}
 		if (h->gpus == 1 && h->nics == 0 && cell_is(&c, "X")) {
 			fail(ps, "a GPU row where the header (GPU0 GPU1 ...) should be");
-			return -EINVAL;
+			goto out;
 		}
-		if (cell_is(&c, "CPU") && next_cell(&look, &c2) && cell_is(&c2, "Affinity"))
+		if (cell_is(&c, "CPU") && next_cell(&look, &c2) && cell_is(&c2, "Affinity")) {
 			kind = AFF_CPU;
-		else if (cell_is(&c, "NUMA") && next_cell(&look, &c2) && cell_is(&c2, "Affinity"))
+		} else if (cell_is(&c, "NUMA") && next_cell(&look, &c2) &&
+			   cell_is(&c2, "Affinity")) {
 			kind = AFF_NUMA;
-		else if (cell_is(&c, "GPU") && next_cell(&look, &c2) && cell_is(&c2, "NUMA") &&
-			 next_cell(&look, &c3) && cell_is(&c3, "ID"))
+		} else if (cell_is(&c, "GPU") && next_cell(&look, &c2) && cell_is(&c2, "NUMA") &&
+			   next_cell(&look, &c3) && cell_is(&c3, "ID")) {
 			kind = AFF_GPU_NUMA;
-		else if (h->naff == 0 && !cell_is(&c, "GPU")) {
+		} else if (h->naff == 0 && (c.len < 3 || memcmp(c.p, "GPU", 3) != 0)) {
+			/* NIC0.., or the device names (mlx5_0..) older drivers print. */
 			h->nics++;
 			continue;
 		} else {
 			fail(ps, "unexpected header column \"%.*s\"", (int)c.len, c.p);
-			return -EINVAL;
+			goto out;
 		}
 		for (unsigned i = 0; i < h->naff; i++) {
 			if (h->aff[i] == kind) {
 				fail(ps, "header names an affinity column twice");
-				return -EINVAL;
+				goto out;
 			}
 		}
 		h->aff[h->naff] = kind;
 		h->aff_col[h->naff++] = c.col;
 		*line = look;
 	}
-	return 0;
+	ret = 0;
+out:
+	return ret;
 }
 
 /* The NUMA node in a GPU row's affinity cells <a> (<na> of them). With one cell
@@ -327,35 +341,50 @@ static int8_t row_numa(const struct header *h, const struct cell *a, unsigned na
 	return -1;
 }
 
+/* Name column <j> of the matrix for a message: "GPU3", or "NIC column 2". */
+static const char *column_name(const struct header *h, unsigned j, char *buf, size_t len)
+{
+	if (j < h->gpus)
+		snprintf(buf, len, "GPU%u", j);
+	else
+		snprintf(buf, len, "NIC column %u", j - h->gpus);
+	return buf;
+}
+
 /* Read row GPU<i>: its label, one level per GPU column with X on the diagonal,
  * one level per NIC column, then at most one cell per affinity heading. */
 static int parse_row(struct parser *ps, struct cursor *line, const struct header *h,
 		     unsigned i, struct matrix *m)
 {
-	struct cell c, aff[AFF_MAX];
+	struct cell c = { "", 0, 0 }, aff[AFF_MAX];
 	unsigned na = 0;
 	uint8_t level;
+	char col[32];
+	int ret = -EINVAL;
 
 	if (!next_cell(line, &c) || gpu_index(&c) != (int)i) {
 		fail(ps, "expected row GPU%u, found \"%.*s\"", i, (int)c.len, c.p);
-		return -EINVAL;
+		goto out;
 	}
 	for (unsigned j = 0; j < h->gpus + h->nics; j++) {
 		if (!next_cell(line, &c)) {
 			fail(ps, "row GPU%u has %u cells, the header has %u GPU and %u NIC columns",
 			     i, j, h->gpus, h->nics);
-			return -EINVAL;
+			goto out;
 		}
+		column_name(h, j, col, sizeof(col));
 		if (placement_link_parse(c.p, c.len, &level) != 0) {
-			fail(ps, "row GPU%u, column %u: unknown link level \"%.*s\"", i, j,
-			     (int)c.len, c.p);
-			return -EINVAL;
+			fail(ps, "row GPU%u, %s: unknown link level \"%.*s\"", i, col, (int)c.len,
+			     c.p);
+			goto out;
 		}
-		if ((level == PLACEMENT_LINK_NONE) != (j == i)) {
-			fail(ps, j == i ? "row GPU%u: its own cell is \"%.*s\", not X" :
-				 "row GPU%u, column %u: X off the diagonal", i,
-			     j == i ? (int)c.len : (int)j, j == i ? c.p : "");
-			return -EINVAL;
+		if (j == i && level != PLACEMENT_LINK_NONE) {
+			fail(ps, "row GPU%u: its own cell is \"%.*s\", not X", i, (int)c.len, c.p);
+			goto out;
+		}
+		if (j != i && level == PLACEMENT_LINK_NONE) {
+			fail(ps, "row GPU%u, %s: X off the diagonal", i, col);
+			goto out;
 		}
 		if (j < h->gpus)
 			m->link[i][j] = level;
@@ -363,12 +392,14 @@ static int parse_row(struct parser *ps, struct cursor *line, const struct header
 	while (next_cell(line, &c)) {
 		if (na == h->naff) {
 			fail(ps, "row GPU%u has more cells than the header has columns", i);
-			return -EINVAL;
+			goto out;
 		}
 		aff[na++] = c;
 	}
 	m->numa[i] = row_numa(h, aff, na);
-	return 0;
+	ret = 0;
+out:
+	return ret;
 }
 
 /* Skip blank lines; false at the end of the text. */
@@ -405,21 +436,18 @@ static int parse_matrix(struct parser *ps, struct matrix *m)
 		if (next_cell(&look, &c) && cell_is(&c, "GPU0"))
 			break;
 	}
-	ret = parse_header(ps, &line, &h);
-	if (ret < 0)
+	/* Every way out below but the last is a malformed text: ret stays -EINVAL. */
+	if (parse_header(ps, &line, &h) < 0)
 		goto out;
-	ret = -EINVAL;
 	m->n = h.gpus;
 	for (unsigned i = 0; i < h.gpus; i++) {
 		if (!next_nonblank(ps, &line) || is_legend(&line)) {
 			fail(ps, "the text ends after %u of %u GPU rows", i, h.gpus);
 			goto out;
 		}
-		ret = parse_row(ps, &line, &h, i, m);
-		if (ret < 0)
+		if (parse_row(ps, &line, &h, i, m) < 0)
 			goto out;
 	}
-	ret = -EINVAL;
 	/* NIC rows follow, then the legends; a further GPU row means the header
 	 * and the rows disagree about how many GPUs there are. */
 	while (next_nonblank(ps, &line) && !is_legend(&line)) {
@@ -457,6 +485,9 @@ int placement_topo_parse(const char *text, size_t len, struct placement_topo *ou
 	int ret;
 
 	memset(&m, 0, sizeof(m));
+	/* Devices past n are unknown too, as in placement_topo_unknown(), so that
+	 * equal matrices are equal structs whatever their source. */
+	memset(m.numa, -1, sizeof(m.numa));
 	ret = parse_matrix(&ps, &m);
 	if (ret < 0)
 		goto out;
