@@ -8,7 +8,11 @@ import sys
 out = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=100)
 if out.returncode != 0:
     sys.exit(f"benchmark exited {out.returncode}:\n{out.stderr}")
-rows = [l for l in out.stdout.splitlines() if l.startswith("| ") and not l.startswith("| measure")]
+lines = out.stdout.splitlines()
+# A table's header row is the one followed by its |---| separator.
+rows = [l for i, l in enumerate(lines)
+        if l.startswith("| ") and not l.startswith("| measure")
+        and not (i + 1 < len(lines) and lines[i + 1].startswith("|-"))]
 if len(rows) < 3:
     sys.exit(f"expected a table, got:\n{out.stdout}")
 for row in rows:
