@@ -914,7 +914,8 @@ int main(int argc, char **argv)
 		{ "plot-data", required_argument, NULL, 'D' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct placement_weights w = { .packing = 1, .topology = 2, .fragmentation = 1 };
+	/* troupe's defaults (src/extender/config.c). */
+	struct placement_weights w = { .packing = 6, .topology = 1, .fragmentation = 2 };
 	unsigned n_nodes = 64;
 	unsigned long pods = 50000;
 	unsigned long long seed = 1;

@@ -14,7 +14,7 @@
  *     gpu: [nvidia.com/gpu]
  *   scoring:
  *     policy: topology
- *     weights: {packing: 1, topology: 2, fragmentation: 1}
+ *     weights: {packing: 6, topology: 1, fragmentation: 2}
  *   api:                            # live API server only
  *     bind_timeout_seconds: 10
  *     page_size: 500
@@ -52,9 +52,12 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->cache.gpu_resources[0] = cfg->gpu_names[0];
 	cfg->cache.n_gpu_resources = 1;
 	snprintf(cfg->score_policy, sizeof(cfg->score_policy), "topology");
-	cfg->weights.packing = 1.0;
-	cfg->weights.topology = 2.0;
-	cfg->weights.fragmentation = 1.0;
+	/* Chosen with bench/sim_placement (docs/benchmarks.md): packing must
+	 * dominate or whole nodes run out; a little topology weight buys NVLink
+	 * sets; the island term keeps the big NVLink islands for big pods. */
+	cfg->weights.packing = 6.0;
+	cfg->weights.topology = 1.0;
+	cfg->weights.fragmentation = 2.0;
 	cfg->bind_timeout_s = 10;
 	cfg->informer.page_size = 500;
 	cfg->informer.watch_timeout_min_s = 300;

@@ -291,3 +291,58 @@ int placement_choose(struct placement_topo *t, uint64_t free_mask, unsigned k,
 	__atomic_store_n(&t->memo[slot], entry, __ATOMIC_RELAXED);
 	return ret;
 }
+
+/* ---- NVLink islands --------------------------------------------------------- */
+
+/* Bron-Kerbosch with pivoting: the size of the largest clique that extends a
+ * clique of <size> devices with some of <cand>, given the devices <excl> already
+ * tried. <best> prunes branches that cannot beat it. */
+static unsigned largest_clique(const uint64_t *adj, unsigned size, uint64_t cand, uint64_t excl,
+			       unsigned best)
+{
+	uint64_t pivot_nbrs = 0, rest;
+	unsigned most = 0;
+
+	if (!cand && !excl)
+		return size > best ? size : best;
+	if (size + (unsigned)__builtin_popcountll(cand) <= best)
+		return best;
+	/* Pivot on the vertex with the most neighbours among the candidates. */
+	for (uint64_t m = cand | excl; m; m &= m - 1) {
+		unsigned u = (unsigned)__builtin_ctzll(m);
+		unsigned d = (unsigned)__builtin_popcountll(cand & adj[u]);
+
+		if (d >= most) {
+			most = d;
+			pivot_nbrs = adj[u];
+		}
+	}
+	for (rest = cand & ~pivot_nbrs; rest; rest &= rest - 1) {
+		uint64_t v = rest & -rest;
+		unsigned i = (unsigned)__builtin_ctzll(v);
+
+		best = largest_clique(adj, size + 1, cand & adj[i], excl & adj[i], best);
+		cand &= ~v;
+		excl |= v;
+	}
+	return best;
+}
+
+unsigned placement_largest_island(const struct placement_topo *t, uint64_t mask)
+{
+	uint64_t adj[PLACEMENT_TOPO_MAX] = { 0 };
+
+	if (!mask)
+		return 0;
+	for (uint64_t a = mask; a; a &= a - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(a);
+
+		for (uint64_t b = mask; b; b &= b - 1) {
+			unsigned j = (unsigned)__builtin_ctzll(b);
+
+			if (i != j && placement_link_is_nvlink(t->link[i][j]))
+				adj[i] |= 1ULL << j;
+		}
+	}
+	return largest_clique(adj, 0, mask, 0, 1);
+}

@@ -4,9 +4,14 @@
  *   topology       quality of the best set this node can give the pod now
  *                  (placement_set_quality: NVLink near 1, PCIe lower, across
  *                  sockets lowest; one GPU is always 1);
- *   fragmentation  the share of the free devices' connectivity that is left
- *                  after the pod takes its set: 1 when the choice breaks no
- *                  NVLink island, lower when it splits one;
+ *   fragmentation  how much of the node's largest free NVLink island the pod
+ *                  eats: 1 - (island before - island after) / devices, where
+ *                  the island is the largest set of free devices that are all
+ *                  pairwise NVLinked. A pod that fits into a small island, or
+ *                  lands where there is none to break, scores 1; a pair cut
+ *                  out of an empty NVSwitch board scores 0.75. Best-fit into
+ *                  the smallest island keeps the large ones for large jobs
+ *                  (bench/sim_placement measures this against baselines);
  *   packing        GPU utilisation after placement (as binpack).
  *
  * kube-scheduler multiplies the result by the extender's weight x 10, so a
@@ -50,12 +55,10 @@ static unsigned topology_score(const struct placement_weights *w,
 	sum += w->packing * placement__packing(view, &req->demand);
 	sum += w->topology * placement_set_quality(&c, k, t && t->known);
 	if (t && t->known) {
-		struct placement_choice before;
+		unsigned before = placement_largest_island(t, free_mask);
+		unsigned after = placement_largest_island(t, free_mask & ~c.set);
 
-		/* Connectivity among the free devices before and after. */
-		placement_measure(t, 0, free_mask, &before);
-		sum += w->fragmentation * (before.leftover ? (double)c.leftover / before.leftover
-							   : 1.0);
+		sum += w->fragmentation * (1.0 - (double)(before - after) / t->n);
 	} else {
 		sum += w->fragmentation;        /* nothing known to fragment */
 	}

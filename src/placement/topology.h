@@ -120,6 +120,11 @@ int placement_choose_exact(const struct placement_topo *t, uint64_t free_mask, u
 void placement_measure(const struct placement_topo *t, uint64_t set, uint64_t free_mask,
 		       struct placement_choice *out);
 
+/* The size of the largest subset of <mask> whose devices are all pairwise
+ * NVLinked (1 for a lone device, 0 for an empty mask). Exact (Bron-Kerbosch
+ * with pivoting over the NVLink graph; microseconds for real boards). */
+unsigned placement_largest_island(const struct placement_topo *t, uint64_t mask);
+
 /* The bandwidth weight of a level, for scores: 0 for NONE, growing with level. */
 uint32_t placement_link_weight(uint8_t level);
 

@@ -935,9 +935,9 @@ static void assert_config_defaults(const struct ext_config *c)
 	assert_int_equal(c->cache.n_gpu_resources, 1);
 	assert_string_equal(c->cache.gpu_resources[0], "nvidia.com/gpu");
 	assert_string_equal(c->score_policy, "topology");
-	assert_true(c->weights.packing == 1.0);
-	assert_true(c->weights.topology == 2.0);
-	assert_true(c->weights.fragmentation == 1.0);
+	assert_true(c->weights.packing == 6.0);
+	assert_true(c->weights.topology == 1.0);
+	assert_true(c->weights.fragmentation == 2.0);
 	assert_int_equal(ext_config_validate(c, err, sizeof(err)), 0);
 }
 

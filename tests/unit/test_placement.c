@@ -1667,9 +1667,50 @@ static void test_placement_choose_memo_is_safe_across_threads(void **state)
 	free(t);
 }
 
+/* The largest all-NVLink island equals a brute-force maximum clique. */
+static void test_placement_largest_island_matches_brute_force(void **state)
+{
+	struct placement_topo *t = malloc(sizeof(*t));
+	unsigned seed = 4242, nonzero = 0;
+
+	(void)state;
+	assert_non_null(t);
+	for (unsigned round = 0; round < 200; round++) {
+		unsigned n = 1 + (unsigned)rand_r(&seed) % 10;
+		uint64_t all = (1ULL << n) - 1;
+
+		random_topo(t, n, &seed);
+		for (unsigned q = 0; q < 10; q++) {
+			uint64_t mask = (uint64_t)rand_r(&seed) & all;
+			unsigned want = 0;
+
+			for (uint64_t sub = mask;; sub = (sub - 1) & mask) {
+				bool clique = true;
+
+				for (unsigned i = 0; i < n && clique; i++)
+					for (unsigned j = i + 1; j < n && clique; j++)
+						if ((sub >> i & 1) && (sub >> j & 1) &&
+						    !placement_link_is_nvlink(t->link[i][j]))
+							clique = false;
+				if (clique && (unsigned)__builtin_popcountll(sub) > want)
+					want = (unsigned)__builtin_popcountll(sub);
+				if (!sub)
+					break;
+			}
+			if (placement_largest_island(t, mask) != want)
+				fail_msg("n=%u mask=%#llx: island %u, brute force %u", n,
+					 (unsigned long long)mask, placement_largest_island(t, mask), want);
+			nonzero += want > 1;
+		}
+	}
+	assert_true(nonzero > 100);
+	free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_placement_largest_island_matches_brute_force),
 		cmocka_unit_test(test_placement_choose_matches_brute_force),
 		cmocka_unit_test(test_placement_choose_memo_agrees_with_direct),
 		cmocka_unit_test(test_placement_choose_memo_is_safe_across_threads),
