@@ -73,6 +73,8 @@ struct cache_node {
 	bool unschedulable;             /* spec.unschedulable (cordoned) */
 	uint64_t unhealthy;             /* devices named by annotation troupe.io/gpu-unhealthy */
 	const char *topology_text;      /* annotation troupe.io/gpu-topology, or NULL */
+	const char *gpu_uuids;          /* annotation troupe.io/gpu-uuids ("GPU-a,GPU-b,..."
+					 * by device index), or NULL */
 	const void *derived;            /* cache_opts.node_derive's result, or NULL */
 	uint16_t n_labels;
 	uint16_t n_taints;
@@ -146,6 +148,11 @@ void cache_pod_free(struct cache_pod *pod);
  * message a user can act on in <err>. */
 int cache_demand_compute(const cJSON *spec, const struct cache_opts *opts,
 			 struct cache_demand *out, char *err, size_t errlen);
+
+/* Write the UUIDs of the devices in <mask>, comma-separated, from the node's
+ * troupe.io/gpu-uuids list into <buf>. Returns false (and writes "") when the
+ * node has no such list or it does not name every device of <mask>. */
+bool cache_node_uuids(const struct cache_node *node, uint64_t mask, char *buf, size_t len);
 
 /* Parse "0,3,5" into a device mask. Returns 0 or -EINVAL. */
 int cache_devices_parse(const char *s, uint64_t *mask);

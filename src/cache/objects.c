@@ -109,6 +109,7 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 	const cJSON *alloc = json_obj(status, "allocatable");
 	const cJSON *cap = json_obj(status, "capacity");
 	const char *name = json_str(meta, "name");
+	const char *uuids = json_str(json_obj(meta, "annotations"), "troupe.io/gpu-uuids");
 	const cJSON *it;
 	struct cache_node *n = NULL;
 	struct cache_kv *kv;
@@ -120,7 +121,9 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 		snprintf(err, errlen, "node has no valid metadata.name");
 		return NULL;
 	}
-	size = sizeof(*n) + str_size(name) + 16;
+	if (uuids && strlen(uuids) > 64 * 64)
+		uuids = NULL;
+	size = sizeof(*n) + str_size(name) + str_size(uuids) + 16;
 	cJSON_ArrayForEach(it, labels) {
 		if (!cJSON_IsString(it) || !it->string)
 			continue;
@@ -146,6 +149,7 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 	kv = blk_take(&b, nl * sizeof(*kv), _Alignof(struct cache_kv));
 	tt = blk_take(&b, nt * sizeof(*tt), _Alignof(struct cache_taint));
 	n->name = blk_str(&b, name);
+	n->gpu_uuids = blk_str(&b, uuids);
 	nl = 0;
 	cJSON_ArrayForEach(it, labels) {
 		if (!cJSON_IsString(it) || !it->string)
@@ -407,6 +411,43 @@ int cache_demand_compute(const cJSON *spec, const struct cache_opts *opts,
 }
 
 /* ---- Devices ---------------------------------------------------------- */
+
+bool cache_node_uuids(const struct cache_node *node, uint64_t mask, char *buf, size_t len)
+{
+	const char *p = node->gpu_uuids;
+	size_t at = 0;
+	unsigned idx = 0;
+
+	if (len)
+		buf[0] = '\0';
+	if (!p || !*p || !mask)
+		return false;
+	while (*p && mask) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+
+		if (idx < 64 && (mask & (1ULL << idx))) {
+			if (n == 0 || at + n + 2 > len)
+				goto fail;
+			if (at)
+				buf[at++] = ',';
+			memcpy(buf + at, p, n);
+			at += n;
+			buf[at] = '\0';
+			mask &= ~(1ULL << idx);
+		}
+		idx++;
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	if (!mask)
+		return true;
+fail:
+	if (len)
+		buf[0] = '\0';
+	return false;
+}
 
 int cache_devices_parse(const char *s, uint64_t *mask)
 {

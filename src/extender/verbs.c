@@ -320,6 +320,7 @@ struct bind_pending {
 	char name[254];
 	char node[254];
 	char ids[256];
+	char ann[3072];                 /* the Binding's annotations, JSON */
 };
 
 /* The API server answered (binder thread): keep or roll back the assumption,
@@ -348,11 +349,11 @@ static void bind_posted(void *arg, int result, const char *msg)
  * when the reply is complete now (the post could not even be queued). */
 static bool bind_post(const struct ext_service *svc, const struct cache_pod_info *info,
 		      const char *uid, const char *node, const char *ids, const char *link,
-		      struct ext_reply *r, const struct ext_async *async)
+		      const char *uuids, struct ext_reply *r, const struct ext_async *async)
 {
 	struct bind_pending *p = calloc(1, sizeof(*p));
 	struct cache_binding b;
-	char ann[320];
+	struct strbuf ann = STRBUF_INIT;
 	int ret;
 
 	if (!p) {
@@ -370,12 +371,20 @@ static bool bind_post(const struct ext_service *svc, const struct cache_pod_info
 	snprintf(p->ids, sizeof(p->ids), "%s", ids);
 	/* The API server copies the Binding's annotations onto the pod: after a
 	 * restart, the watch tells troupe exactly which devices the pod holds. */
-	if (link[0])
-		snprintf(ann, sizeof(ann), "{\"troupe.io/gpu-ids\":\"%s\",\"troupe.io/gpu-link\":\"%s\"}",
-			 ids, link);
-	else
-		snprintf(ann, sizeof(ann), "{\"troupe.io/gpu-ids\":\"%s\"}", ids);
-	b = (struct cache_binding){ info->ns, info->name, uid, node, ids[0] ? ann : NULL };
+	strbuf_puts(&ann, "{\"troupe.io/gpu-ids\":");
+	strbuf_put_json_str(&ann, ids, strlen(ids));
+	if (link[0]) {
+		strbuf_puts(&ann, ",\"troupe.io/gpu-link\":");
+		strbuf_put_json_str(&ann, link, strlen(link));
+	}
+	if (uuids[0]) {
+		strbuf_puts(&ann, ",\"troupe.io/gpu-uuids\":");
+		strbuf_put_json_str(&ann, uuids, strlen(uuids));
+	}
+	strbuf_putc(&ann, '}');
+	snprintf(p->ann, sizeof(p->ann), "%s", ann.buf ? ann.buf : "{}");
+	strbuf_fini(&ann);
+	b = (struct cache_binding){ info->ns, info->name, uid, node, ids[0] ? p->ann : NULL };
 	ret = cache_binder_submit(svc->binder, &b, bind_posted, p);
 	if (ret < 0) {
 		cache_pod_forget(svc->cache, uid);
@@ -393,7 +402,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	struct ext_bind_args b;
 	struct cache_pod_info info;
 	struct cache_node_view v;
-	char err[256] = "", ids[256], link[16] = "";
+	char err[256] = "", ids[256], link[16] = "", uuids[2048] = "";
 	struct placement_request req = { 0 };
 	uint64_t devices = 0;
 	int ret = -EAGAIN;
@@ -464,6 +473,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 			/* The worst link is worth recording only where it is known. */
 			if (info.demand.gpus >= 2 && placement_node_topo(v.node))
 				placement_link_name(choice.worst, link, sizeof(link));
+			cache_node_uuids(v.node, devices, uuids, sizeof(uuids));
 		}
 		cache_read_end(svc->cache);
 		if (ret == 0)
@@ -475,7 +485,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	switch (ret) {
 	case 0:
 		if (svc->binder && async) {
-			complete = bind_post(svc, &info, b.pod_uid, b.node, ids, link, r, async);
+			complete = bind_post(svc, &info, b.pod_uid, b.node, ids, link, uuids, r, async);
 			break;
 		}
 		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s]%s%s", info.ns,

@@ -45,7 +45,9 @@ class TopologyTest(unittest.TestCase):
         self.srv = FakeAPIServer()
         self.srv.start()
         self.addCleanup(self.srv.stop)
-        self.srv.create("nodes", annotated("bridged", BRIDGED))
+        bridged = annotated("bridged", BRIDGED)
+        bridged["metadata"]["annotations"]["troupe.io/gpu-uuids"] = "GPU-aa,GPU-bb,GPU-cc,GPU-dd"
+        self.srv.create("nodes", bridged)
         self.srv.create("nodes", labelled("dgx1", "Tesla-V100-SXM2-16GB"))
         self.srv.create("nodes", node("plain", 4))
         self.srv.create("nodes", annotated("garbled", "this is not nvidia-smi output"))
@@ -74,6 +76,7 @@ class TopologyTest(unittest.TestCase):
         self.assertIn("topology is unknown", f["FailedAndUnresolvableNodes"]["garbled"])
         ann = self.bind(pod, "bridged")
         self.assertEqual((ann["troupe.io/gpu-ids"], ann["troupe.io/gpu-link"]), ("0,2", "NV4"))
+        self.assertEqual(ann["troupe.io/gpu-uuids"], "GPU-aa,GPU-cc")
         # The other bridge is still free for the next pair; after that, none.
         pod2 = self.srv.create("pods", with_policy(pending_pod("pair2", 2), "required"))
         self.assertEqual(self.filter(pod2, ["bridged"])["NodeNames"], ["bridged"])

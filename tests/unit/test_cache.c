@@ -3933,9 +3933,52 @@ static void test_cache_api_from_kubeconfig_insecure_skip_tls_verify(void **state
 #define CACHE_TEST(f) cmocka_unit_test_setup_teardown(f, cache_setup, cache_teardown)
 #define API_TEST(f) cmocka_unit_test_setup_teardown(f, api_setup, api_teardown)
 
+/* troupe.io/gpu-uuids maps device indices to UUIDs; every device asked for must
+ * be named, else nothing is written. */
+static void test_cache_node_uuids_by_index(void **state)
+{
+	static const struct {
+		const char *list;
+		uint64_t mask;
+		bool ok;
+		const char *want;
+	} cases[] = {
+		{ "GPU-a,GPU-b,GPU-c,GPU-d", 0x5, true, "GPU-a,GPU-c" },
+		{ "GPU-a,GPU-b,GPU-c,GPU-d", 0x8, true, "GPU-d" },
+		{ "GPU-a,GPU-b", 0x4, false, "" },              /* index 2 not listed */
+		{ "GPU-a,,GPU-c", 0x2, false, "" },             /* empty entry */
+		{ NULL, 0x1, false, "" },
+		{ "GPU-a", 0, false, "" },
+	};
+	struct cache_opts opts = { .gpu_resources = { "nvidia.com/gpu" }, .n_gpu_resources = 1 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char json[512], err[CACHE_ERR_LEN], buf[256];
+		struct cache_node *n;
+		cJSON *o;
+		bool ok;
+
+		if (cases[i].list)
+			snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"n\",\"annotations\":"
+				 "{\"troupe.io/gpu-uuids\":\"%s\"}}}", cases[i].list);
+		else
+			snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"n\"}}");
+		o = cJSON_Parse(json);
+		n = cache_node_parse(o, &opts, err, sizeof(err));
+		assert_non_null(n);
+		ok = cache_node_uuids(n, cases[i].mask, buf, sizeof(buf));
+		if (ok != cases[i].ok || strcmp(buf, cases[i].want) != 0)
+			fail_msg("case %zu: ok=%d buf=\"%s\"", i, ok, buf);
+		cache_node_free(n);
+		cJSON_Delete(o);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cache_node_uuids_by_index),
 		cmocka_unit_test(test_cache_node_parse_gpu_capacity_and_allocatable),
 		cmocka_unit_test(test_cache_node_parse_picks_first_advertised_resource),
 		cmocka_unit_test(test_cache_node_parse_cpu_and_memory_are_allocatable),
