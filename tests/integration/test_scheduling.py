@@ -102,9 +102,15 @@ class SchedulingTest(unittest.TestCase):
             names = [n for n in self.nodes if n.startswith("gpu-")]
             results, lock = [], threading.Lock()
 
+            barrier = threading.Barrier(8)
+
             def worker(w):
+                # Filter a batch first, bind it only after every worker has
+                # filtered: every answer is stale by then, and together they
+                # ask for far more than is free.
                 rng = random.Random(w)
                 conn = troupe.connect()
+                planned = []
                 for i in range(25):
                     uid = f"uid-race-{w}-{i}"
                     gpus = rng.choice([1, 2, 4])
@@ -112,9 +118,10 @@ class SchedulingTest(unittest.TestCase):
                     conn.request("POST", "/filter", json.dumps(
                         {"Pod": pod, "Nodes": None, "NodeNames": names}))
                     fit = json.loads(conn.getresponse().read())["NodeNames"]
-                    if not fit:
-                        continue
-                    node = rng.choice(fit)
+                    if fit:
+                        planned.append((pod, uid, gpus, rng.choice(fit)))
+                barrier.wait()
+                for pod, uid, gpus, node in planned:
                     conn.request("POST", "/bind", json.dumps(
                         {"PodName": pod["metadata"]["name"], "PodNamespace": "race",
                          "PodUID": uid, "Node": node}))
