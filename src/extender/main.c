@@ -54,7 +54,8 @@ static void usage(FILE *out)
 		"  --version            print the version and exit\n"
 		"\n"
 		"Endpoints: POST /filter /prioritize /bind /preempt; GET /healthz /readyz\n"
-		"/version /debug/state. Docs: docs/operations.md and docs/configuration.md.\n");
+		"/version /metrics /debug/state /debug/cache. Docs: docs/operations.md and\n"
+		"docs/configuration.md.\n");
 }
 
 /* Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or settings. */
@@ -79,6 +80,7 @@ int main(int argc, char **argv)
 	struct cache_informer *informer = NULL;
 	struct cache_binder *binder = NULL;
 	struct placement_registry *registry = NULL;
+	static struct ext_counters counters;
 	char source[600];
 	int sources;
 	struct ext_config cfg;
@@ -211,6 +213,8 @@ int main(int argc, char **argv)
 	svc.source = source;
 	svc.binder = binder;
 	svc.informer = informer;
+	svc.registry = registry;
+	svc.counters = &counters;
 	server = ext_server_start(&svc, err, sizeof(err));
 	if (!server) {
 		log_error("main", "%s", err);

@@ -45,6 +45,7 @@ struct request {
 	/* A bind answered later: the connection is suspended (no worker thread
 	 * waits) until the binder completes <reply> and resumes it. */
 	struct MHD_Connection *conn;
+	struct ext_counters *counters;
 	struct ext_reply reply;
 	bool pending;                   /* worker threads only */
 	pthread_mutex_t lock;
@@ -63,6 +64,7 @@ enum route {
 	R_VERSION,
 	R_DEBUG_STATE,
 	R_DEBUG_CACHE,
+	R_METRICS,
 };
 
 static const struct {
@@ -79,6 +81,7 @@ static const struct {
 	{ "/version", R_VERSION, false },
 	{ "/debug/state", R_DEBUG_STATE, false },
 	{ "/debug/cache", R_DEBUG_CACHE, false },
+	{ "/metrics", R_METRICS, false },
 };
 
 /* Normalise <url> into <out>: collapse "//", drop a trailing "/", strip the
@@ -99,6 +102,17 @@ static void normalise_path(const char *url, const char *prefix, char *out, size_
 		plen--;
 	if (plen > 1 && strncmp(out, prefix, plen) == 0 && (out[plen] == '/' || !out[plen]))
 		memmove(out, out + plen, n - plen + 1);
+}
+
+static enum ext_counter_verb counter_of(enum route route)
+{
+	switch (route) {
+	case R_FILTER: return EXT_C_FILTER;
+	case R_PRIORITIZE: return EXT_C_PRIORITIZE;
+	case R_BIND: return EXT_C_BIND;
+	case R_PREEMPT: return EXT_C_PREEMPT;
+	default: return EXT_C_OTHER;
+	}
 }
 
 static enum MHD_Result send_reply(struct MHD_Connection *conn, unsigned status,
@@ -122,7 +136,9 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, unsigned status,
 		free(buf);
 		return MHD_NO;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				len && buf[0] == '#' ? "text/plain; version=0.0.4"
+						     : "application/json");
 	if (allow)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
 	ret = MHD_queue_response(conn, status, resp);
@@ -173,6 +189,9 @@ static void handle_get(const struct ext_service *svc, enum route route, struct e
 	case R_DEBUG_CACHE:
 		ext_debug_cache(svc, r);
 		break;
+	case R_METRICS:
+		ext_metrics(svc, r);
+		break;
 	default:
 		break;
 	}
@@ -198,6 +217,7 @@ static enum MHD_Result send_pending(struct MHD_Connection *conn, struct request 
 	enum MHD_Result ret;
 
 	rq->pending = false;
+	ext_count(rq->counters, EXT_C_BIND, rq->reply.error || rq->reply.status != 200);
 	log_debug("http", "POST %s -> %u (%zu bytes in, %zu out, %.0f us, answered later)", path,
 		  rq->reply.status, rq->body.len, rq->reply.body.len,
 		  (double)(util_now_ns() - rq->started_ns) / 1e3);
@@ -215,6 +235,7 @@ static enum MHD_Result start_bind(struct MHD_Connection *conn, const struct ext_
 
 	ext_reply_init(&rq->reply);
 	rq->conn = conn;
+	rq->counters = svc->counters;
 	rq->pending = true;
 	if (ext_bind(svc, rq->body.buf, rq->body.len, &rq->reply, &async))
 		return send_pending(conn, rq, path);
@@ -327,6 +348,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		handle_get(svc, route, &reply);
 		break;
 	}
+	ext_count(svc->counters, counter_of(route), reply.error || reply.status != 200);
 	log_debug("http", "%s %s -> %u (%zu bytes in, %zu out, %.0f us)", method, path,
 		  reply.status, rq->body.len, reply.body.len,
 		  (double)(util_now_ns() - rq->started_ns) / 1e3);

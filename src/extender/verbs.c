@@ -27,6 +27,7 @@ enum { BIND_ATTEMPTS = 16 };
 void ext_reply_init(struct ext_reply *r)
 {
 	r->status = 200;
+	r->error = false;
 	strbuf_init(&r->body);
 }
 
@@ -47,6 +48,7 @@ static void reply_error(struct ext_reply *r, unsigned status, const char *fmt, .
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	r->status = status;
+	r->error = true;
 	strbuf_fini(&r->body);
 	ext_encode_error(&r->body, msg);
 }
@@ -234,6 +236,9 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 	log_debug("extender", "filter: pod %s/%s: %zu nodes -> %zu fit, %zu failed, %zu "
 		  "unresolvable in %.0f us", pod->ns, pod->name, a.n_nodes, fc.out.n_pass,
 		  fc.out.n_failed, fc.out.n_unresolvable, (double)(util_now_ns() - t0) / 1e3);
+	if (svc->counters)
+		__atomic_add_fetch(&svc->counters->filter_ns_total, util_now_ns() - t0,
+				   __ATOMIC_RELAXED);
 	/* Remember the pod so that bind knows its demand; the cache owns it then. */
 	if (pod->demand.gpus > 0) {
 		if (cache_pod_remember(svc->cache, pod) < 0)
@@ -708,4 +713,86 @@ void ext_debug_cache(const struct ext_service *svc, struct ext_reply *r)
 	dc.n = 0;
 	cache_podgroup_foreach(svc->cache, debug_group, &dc);
 	strbuf_puts(&r->body, "]}");
+}
+
+/* ---- metrics --------------------------------------------------------------- */
+
+void ext_count(struct ext_counters *c, enum ext_counter_verb verb, bool error)
+{
+	if (!c)
+		return;
+	__atomic_add_fetch(&c->requests[verb], 1, __ATOMIC_RELAXED);
+	if (error)
+		__atomic_add_fetch(&c->errors[verb], 1, __ATOMIC_RELAXED);
+}
+
+static void metric(struct strbuf *sb, const char *name, const char *type, const char *help,
+		   unsigned long long v)
+{
+	strbuf_printf(sb, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name, v);
+}
+
+void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
+{
+	static const char *const verbs[EXT_C_VERBS] = { "filter", "prioritize", "bind", "preempt",
+							"other" };
+	struct strbuf *sb = &r->body;
+	struct cache_stats st;
+
+	cache_get_stats(svc->cache, &st);
+	metric(sb, "troupe_synced", "gauge", "1 once every initial list is applied",
+	       cache_is_synced(svc->cache));
+	metric(sb, "troupe_nodes", "gauge", "Nodes in the cache", st.nodes);
+	metric(sb, "troupe_pods", "gauge", "Pods in the cache", st.pods);
+	metric(sb, "troupe_pods_holding_gpus", "gauge", "Pods holding GPUs", st.pods_holding);
+	metric(sb, "troupe_pod_groups", "gauge", "PodGroups in the cache", st.podgroups);
+	metric(sb, "troupe_gpus_allocatable", "gauge", "Allocatable GPUs of known nodes",
+	       st.gpus_allocatable);
+	metric(sb, "troupe_gpus_held", "gauge", "GPUs held by bound or assumed pods",
+	       st.gpus_held);
+	if (svc->counters) {
+		struct ext_counters *c = svc->counters;
+
+		strbuf_puts(sb, "# HELP troupe_requests_total Requests answered, by verb\n"
+				"# TYPE troupe_requests_total counter\n");
+		for (int i = 0; i < EXT_C_VERBS; i++)
+			strbuf_printf(sb, "troupe_requests_total{verb=\"%s\"} %llu\n", verbs[i],
+				      (unsigned long long)__atomic_load_n(&c->requests[i],
+									   __ATOMIC_RELAXED));
+		strbuf_puts(sb, "# HELP troupe_request_errors_total Requests answered with an error\n"
+				"# TYPE troupe_request_errors_total counter\n");
+		for (int i = 0; i < EXT_C_VERBS; i++)
+			strbuf_printf(sb, "troupe_request_errors_total{verb=\"%s\"} %llu\n", verbs[i],
+				      (unsigned long long)__atomic_load_n(&c->errors[i],
+									   __ATOMIC_RELAXED));
+		strbuf_printf(sb, "# HELP troupe_filter_seconds_total Server-side time in filter "
+			      "(divided by the filter count: the mean)\n"
+			      "# TYPE troupe_filter_seconds_total counter\n"
+			      "troupe_filter_seconds_total %.6f\n",
+			      __atomic_load_n(&c->filter_ns_total, __ATOMIC_RELAXED) / 1e9);
+	}
+	if (svc->informer) {
+		struct cache_informer_stats is;
+
+		cache_informer_get_stats(svc->informer, &is);
+		metric(sb, "troupe_watch_events_total", "counter", "Watch events applied", is.events);
+		metric(sb, "troupe_lists_total", "counter", "Full lists completed", is.lists);
+		metric(sb, "troupe_relists_total", "counter",
+		       "Lists caused by an expired resourceVersion (410)", is.relists);
+		metric(sb, "troupe_watch_restarts_total", "counter", "Watches re-opened",
+		       is.watch_restarts);
+		metric(sb, "troupe_api_errors_total", "counter",
+		       "Failed API requests (connection, 429, 5xx, ...)", is.errors);
+		metric(sb, "troupe_partial_events_total", "counter",
+		       "Cut watch events discarded", is.partial_lines);
+	}
+	if (svc->registry) {
+		uint64_t classes, bad;
+
+		placement_registry_stats(svc->registry, &classes, &bad);
+		metric(sb, "troupe_topology_classes", "gauge", "Distinct GPU topologies in use",
+		       classes);
+		metric(sb, "troupe_topology_parse_errors_total", "counter",
+		       "Node troupe.io/gpu-topology annotations that could not be read", bad);
+	}
 }

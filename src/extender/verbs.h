@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cache/api.h"
 #include "cache/cache.h"
@@ -23,7 +24,21 @@ struct ext_service {
 	const char *source;             /* where the cluster state comes from, for logs */
 	struct cache_binder *binder;    /* posts bindings; NULL in snapshot mode */
 	struct cache_informer *informer;        /* NULL in snapshot mode */
+	struct placement_registry *registry;    /* topology classes; may be NULL */
+	struct ext_counters *counters;          /* request counters for /metrics; may be NULL */
 };
+
+/* Counters the server and the verbs bump (relaxed atomics) and /metrics reads. */
+enum ext_counter_verb { EXT_C_FILTER, EXT_C_PRIORITIZE, EXT_C_BIND, EXT_C_PREEMPT, EXT_C_OTHER,
+			EXT_C_VERBS };
+struct ext_counters {
+	uint64_t requests[EXT_C_VERBS];
+	uint64_t errors[EXT_C_VERBS];   /* non-200 answers, or 200 with an Error */
+	uint64_t filter_ns_total;       /* server-side time in filter, summed */
+};
+
+/* Count one answered request of <verb>. Thread: any. */
+void ext_count(struct ext_counters *c, enum ext_counter_verb verb, bool error);
 
 /* How a verb answered later tells its caller: <done>(<ctx>) runs, on another
  * thread, once the reply is complete. */
@@ -35,6 +50,7 @@ struct ext_async {
 struct ext_reply {
 	unsigned status;                /* HTTP status */
 	struct strbuf body;             /* JSON */
+	bool error;                     /* the answer carries an Error */
 };
 
 void ext_reply_init(struct ext_reply *r);
@@ -53,6 +69,8 @@ void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
 		 struct ext_reply *r);
 /* GET /debug/state: nodes, their GPU usage, pod counts, informer counters. */
 void ext_debug_state(const struct ext_service *svc, struct ext_reply *r);
+/* GET /metrics: Prometheus text exposition (version 0.0.4). */
+void ext_metrics(const struct ext_service *svc, struct ext_reply *r);
 /* GET /debug/cache: every node name, pod (with what it holds) and pod group
  * troupe knows, to compare with the API server. */
 void ext_debug_cache(const struct ext_service *svc, struct ext_reply *r);

@@ -115,6 +115,29 @@ class EndpointTest(unittest.TestCase):
             s.close()
         self.assertEqual(self.troupe.request("GET", "/healthz")[0], 200)
 
+    def test_metrics_count_requests_and_errors(self):
+        def value(text, name):
+            for line in text.splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[-1])
+            raise AssertionError(f"{name} missing from /metrics")
+
+        s, h, before = self.troupe.request("GET", "/metrics")
+        self.assertEqual((s, h["Content-Type"]), (200, "text/plain; version=0.0.4"))
+        self.troupe.request("POST", "/filter", FILTER)
+        self.troupe.request("POST", "/filter", "{")
+        s, _, after = self.troupe.request("GET", "/metrics")
+        self.assertEqual(value(after, 'troupe_requests_total{verb="filter"}') -
+                         value(before, 'troupe_requests_total{verb="filter"}'), 2)
+        self.assertEqual(value(after, 'troupe_request_errors_total{verb="filter"}') -
+                         value(before, 'troupe_request_errors_total{verb="filter"}'), 1)
+        self.assertEqual(value(after, "troupe_nodes"), 8)
+        self.assertGreater(value(after, "troupe_filter_seconds_total"), 0)
+        # Every sample line is "name{labels} number" after its HELP and TYPE.
+        for line in after.splitlines():
+            if not line.startswith("#"):
+                self.assertRegex(line, r'^troupe_[a-z_]+(\{[a-z]+="[a-z]+"\})? [0-9.]+$')
+
     def test_preempt_passes_victims_through(self):
         s, _, body = self.troupe.request("POST", "/preempt", {
             "Pod": POD4, "NodeNameToVictims": None,

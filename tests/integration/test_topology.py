@@ -83,6 +83,10 @@ class TopologyTest(unittest.TestCase):
         self.assertEqual(self.bind(pod2, "bridged")["troupe.io/gpu-ids"], "1,3")
         assert_converges(self, self.t, self.srv)
         self.assertIn("is not nvidia-smi topo -m output", self.t.log())
+        # ... and a metric says so.
+        s, h, text = self.t.request("GET", "/metrics")
+        self.assertIn("troupe_topology_parse_errors_total 1\n", text)
+        self.assertIn("troupe_topology_classes 2\n", text)    # bridged box, DGX-1 profile
 
     def test_required_set_that_no_node_can_offer_is_unresolvable(self):
         pod = self.srv.create("pods", with_policy(pending_pod("quad", 4), "required"))
