@@ -7,6 +7,9 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gang/gang.h"
@@ -184,9 +187,224 @@ static void test_gang_pod_group_short_buffer_stays_terminated(void **state)
 	cJSON_Delete(pod);
 }
 
+/* ---- The whole-gang planner -------------------------------------------------- */
+
+static const struct cache_opts gpu_opts = { .gpu_resources = { "nvidia.com/gpu" },
+					    .n_gpu_resources = 1 };
+
+/* A cluster of test nodes: names, GPU counts, rack/spine labels, usage. */
+struct cluster {
+	unsigned n;
+	struct cache_node *nodes[64];
+	struct cache_node_view views[64];
+};
+
+static void add_node(struct cluster *c, const char *name, unsigned gpus, const char *spine,
+		     const char *block, uint64_t used, bool ready)
+{
+	char json[1024], labels[512] = "", err[CACHE_ERR_LEN];
+	cJSON *o;
+
+	if (spine)
+		snprintf(labels + strlen(labels), sizeof(labels) - strlen(labels),
+			 "%s\"network.topology.nvidia.com/spine\":\"%s\"", labels[0] ? "," : "", spine);
+	if (block)
+		snprintf(labels + strlen(labels), sizeof(labels) - strlen(labels),
+			 "%s\"network.topology.nvidia.com/block\":\"%s\"", labels[0] ? "," : "", block);
+	snprintf(json, sizeof(json),
+		 "{\"metadata\":{\"name\":\"%s\",\"labels\":{%s}},\"status\":{\"allocatable\":"
+		 "{\"nvidia.com/gpu\":\"%u\"},\"capacity\":{\"nvidia.com/gpu\":\"%u\"},"
+		 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}]}}",
+		 name, labels, gpus, gpus, ready ? "True" : "False");
+	o = cJSON_Parse(json);
+	assert_non_null(o);
+	c->nodes[c->n] = cache_node_parse(o, &gpu_opts, err, sizeof(err));
+	assert_non_null(c->nodes[c->n]);
+	cJSON_Delete(o);
+	c->views[c->n] = (struct cache_node_view){ c->nodes[c->n], used, 0 };
+	c->n++;
+}
+
+static void cluster_free(struct cluster *c)
+{
+	for (unsigned i = 0; i < c->n; i++)
+		cache_node_free(c->nodes[i]);
+}
+
+static struct placement_request gpus(unsigned k)
+{
+	struct placement_request r = { .demand = { .gpu_resource = 0, .gpus = k } };
+
+	return r;
+}
+
+/* Invariants of any plan: every member placed, devices free and disjoint on
+ * each node, k per member, and all members inside the reported domain. */
+static void check_plan(const struct cluster *c, const struct gang_plan *p, unsigned members,
+		       unsigned k)
+{
+	uint64_t taken[64] = { 0 };
+
+	assert_int_equal(p->n_slots, members);
+	for (unsigned s = 0; s < p->n_slots; s++) {
+		const struct gang_slot *sl = &p->slots[s];
+
+		assert_true(sl->node < c->n);
+		assert_int_equal(__builtin_popcountll(sl->devices), k);
+		assert_true((sl->devices & c->views[sl->node].used) == 0);
+		assert_true((sl->devices & taken[sl->node]) == 0);
+		taken[sl->node] |= sl->devices;
+		if (p->level >= 0) {
+			const char *key = gang_default_levels.keys[p->level][0];
+
+			assert_string_equal(cache_node_label(c->nodes[sl->node], key), p->domain);
+		}
+	}
+}
+
+static void test_gang_plan_uses_the_finest_domain_that_holds_the_gang(void **state)
+{
+	struct cluster c = { 0 };
+	struct gang_plan p;
+	char why[256];
+	struct placement_request r = gpus(4);
+
+	(void)state;
+	/* Two spines of two racks each; racks of 4 nodes with 8 free GPUs. */
+	for (unsigned i = 0; i < 16; i++) {
+		char name[16], block[16];
+
+		snprintf(name, sizeof(name), "n%02u", i);
+		snprintf(block, sizeof(block), "rack-%u", i / 4);
+		add_node(&c, name, 8, i < 8 ? "spine-a" : "spine-b", block, 0, true);
+	}
+	/* 8 members x 4 GPUs = 4 nodes: one rack (block level, 3). */
+	assert_int_equal(gang_plan_make(c.views, c.n, 8, &r, &gang_default_levels, &p, why,
+					sizeof(why)), 0);
+	check_plan(&c, &p, 8, 4);
+	assert_int_equal(p.level, 3);
+	assert_int_equal(p.nodes_used, 4);
+	gang_plan_fini(&p);
+	/* 12 members need 6 nodes: no rack holds them, a spine does (level 2). */
+	assert_int_equal(gang_plan_make(c.views, c.n, 12, &r, &gang_default_levels, &p, why,
+					sizeof(why)), 0);
+	check_plan(&c, &p, 12, 4);
+	assert_int_equal(p.level, 2);
+	gang_plan_fini(&p);
+	/* 20 members need 10 nodes: no spine holds them; the cluster does. */
+	assert_int_equal(gang_plan_make(c.views, c.n, 20, &r, &gang_default_levels, &p, why,
+					sizeof(why)), 0);
+	check_plan(&c, &p, 20, 4);
+	assert_true(p.level < 2);
+	gang_plan_fini(&p);
+	cluster_free(&c);
+}
+
+static void test_gang_plan_prefers_the_domain_needing_fewest_nodes(void **state)
+{
+	struct cluster c = { 0 };
+	struct gang_plan p;
+	char why[256];
+	struct placement_request r = gpus(2);
+
+	(void)state;
+	/* rack-a: four nodes with 2 free GPUs each; rack-b: one empty 8-GPU node. */
+	for (unsigned i = 0; i < 4; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "a%u", i);
+		add_node(&c, name, 8, "s", "rack-a", 0x3F, true);
+	}
+	add_node(&c, "b0", 8, "s", "rack-b", 0, true);
+	assert_int_equal(gang_plan_make(c.views, c.n, 4, &r, &gang_default_levels, &p, why,
+					sizeof(why)), 0);
+	check_plan(&c, &p, 4, 2);
+	assert_string_equal(p.domain, "rack-b");
+	assert_int_equal(p.nodes_used, 1);
+	gang_plan_fini(&p);
+	cluster_free(&c);
+}
+
+static void test_gang_plan_refuses_with_a_reason_and_skips_unusable_nodes(void **state)
+{
+	struct cluster c = { 0 };
+	struct gang_plan p;
+	char why[256] = "";
+	struct placement_request r = gpus(8);
+	struct placement_request req2 = gpus(2);
+
+	(void)state;
+	add_node(&c, "ok0", 8, NULL, NULL, 0, true);
+	add_node(&c, "ok1", 8, NULL, NULL, 0, true);
+	add_node(&c, "down", 8, NULL, NULL, 0, false);          /* not Ready */
+	add_node(&c, "busy", 8, NULL, NULL, 0x1, true);         /* 7 free */
+	assert_int_equal(gang_plan_make(c.views, c.n, 3, &r, &gang_default_levels, &p, why,
+					sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "3 pods x 8 GPUs; the offered nodes hold 2");
+	assert_int_equal(p.n_slots, 0);
+	assert_int_equal(gang_plan_make(c.views, c.n, 2, &r, &gang_default_levels, &p, why,
+					sizeof(why)), 0);
+	check_plan(&c, &p, 2, 8);
+	assert_int_equal(p.level, -1);
+	gang_plan_fini(&p);
+	/* A policy no node can meet (topology unknown, NVLink required): no room. */
+	req2.policy.kind = PLACEMENT_POLICY_REQUIRED;
+	assert_int_equal(gang_plan_make(c.views, c.n, 1, &req2, &gang_default_levels, &p, why,
+					sizeof(why)), -ENOSPC);
+	cluster_free(&c);
+}
+
+/* Random clusters: any plan satisfies the invariants, and a refusal only
+ * happens when the free GPUs really are too few. */
+static void test_gang_plan_random_clusters_keep_the_invariants(void **state)
+{
+	unsigned seed = 77, planned = 0, refused = 0;
+
+	(void)state;
+	for (unsigned round = 0; round < 200; round++) {
+		struct cluster c = { 0 };
+		unsigned k = 1u << (rand_r(&seed) % 4), members = 1 + (unsigned)rand_r(&seed) % 24;
+		unsigned fit = 0;
+		struct placement_request r = gpus(k);
+		struct gang_plan p;
+		char why[256];
+		int ret;
+
+		for (unsigned i = 0; i < 1 + (unsigned)rand_r(&seed) % 40; i++) {
+			char name[16], block[16], spine[16];
+			uint64_t used = (uint64_t)rand_r(&seed) & 0xFF & (uint64_t)rand_r(&seed);
+
+			snprintf(name, sizeof(name), "n%u", i);
+			snprintf(block, sizeof(block), "b%u", (unsigned)rand_r(&seed) % 5);
+			snprintf(spine, sizeof(spine), "s%u", (unsigned)rand_r(&seed) % 2);
+			add_node(&c, name, 8, spine, block, used, true);
+			fit += (8u - (unsigned)__builtin_popcountll(used)) / k;
+		}
+		ret = gang_plan_make(c.views, c.n, members, &r, &gang_default_levels, &p, why,
+				     sizeof(why));
+		if (fit >= members) {
+			if (ret != 0)
+				fail_msg("round %u: %u members x %u fit %u, refused: %s", round,
+					 members, k, fit, why);
+			check_plan(&c, &p, members, k);
+			gang_plan_fini(&p);
+			planned++;
+		} else {
+			assert_int_equal(ret, -ENOSPC);
+			refused++;
+		}
+		cluster_free(&c);
+	}
+	assert_true(planned > 50 && refused > 10);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gang_plan_uses_the_finest_domain_that_holds_the_gang),
+		cmocka_unit_test(test_gang_plan_prefers_the_domain_needing_fewest_nodes),
+		cmocka_unit_test(test_gang_plan_refuses_with_a_reason_and_skips_unusable_nodes),
+		cmocka_unit_test(test_gang_plan_random_clusters_keep_the_invariants),
 		cmocka_unit_test(test_gang_pod_group_table),
 		cmocka_unit_test(test_gang_pod_group_intermediate_label_is_recognised),
 		cmocka_unit_test(test_gang_pod_group_absent_pod_is_no_group),

@@ -1,0 +1,152 @@
+/* bench_gang: the time to plan a whole gang (gang_plan_make) over a large
+ * cluster, against a same-run baseline that places the same members first-fit
+ * with the same device chooser but no domain search.
+ *
+ *   bench_gang [--nodes N] [--members M] [--gpus K] [--reps R]
+ *
+ * Nodes carry zone / spine / rack labels (racks of 32 nodes, 8 racks per spine)
+ * and random occupancy; the topology is an 8-GPU NVSwitch board. Prints a
+ * Markdown table; never fails on a time.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/cache.h"
+#include "common/util.h"
+#include "gang/gang.h"
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* First fit: walk the nodes in order, take members while they fit. */
+static unsigned first_fit(const struct cache_node_view *v, unsigned n, unsigned members,
+			  const struct placement_request *r)
+{
+	unsigned placed = 0;
+
+	for (unsigned i = 0; i < n && placed < members; i++) {
+		uint64_t free_mask = cache_view_free_mask(&v[i]);
+		struct placement_choice c;
+
+		while (placed < members &&
+		       placement_node_choose(&v[i], free_mask, r->demand.gpus, &r->policy, &c) == 0) {
+			free_mask &= ~c.set;
+			placed++;
+		}
+	}
+	return placed;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "nodes", required_argument, NULL, 'n' }, { "members", required_argument, NULL, 'm' },
+		{ "gpus", required_argument, NULL, 'g' }, { "reps", required_argument, NULL, 'r' },
+		{ NULL, 0, NULL, 0 },
+	};
+	unsigned nodes = 5000, members = 256, k = 8, reps = 200;
+	struct cache_opts opts = { .gpu_resources = { "nvidia.com/gpu" }, .n_gpu_resources = 1 };
+	struct placement_registry *reg = placement_registry_new();
+	struct cache_node **recs;
+	struct cache_node_view *views;
+	struct placement_request r;
+	uint64_t *t_plan, *t_ff;
+	unsigned seed = 1, used_nodes = 0;
+	int level = 0, opt;
+
+	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		unsigned v = (unsigned)strtoul(optarg, NULL, 10);
+
+		switch (opt) {
+		case 'n': nodes = v; break;
+		case 'm': members = v; break;
+		case 'g': k = v; break;
+		case 'r': reps = v; break;
+		default:
+			fprintf(stderr, "usage: bench_gang [--nodes N] [--members M] [--gpus K] "
+				"[--reps R]\n");
+			return 2;
+		}
+	}
+	if (!nodes || !members || !k || k > 8 || !reps) {
+		fprintf(stderr, "bench_gang: sizes must be positive, --gpus at most 8\n");
+		return 2;
+	}
+	recs = calloc(nodes, sizeof(*recs));
+	views = calloc(nodes, sizeof(*views));
+	t_plan = calloc(reps, sizeof(*t_plan));
+	t_ff = calloc(reps, sizeof(*t_ff));
+	for (unsigned i = 0; i < nodes; i++) {
+		char json[1024], err[CACHE_ERR_LEN];
+		cJSON *o;
+
+		snprintf(json, sizeof(json),
+			 "{\"metadata\":{\"name\":\"gpu-%05u\",\"labels\":{"
+			 "\"topology.kubernetes.io/zone\":\"zone-%u\","
+			 "\"network.topology.nvidia.com/spine\":\"spine-%u\","
+			 "\"network.topology.nvidia.com/block\":\"rack-%u\","
+			 "\"nvidia.com/gpu.product\":\"NVIDIA-H100-80GB-HBM3\","
+			 "\"nvidia.com/gpu.count\":\"8\"}},"
+			 "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\"},"
+			 "\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
+			 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+			 i, i / 2500, i / 256, i / 32);
+		o = cJSON_Parse(json);
+		recs[i] = cache_node_parse(o, &opts, err, sizeof(err));
+		recs[i]->derived = placement_topo_derive(recs[i], reg);
+		cJSON_Delete(o);
+		/* Busy cluster: half the nodes partly used, a few full. */
+		views[i] = (struct cache_node_view){ recs[i],
+			rand_r(&seed) % 2 ? ((uint64_t)rand_r(&seed) & 0xFF) : 0, 0 };
+	}
+	memset(&r, 0, sizeof(r));
+	r.demand.gpus = k;
+	for (unsigned i = 0; i < reps; i++) {
+		struct gang_plan p;
+		char why[256];
+		uint64_t t0 = util_now_ns();
+
+		if (gang_plan_make(views, nodes, members, &r, &gang_default_levels, &p, why,
+				   sizeof(why)) < 0) {
+			fprintf(stderr, "bench_gang: could not plan: %s\n", why);
+			return 1;
+		}
+		t_plan[i] = util_now_ns() - t0;
+		level = p.level;
+		used_nodes = p.nodes_used;
+		gang_plan_fini(&p);
+		t0 = util_now_ns();
+		if (first_fit(views, nodes, members, &r) != members)
+			return 1;
+		t_ff[i] = util_now_ns() - t0;
+	}
+	qsort(t_plan, reps, sizeof(*t_plan), cmp_u64);
+	qsort(t_ff, reps, sizeof(*t_ff), cmp_u64);
+	printf("# bench_gang: %u members x %u GPUs over %u nodes (racks of 32, 8 racks a spine), "
+	       "%u repetitions\n\n", members, k, nodes, reps);
+	printf("| measure | value | baseline (same run) | ratio |\n|---|---|---|---|\n");
+	printf("| plan p50 | %.3f ms | first-fit, no domains: %.3f ms | %.2f |\n",
+	       t_plan[reps / 2] / 1e6, t_ff[reps / 2] / 1e6,
+	       (double)t_plan[reps / 2] / (double)t_ff[reps / 2]);
+	printf("| plan p99 | %.3f ms | first-fit, no domains: %.3f ms | %.2f |\n",
+	       t_plan[reps * 99 / 100] / 1e6, t_ff[reps * 99 / 100] / 1e6,
+	       (double)t_plan[reps * 99 / 100] / (double)t_ff[reps * 99 / 100]);
+	printf("| nodes used by the plan | %u | | |\n", used_nodes);
+	printf("| domain level used (0 zone .. 4 NVLink; -1 none) | %d | | |\n", level);
+	for (unsigned i = 0; i < nodes; i++) {
+		placement_topo_release((void *)recs[i]->derived, reg);
+		cache_node_free(recs[i]);
+	}
+	placement_registry_free(reg);
+	free(recs);
+	free(views);
+	free(t_plan);
+	free(t_ff);
+	return 0;
+}
