@@ -114,6 +114,8 @@ struct cache_pod {
 	const char *demand_error;       /* non-NULL: the GPU request is invalid (why) */
 	const char *topology;           /* annotation troupe.io/topology, or NULL */
 	const char *group;              /* pod group name (same namespace), or NULL */
+	uint32_t min_member;            /* quorum the pod itself names, 0 when none */
+	int32_t priority;               /* spec.priority */
 	const char *queue;              /* queue name; the namespace when none is named */
 };
 
@@ -218,10 +220,13 @@ enum cache_pod_state {
 struct cache_pod_info {
 	enum cache_pod_state state;
 	bool from_api;                  /* learnt from the cluster, not only from a filter */
+	bool reservation;               /* a gang's reservation, not a pod */
 	char ns[64];
 	char name[254];
 	char node[254];
 	char topology[64];              /* annotation troupe.io/topology, "" when absent */
+	char group[254];                /* pod group name, "" when none */
+	uint32_t min_member;            /* quorum named on the pod, 0 when none */
 	struct cache_demand demand;
 	bool demand_valid;
 	uint64_t devices;               /* held devices (attributed) */
@@ -251,6 +256,27 @@ int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out);
 int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_t *devices);
 /* Any: undo an assume (the binding failed). -ENOENT when not assumed. */
 int cache_pod_forget(struct cache *c, const char *uid);
+
+/* ---- Gangs: member counts and reservations ------------------------------------- */
+
+/* Any: count the pods of pod group <ns>/<group> troupe knows: <exist> those not
+ * finished or being deleted, <bound> those of them on a node (bound or
+ * assumed). Visits every pod (cost grows with the pod count). */
+void cache_group_count(struct cache *c, const char *ns, const char *group, unsigned *exist,
+		       unsigned *bound);
+
+/* Any: hold <devices> on <node> for a future pod, under the name <key> (a
+ * reservation: counted as used by everyone, never swept by a relist). Returns
+ * cache_pod_assume's codes; -EEXIST when <key> is taken. */
+int cache_reserve(struct cache *c, const char *key, const char *node, uint64_t devices);
+/* Any: drop a reservation and free its devices. -ENOENT when unknown. */
+int cache_reservation_release(struct cache *c, const char *key);
+/* Any: hand reservation <key>'s devices to pod <uid> (which must be known,
+ * hold nothing, and ask exactly that many GPUs): the pod is then assumed on
+ * that node with those devices, with no moment where they are free. Returns 0,
+ * -ENOENT (no such reservation or pod), -EEXIST (the pod holds something),
+ * -EINVAL (GPU count differs). */
+int cache_reservation_claim(struct cache *c, const char *key, const char *uid);
 
 /* Counters for logs, /debug and tests. */
 struct cache_stats {

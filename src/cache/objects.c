@@ -633,6 +633,37 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	p->name = blk_str(&b, name);
 	p->node = blk_str(&b, node);
 	p->group = blk_str(&b, group);
+	{
+		/* The quorum a pod may carry, first found (the PodGroup's minMember,
+		 * when one exists, wins over all of these). */
+		static const struct {
+			const char *field, *key;
+		} quorum_keys[] = {
+			{ "labels", "pod-group.scheduling.sigs.k8s.io/min-available" },
+			{ "annotations", "pod-group.scheduling.sigs.k8s.io/min-available" },
+			{ "annotations", "kueue.x-k8s.io/pod-group-total-count" },
+			{ "annotations", "troupe.io/min-member" },
+		};
+		const cJSON *prio = cJSON_GetObjectItemCaseSensitive(spec, "priority");
+
+		for (size_t i = 0; i < sizeof(quorum_keys) / sizeof(quorum_keys[0]); i++) {
+			const char *v = json_str(json_obj(meta, quorum_keys[i].field),
+						 quorum_keys[i].key);
+			char *end;
+			unsigned long n;
+
+			if (!v)
+				continue;
+			n = strtoul(v, &end, 10);
+			if (*v && !*end && n > 0 && n <= 100000) {
+				p->min_member = (uint32_t)n;
+				break;
+			}
+		}
+		if (cJSON_IsNumber(prio) && prio->valuedouble >= INT32_MIN &&
+		    prio->valuedouble <= INT32_MAX)
+			p->priority = (int32_t)prio->valuedouble;
+	}
 	p->topology = blk_str(&b, topo);
 	p->queue = blk_str(&b, queue ? queue : ns);
 	p->phase = phase_parse(json_str(status, "phase"));

@@ -69,6 +69,7 @@ struct pod_entry {
 	char *uid;                      /* key; owned */
 	enum cache_pod_state state;
 	bool from_api;                  /* seen in the cluster state, not only in a filter */
+	bool reservation;               /* devices held for a gang's future member */
 	struct cache_pod *pod;          /* latest parsed object; owned */
 	struct slot *slot;              /* holding on this node (a ref), or NULL */
 	struct pod_entry *node_prev;    /* in slot->pods; guarded by slot->pods_lock */
@@ -835,6 +836,8 @@ int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out)
 	copy_str(out->name, sizeof(out->name), e->pod->name);
 	copy_str(out->node, sizeof(out->node), e->slot ? e->slot->name : e->pod->node);
 	copy_str(out->topology, sizeof(out->topology), e->pod->topology);
+	copy_str(out->group, sizeof(out->group), e->pod->group);
+	out->min_member = e->pod->min_member;
 	out->demand = e->pod->demand;
 	out->demand_valid = e->pod->demand_error == NULL;
 	out->devices = e->hold_devices;
@@ -997,6 +1000,7 @@ void cache_pod_foreach(struct cache *c, void (*fn)(const struct cache_pod_info *
 			memset(&info, 0, sizeof(info));
 			info.state = e->state;
 			info.from_api = e->from_api;
+			info.reservation = e->reservation;
 			copy_str(info.ns, sizeof(info.ns), e->pod->ns);
 			copy_str(info.name, sizeof(info.name), e->pod->name);
 			copy_str(info.node, sizeof(info.node), e->slot ? e->slot->name : e->pod->node);
@@ -1060,7 +1064,8 @@ void cache__pod_sweep(struct cache *c, bool (*keep)(const char *uid, void *arg),
 		while (strmap_next(&st->map, &pos, NULL, &v)) {
 			struct pod_entry *e = v;
 
-			if (!(e->from_api || e->state == CACHE_POD_STATE_ASSUMED) || keep(e->uid, arg))
+			if (e->reservation || !(e->from_api || e->state == CACHE_POD_STATE_ASSUMED) ||
+			    keep(e->uid, arg))
 				continue;
 			if (n == cap) {
 				struct pod_entry **g = realloc(gone, (cap = cap ? cap * 2 : 64) *
@@ -1188,5 +1193,161 @@ int cache_node_pods(struct cache *c, const char *node, void (*fn)(const char *ui
 		pthread_mutex_unlock(&s->pods_lock);
 	}
 	cache_read_end(c);
+	return ret;
+}
+
+/* ---- Gangs ------------------------------------------------------------------ */
+
+void cache_group_count(struct cache *c, const char *ns, const char *group, unsigned *exist,
+		       unsigned *bound)
+{
+	*exist = *bound = 0;
+	for (int i = 0; i < POD_STRIPES; i++) {
+		size_t pos = 0;
+		void *v;
+
+		pthread_mutex_lock(&c->pods[i].lock);
+		while (strmap_next(&c->pods[i].map, &pos, NULL, &v)) {
+			const struct pod_entry *e = v;
+			const struct cache_pod *p = e->pod;
+
+			if (!p || e->reservation || !p->group || strcmp(p->group, group) ||
+			    strcmp(p->ns, ns) || p->deleting || p->phase == CACHE_POD_SUCCEEDED ||
+			    p->phase == CACHE_POD_FAILED)
+				continue;
+			(*exist)++;
+			if (e->slot || p->node)
+				(*bound)++;
+		}
+		pthread_mutex_unlock(&c->pods[i].lock);
+	}
+}
+
+int cache_reserve(struct cache *c, const char *key, const char *node, uint64_t devices)
+{
+	size_t len = strlen(key), size = sizeof(struct cache_pod) + len + 1 + 20;
+	struct stripe *st = stripe_of(c, key, len);
+	struct cache_pod *p = calloc(1, size);
+	struct pod_entry *e;
+	uint64_t want = devices;
+	int ret;
+
+	if (!p)
+		return -ENOMEM;
+	/* A synthetic pod asking exactly these devices, so that assume applies. */
+	p->uid = (char *)(p + 1);
+	memcpy((char *)p->uid, key, len + 1);
+	p->ns = "troupe-reservation";
+	p->name = p->uid;
+	p->demand.gpu_resource = 0;
+	p->demand.gpus = (uint32_t)__builtin_popcountll(devices);
+	pthread_mutex_lock(&st->lock);
+	e = strmap_get(&st->map, key, len);
+	if (e) {
+		pthread_mutex_unlock(&st->lock);
+		cache_pod_free(p);
+		return -EEXIST;
+	}
+	e = entry_new(st, key);
+	if (!e) {
+		pthread_mutex_unlock(&st->lock);
+		cache_pod_free(p);
+		return -ENOMEM;
+	}
+	e->pod = p;
+	e->reservation = true;
+	pthread_mutex_unlock(&st->lock);
+	ret = cache_pod_assume(c, key, node, &want);
+	if (ret != 0) {
+		pthread_mutex_lock(&st->lock);
+		e = strmap_del(&st->map, key, len);
+		pthread_mutex_unlock(&st->lock);
+		pod_entry_free(e);
+	}
+	return ret;
+}
+
+int cache_reservation_release(struct cache *c, const char *key)
+{
+	size_t len = strlen(key);
+	struct stripe *st = stripe_of(c, key, len);
+	struct pod_entry *e;
+
+	cache_read_begin(c);
+	pthread_mutex_lock(&st->lock);
+	e = strmap_get(&st->map, key, len);
+	if (e && e->reservation) {
+		strmap_del(&st->map, key, len);
+		entry_release(c, e);
+	} else {
+		e = NULL;
+	}
+	pthread_mutex_unlock(&st->lock);
+	cache_read_end(c);
+	pod_entry_free(e);
+	return e ? 0 : -ENOENT;
+}
+
+/* Move a by-node index link from <from> to <to> (same slot). Stripe locks held. */
+static void entry_relink(struct pod_entry *from, struct pod_entry *to, struct slot *s)
+{
+	pthread_mutex_lock(&s->pods_lock);
+	if (from->node_prev)
+		from->node_prev->node_next = from->node_next;
+	else
+		s->pods = from->node_next;
+	if (from->node_next)
+		from->node_next->node_prev = from->node_prev;
+	from->node_prev = from->node_next = NULL;
+	to->node_prev = NULL;
+	to->node_next = s->pods;
+	if (s->pods)
+		s->pods->node_prev = to;
+	s->pods = to;
+	pthread_mutex_unlock(&s->pods_lock);
+}
+
+int cache_reservation_claim(struct cache *c, const char *key, const char *uid)
+{
+	size_t klen = strlen(key), ulen = strlen(uid);
+	struct stripe *a = stripe_of(c, key, klen), *b = stripe_of(c, uid, ulen);
+	struct stripe *first = a < b ? a : b, *second = a < b ? b : a;
+	struct pod_entry *r, *p;
+	int ret = 0;
+
+	/* Two stripes: always in address order, so claims never deadlock. */
+	pthread_mutex_lock(&first->lock);
+	if (second != first)
+		pthread_mutex_lock(&second->lock);
+	r = strmap_get(&a->map, key, klen);
+	p = strmap_get(&b->map, uid, ulen);
+	if (!r || !r->reservation || !r->slot || !p || !p->pod || p->reservation) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (p->slot) {
+		ret = -EEXIST;
+		goto out;
+	}
+	if ((uint32_t)__builtin_popcountll(r->hold_devices) != p->pod->demand.gpus) {
+		ret = -EINVAL;
+		goto out;
+	}
+	/* The devices change owner without ever being free: usage is untouched
+	 * and the slot reference passes from the reservation to the pod. */
+	entry_relink(r, p, r->slot);
+	p->slot = r->slot;
+	p->hold_devices = r->hold_devices;
+	p->hold_unattr = 0;
+	p->state = CACHE_POD_STATE_ASSUMED;
+	r->slot = NULL;
+	r->hold_devices = 0;
+	strmap_del(&a->map, key, klen);
+out:
+	if (second != first)
+		pthread_mutex_unlock(&second->lock);
+	pthread_mutex_unlock(&first->lock);
+	if (ret == 0)
+		pod_entry_free(r);
 	return ret;
 }

@@ -66,6 +66,9 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->informer.backoff_max_ms = 30000;
 	cfg->informer.healthy_reset_s = 60;
 	cfg->informer.podgroup_retry_s = 300;
+	cfg->gang.default_timeout_s = 60;
+	cfg->gang.http_timeout_s = 30;
+	cfg->gang.margin_s = 3;
 }
 
 int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen)
@@ -145,6 +148,10 @@ static const struct key keys[] = {
 	{ "api.backoff_max_ms", K_UINT, F(informer.backoff_max_ms), 0 },
 	{ "api.healthy_reset_seconds", K_UINT, F(informer.healthy_reset_s), 0 },
 	{ "api.podgroup_retry_seconds", K_UINT, F(informer.podgroup_retry_s), 0 },
+	{ "gang", K_MAP, 0, 0 },
+	{ "gang.default_timeout_seconds", K_UINT, F(gang.default_timeout_s), 0 },
+	{ "gang.scheduler_http_timeout_seconds", K_UINT, F(gang.http_timeout_s), 0 },
+	{ "gang.margin_seconds", K_UINT, F(gang.margin_s), 0 },
 };
 
 static const struct key *key_find(const char *path)
@@ -344,6 +351,12 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "api: page_size and timeouts must be positive, "
 			 "watch_timeout_max_seconds >= watch_timeout_min_seconds and "
 			 "backoff_max_ms >= backoff_initial_ms");
+		return -EINVAL;
+	}
+	if (cfg->gang.default_timeout_s < 1 || cfg->gang.http_timeout_s < 2 ||
+	    cfg->gang.margin_s >= cfg->gang.http_timeout_s) {
+		snprintf(err, errlen, "gang: timeouts must be positive and margin_seconds below "
+			 "scheduler_http_timeout_seconds");
 		return -EINVAL;
 	}
 	if (cfg->path_prefix[0] && cfg->path_prefix[0] != '/') {

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "cache/api.h"
 #include "cache/cache.h"
+#include "gang/gang.h"
 #include "placement/placement.h"
 
 enum { EXT_ERR_LEN = 512 };
@@ -30,6 +31,7 @@ struct ext_config {
 	struct placement_weights weights;
 	unsigned bind_timeout_s;        /* api.bind_timeout_seconds */
 	struct cache_informer_opts informer;    /* api.* list/watch tuning */
+	struct gang_config gang;        /* gang.* */
 };
 
 /* Fill in the defaults. */

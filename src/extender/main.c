@@ -80,6 +80,7 @@ int main(int argc, char **argv)
 	struct cache_informer *informer = NULL;
 	struct cache_binder *binder = NULL;
 	struct placement_registry *registry = NULL;
+	struct gang_manager *gangs = NULL;
 	static struct ext_counters counters;
 	char source[600];
 	int sources;
@@ -214,6 +215,12 @@ int main(int argc, char **argv)
 	svc.binder = binder;
 	svc.informer = informer;
 	svc.registry = registry;
+	gangs = gang_manager_new(cache, &cfg.gang);
+	if (!gangs) {
+		log_error("main", "cannot start the gang manager");
+		goto out;
+	}
+	svc.gangs = gangs;
 	svc.counters = &counters;
 	server = ext_server_start(&svc, err, sizeof(err));
 	if (!server) {
@@ -234,8 +241,10 @@ int main(int argc, char **argv)
 	log_info("main", "received %s; stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	ret = 0;
 out:
-	/* The binder first: it answers every bind still waiting, which resumes
-	 * their connections, so the server can then close cleanly. */
+	/* Held gang binds and the binder first: they answer every bind still
+	 * waiting, which resumes their connections, so the server can then close
+	 * cleanly. */
+	gang_manager_free(gangs);
 	cache_binder_stop(binder);
 	ext_server_stop(server);
 	cache_informer_stop(informer);

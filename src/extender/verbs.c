@@ -145,6 +145,14 @@ static struct cache_pod *request_pod(const struct ext_service *svc, const struct
 	return pod;
 }
 
+static struct gang_member member_of(const struct cache_pod *pod,
+				     const struct placement_request *req)
+{
+	struct gang_member mb = { pod->uid, pod->ns, pod->name, pod->group, pod->min_member, *req };
+
+	return mb;
+}
+
 /* ---- filter ------------------------------------------------------------ */
 
 struct filter_ctx {
@@ -195,13 +203,102 @@ static void pass_all(const struct ext_args *a, struct ext_filter_out *out)
 	}
 }
 
+/* The filter for a gang member: the gang manager decides which candidates have
+ * a slot for it (planning and reserving the whole gang on first sight).
+ * Returns false when the pod is not a gang member after all. */
+static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
+			struct filter_ctx *fc)
+{
+	struct gang_member mb = member_of(fc->pod, &fc->req);
+	struct cache_node_view *views = NULL;
+	struct cache_node **parsed = NULL;
+	unsigned *index = NULL, n = 0, total = (unsigned)a->n_nodes;
+	enum gang_verdict verdict = GANG_NOT_A_GANG;
+	char reason[640], err[CACHE_ERR_LEN];
+	bool *allowed = NULL;
+	const cJSON *it;
+	unsigned i = 0;
+
+	if (!svc->gangs || !fc->pod->group)
+		return false;
+	views = calloc(total ? total : 1, sizeof(*views));
+	parsed = calloc(total ? total : 1, sizeof(*parsed));
+	index = calloc(total ? total : 1, sizeof(*index));
+	allowed = calloc(total ? total : 1, sizeof(*allowed));
+	if (!views || !parsed || !index || !allowed)
+		goto out;
+	cache_read_begin(svc->cache);
+	/* The candidates troupe knows, in request order; index[] maps back. */
+	cJSON_ArrayForEach(it, (a->full_nodes ? a->node_items : a->node_names)) {
+		if (a->full_nodes) {
+			struct cache_node_view known;
+
+			parsed[i] = cache_node_parse(it, cache_get_opts(svc->cache), err, sizeof(err));
+			if (parsed[i]) {
+				if (cache_node_lookup(svc->cache, parsed[i]->name,
+						      strlen(parsed[i]->name), &known))
+					parsed[i]->derived = known.node->derived;
+				views[n].node = parsed[i];
+				cache_usage_lookup(svc->cache, parsed[i]->name, strlen(parsed[i]->name),
+						   &views[n].used, &views[n].unattributed);
+				index[n++] = i;
+			}
+		} else if (cache_node_lookup(svc->cache, it->valuestring, strlen(it->valuestring),
+					     &views[n])) {
+			index[n++] = i;
+		}
+		i++;
+	}
+	verdict = gang_filter(svc->gangs, &mb, views, n, allowed, reason, sizeof(reason));
+	if (verdict != GANG_NOT_A_GANG) {
+		unsigned k = 0;
+
+		i = 0;
+		cJSON_ArrayForEach(it, (a->full_nodes ? a->node_items : a->node_names)) {
+			const char *name = a->full_nodes ? (parsed[i] ? parsed[i]->name : "")
+							 : it->valuestring;
+			bool known = k < n && index[k] == i;
+			unsigned slot = k;
+
+			if (known)
+				k++;
+			if (!known) {
+				struct placement_fit fit;
+
+				placement_unknown_node(&fit);
+				ext_filter_out_fail(&fc->out, false, name, strlen(name), fit.reason);
+			} else if (verdict == GANG_ALLOWED && allowed[slot]) {
+				if (a->full_nodes)
+					ext_filter_out_pass_object(&fc->out, it);
+				else
+					ext_filter_out_pass_name(&fc->out, name, strlen(name));
+			} else {
+				ext_filter_out_fail(&fc->out, false, name, strlen(name),
+						    verdict == GANG_REFUSED ? reason
+						    : "troupe: the gang's plan has no open slot on this node");
+			}
+			i++;
+		}
+		snprintf(fc->last_reason, sizeof(fc->last_reason), "%.150s", reason);
+	}
+	cache_read_end(svc->cache);
+out:
+	for (unsigned j = 0; parsed && j < total; j++)
+		cache_node_free(parsed[j]);
+	free(parsed);
+	free(views);
+	free(index);
+	free(allowed);
+	return verdict != GANG_NOT_A_GANG;
+}
+
 void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 		struct ext_reply *r)
 {
 	struct filter_ctx fc = { .svc = svc };
 	struct ext_args a;
 	struct cache_pod *pod = NULL;
-	char err[256], gang[384];
+	char err[256];
 	uint64_t t0 = util_now_ns();
 
 	ext_filter_out_init(&fc.out);
@@ -219,15 +316,19 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 	if (!pod)
 		goto out;
 	fc.pod = pod;
-	if (pod->demand.gpus == 0) {
-		pass_all(&a, &fc.out);
-	} else {
-		if (gang_pod_group(a.pod, gang, sizeof(gang)))
-			log_debug("extender", "filter: pod %s/%s is in pod group %s; gang admission "
-				  "is not enabled in this release, placing it as a single pod",
-				  pod->ns, pod->name, gang);
-		walk_nodes(svc, &a, filter_node, &fc);
+	if (pod->demand.gpus > 0) {
+		/* Remember (a copy of) the pod first: bind needs its demand, and a
+		 * gang counts its members from the cache. */
+		struct cache_pod *copy = cache_pod_parse(a.pod, cache_get_opts(svc->cache), err,
+							 sizeof(err));
+
+		if (!copy || cache_pod_remember(svc->cache, copy) < 0)
+			log_warn("extender", "filter: out of memory remembering a pod");
 	}
+	if (pod->demand.gpus == 0)
+		pass_all(&a, &fc.out);
+	else if (!filter_gang(svc, &a, &fc))
+		walk_nodes(svc, &a, filter_node, &fc);
 	ext_filter_out_encode(&fc.out, a.full_nodes, &r->body);
 	if (fc.out.n_pass == 0 && a.n_nodes > 0)
 		log_info("extender", "filter: pod %s/%s (%u GPUs): none of %zu nodes fit (%zu never "
@@ -239,12 +340,6 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 	if (svc->counters)
 		__atomic_add_fetch(&svc->counters->filter_ns_total, util_now_ns() - t0,
 				   __ATOMIC_RELAXED);
-	/* Remember the pod so that bind knows its demand; the cache owns it then. */
-	if (pod->demand.gpus > 0) {
-		if (cache_pod_remember(svc->cache, pod) < 0)
-			log_warn("extender", "filter: out of memory remembering a pod");
-		pod = NULL;
-	}
 out:
 	cache_pod_free(pod);
 	ext_filter_out_fini(&fc.out);
@@ -267,6 +362,16 @@ static void prioritize_node(const struct node_ref *ref, void *arg)
 	struct placement_fit fit;
 	unsigned score = 0;
 
+	if (ref->view && pc->svc->gangs && pc->pod->group) {
+		struct gang_member mb = member_of(pc->pod, &pc->req);
+		bool has;
+
+		/* A planned gang's member: its slots decide (10), nothing else. */
+		if (gang_has_slot(pc->svc->gangs, &mb, ref->name, &has) == GANG_ALLOWED) {
+			score = has ? PLACEMENT_MAX_SCORE : 0;
+			goto emit;
+		}
+	}
 	if (ref->view && pc->pod->demand.gpus > 0 &&
 	    placement_check_request(ref->view, &pc->req,
 				    cache_get_opts(pc->svc->cache)->gpu_resources,
@@ -274,6 +379,7 @@ static void prioritize_node(const struct node_ref *ref, void *arg)
 		score = pc->svc->score->score(&pc->svc->cfg->weights, ref->view, &pc->req);
 	if (score > PLACEMENT_MAX_SCORE)
 		score = PLACEMENT_MAX_SCORE;
+emit:
 	if (pc->n++)
 		strbuf_putc(pc->out, ',');
 	strbuf_puts(pc->out, "{\"Host\":");
@@ -401,6 +507,94 @@ static bool bind_post(const struct ext_service *svc, const struct cache_pod_info
 	return false;
 }
 
+/* A gang member's bind, held by the gang manager until the gang's quorum. */
+struct gang_hold {
+	const struct ext_service *svc;
+	struct ext_reply *r;
+	struct ext_async async;
+	struct cache_pod_info info;
+	char uid[129];
+	char node[254];
+	uint64_t devices;
+	char ids[256];
+	char link[16];
+	char uuids[2048];
+};
+
+/* The gang manager let the bind go (quorum) or gave up on it (expiry). */
+static void gang_released(void *ctx, bool ok, const char *why)
+{
+	struct gang_hold *h = ctx;
+	struct cache_node_view v;
+	bool complete = true;
+
+	/* What the Binding records, from the devices the member claimed. */
+	cache_devices_format(h->devices, h->ids, sizeof(h->ids));
+	cache_read_begin(h->svc->cache);
+	if (ok && cache_node_lookup(h->svc->cache, h->node, strlen(h->node), &v)) {
+		const struct placement_topo *t = placement_node_topo(v.node);
+
+		if (t && __builtin_popcountll(h->devices) >= 2) {
+			struct placement_choice c;
+
+			placement_measure(t, h->devices, h->devices, &c);
+			placement_link_name(c.worst, h->link, sizeof(h->link));
+		}
+		cache_node_uuids(v.node, h->devices, h->uuids, sizeof(h->uuids));
+	}
+	cache_read_end(h->svc->cache);
+	if (!ok) {
+		/* The manager has already released the member's devices. */
+		log_info("extender", "bind: pod %s/%s: %s", h->info.ns, h->info.name, why);
+		reply_error(h->r, 200, "%s", why);
+	} else if (h->svc->binder) {
+		complete = bind_post(h->svc, &h->info, h->uid, h->node, h->ids, h->link, h->uuids,
+				     h->r, &h->async);
+	} else {
+		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s] (gang complete)",
+			 h->info.ns, h->info.name, h->node, h->ids);
+		strbuf_puts(&h->r->body, "{\"Error\":\"\"}");
+	}
+	if (complete)
+		h->async.done(h->async.ctx);
+	free(h);
+}
+
+static enum gang_bind_result bind_gang(const struct ext_service *svc,
+				       const struct cache_pod_info *info, const char *uid,
+				       const char *node, struct ext_reply *r,
+				       const struct ext_async *async)
+{
+	struct gang_member mb = { uid, info->ns, info->name, info->group, info->min_member,
+				  { info->demand, { 0 } } };
+	struct gang_hold *h = calloc(1, sizeof(*h));
+	enum gang_bind_result gr;
+	char reason[512], err[256];
+
+	if (!h) {
+		reply_error(r, 200, "troupe: out of memory binding pod %s/%s", info->ns, info->name);
+		return GANG_BIND_REFUSED;
+	}
+	if (placement_policy_parse(info->topology, &mb.req.policy, err, sizeof(err)) < 0)
+		mb.req.policy.kind = PLACEMENT_POLICY_PREFERRED;
+	h->svc = svc;
+	h->r = r;
+	h->async = *async;
+	h->info = *info;
+	snprintf(h->uid, sizeof(h->uid), "%s", uid);
+	snprintf(h->node, sizeof(h->node), "%s", node);
+	gr = gang_bind(svc->gangs, &mb, node, gang_released, h, &h->devices, reason,
+		       sizeof(reason));
+	if (gr == GANG_BIND_HELD)
+		return gr;      /* <h> belongs to the manager now (it may be gone already) */
+	free(h);
+	if (gr == GANG_BIND_REFUSED) {
+		log_info("extender", "bind: pod %s/%s: %s", info->ns, info->name, reason);
+		reply_error(r, 200, "%s", reason);
+	}
+	return gr;
+}
+
 bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struct ext_reply *r,
 	      const struct ext_async *async)
 {
@@ -443,6 +637,17 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 		reply_error(r, 200, "troupe: pod %s/%s has an invalid GPU request%s%s", info.ns,
 			    info.name, err[0] ? ": " : "", err);
 		goto out;
+	}
+	if (svc->gangs && info.group[0] && async && info.state == CACHE_POD_STATE_PENDING &&
+	    info.demand.gpus > 0) {
+		enum gang_bind_result gr = bind_gang(svc, &info, b.pod_uid, b.node, r, async);
+
+		if (gr == GANG_BIND_HELD) {
+			complete = false;
+			goto out;
+		}
+		if (gr == GANG_BIND_REFUSED)
+			goto out;
 	}
 	if (info.state == CACHE_POD_STATE_ASSUMED || info.state == CACHE_POD_STATE_BOUND) {
 		/* A repeated bind (kube-scheduler retrying after a lost reply). */

@@ -15,6 +15,7 @@
 #include "cache/cache.h"
 #include "common/strbuf.h"
 #include "extender/config.h"
+#include "gang/gang.h"
 #include "placement/placement.h"
 
 struct ext_service {
@@ -25,6 +26,7 @@ struct ext_service {
 	struct cache_binder *binder;    /* posts bindings; NULL in snapshot mode */
 	struct cache_informer *informer;        /* NULL in snapshot mode */
 	struct placement_registry *registry;    /* topology classes; may be NULL */
+	struct gang_manager *gangs;             /* gang admission; NULL disables it */
 	struct ext_counters *counters;          /* request counters for /metrics; may be NULL */
 };
 

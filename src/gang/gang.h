@@ -61,4 +61,72 @@ int gang_plan_make(const struct cache_node_view *views, unsigned n, unsigned mem
 		   struct gang_plan *out, char *why, size_t whylen);
 void gang_plan_fini(struct gang_plan *p);
 
+/* ---- The gang manager: admission, reservations, the bind barrier, expiry ---- */
+
+struct gang_manager;
+
+struct gang_config {
+	unsigned default_timeout_s;     /* when the PodGroup names none (60) */
+	unsigned http_timeout_s;        /* kube-scheduler's extender httpTimeout (30) */
+	unsigned margin_s;              /* answer held binds this long before it (3) */
+};
+
+/* Create the manager and its expiry thread. NULL on failure (errno set). */
+struct gang_manager *gang_manager_new(struct cache *c, const struct gang_config *cfg);
+/* Stop: every held bind is released with an error, every reservation freed. */
+void gang_manager_free(struct gang_manager *m);
+
+/* A gang member as the verbs see it. */
+struct gang_member {
+	const char *uid;
+	const char *ns;
+	const char *name;
+	const char *group;              /* the pod group's name (same namespace) */
+	uint32_t pod_min_member;        /* quorum named on the pod, 0 when none */
+	struct placement_request req;
+};
+
+enum gang_verdict {
+	GANG_NOT_A_GANG = 0,            /* place it as a single pod */
+	GANG_ALLOWED,                   /* only the candidates marked allowed */
+	GANG_REFUSED,                   /* no candidate; <reason> says why */
+};
+
+/* Filter for a gang member over the candidate nodes <views> (inside the
+ * caller's read section). Plans and reserves the whole gang when it has no plan
+ * yet. Sets allowed[i] for the candidates with an open slot for this member. */
+enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *mb,
+			      const struct cache_node_view *views, unsigned n, bool *allowed,
+			      char *reason, size_t reasonlen);
+
+/* Whether <node> has an open slot for this member (prioritize). */
+enum gang_verdict gang_has_slot(struct gang_manager *m, const struct gang_member *mb,
+				const char *node, bool *has);
+
+/* How a held bind is finished: <ok> true means "post the binding now", false
+ * "give up" (<why> says why; the member's devices are already released). Called
+ * once, from a thread of the manager's choosing, never under its lock. */
+typedef void (*gang_release_fn)(void *ctx, bool ok, const char *why);
+
+enum gang_bind_result {
+	GANG_BIND_NOT_A_GANG = 0,       /* bind it as a single pod */
+	GANG_BIND_HELD,                 /* devices claimed; <release> will be called */
+	GANG_BIND_REFUSED,              /* not bound; <reason> says why */
+};
+
+/* Bind a gang member to <node>: claim its reserved slot there (or move an open
+ * slot there when the node has room), then hold the bind until the gang's quorum
+ * is held or bound; then every held bind is released with ok = true. On expiry
+ * they are released with ok = false. <devices> receives the claimed devices. */
+enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member *mb,
+				const char *node, gang_release_fn release, void *ctx,
+				uint64_t *devices, char *reason, size_t reasonlen);
+
+/* Counters for /metrics. */
+struct gang_stats {
+	uint64_t planned, refused, expired, released;
+	unsigned active;                /* gangs with a plan */
+};
+void gang_get_stats(struct gang_manager *m, struct gang_stats *out);
+
 #endif

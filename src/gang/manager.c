@@ -1,0 +1,545 @@
+/* The gang manager: all-or-nothing admission for pod groups, built on the
+ * extender verbs kube-scheduler calls one pod at a time.
+ *
+ *   filter (first member seen)  plan the whole gang (plan.c) over the offered
+ *                               nodes and reserve every slot in the cache: the
+ *                               devices count as used for every other pod.
+ *   filter (any member)         only nodes with an open slot pass.
+ *   bind                        the member claims its slot (the reservation's
+ *                               devices pass to the pod without ever being
+ *                               free) and its bind is *held*; once the gang's
+ *                               quorum is held or bound, every held bind is
+ *                               released to post its Binding.
+ *   expiry                      a plan not complete by the group's timeout, or
+ *                               held binds about to outlive kube-scheduler's
+ *                               httpTimeout, is rolled back: reservations
+ *                               freed, held members' devices freed and their
+ *                               binds answered with an error.
+ *
+ * Locking: one mutex guards the gang table. It is never held across a call
+ * into the cache that could block on I/O (there is none) nor across a release
+ * callback; callbacks run after the lock is dropped.
+ */
+#include "gang/gang.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/strmap.h"
+#include "common/util.h"
+
+enum gang_state { G_IDLE = 0, G_PLANNED };
+
+struct held {
+	char uid[129];
+	gang_release_fn release;
+	void *ctx;
+};
+
+struct gslot {
+	char node[254];
+	uint64_t devices;
+	char res_key[400];              /* the reservation while unclaimed */
+	char member[129];               /* the pod that claimed it, "" when open */
+};
+
+struct gang {
+	char key[320];                  /* "ns/name" */
+	char ns[64];
+	char name[254];
+	enum gang_state state;
+	unsigned quorum;
+	unsigned timeout_s;
+	struct gslot *slots;
+	unsigned n_slots;
+	struct held *held;
+	unsigned n_held, cap_held;
+	uint64_t planned_ns, deadline_ns;
+	unsigned generation;            /* bumped per plan, names reservations */
+	unsigned moves;                 /* slots moved, names their reservations */
+	char reason[640];               /* why the last attempt failed */
+};
+
+struct gang_manager {
+	struct cache *cache;
+	struct gang_config cfg;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool stop;                      /* guarded by lock */
+	struct strmap gangs;            /* key -> struct gang; guarded by lock */
+	struct gang_stats stats;        /* guarded by lock */
+	pthread_t thread;
+};
+
+/* A release to run once the lock is dropped. */
+struct pending_release {
+	gang_release_fn release;
+	void *ctx;
+	bool ok;
+	char why[512];
+};
+
+static void run_releases(struct pending_release *r, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		r[i].release(r[i].ctx, r[i].ok, r[i].why);
+	free(r);
+}
+
+/* ---- Gang table --------------------------------------------------------------- */
+
+static struct gang *gang_get(struct gang_manager *m, const char *ns, const char *name,
+			     bool create)
+{
+	char key[320];
+	struct gang *g;
+
+	snprintf(key, sizeof(key), "%s/%s", ns, name);
+	g = strmap_get(&m->gangs, key, strlen(key));
+	if (g || !create)
+		return g;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	snprintf(g->key, sizeof(g->key), "%s", key);
+	snprintf(g->ns, sizeof(g->ns), "%s", ns);
+	snprintf(g->name, sizeof(g->name), "%s", name);
+	if (strmap_put(&m->gangs, g->key, strlen(g->key), g, NULL) < 0) {
+		free(g);
+		return NULL;
+	}
+	return g;
+}
+
+/* Quorum and timeout: the PodGroup first, then the pod's own annotations. */
+static void gang_terms(struct gang_manager *m, const struct gang_member *mb, unsigned exist,
+		       unsigned *quorum, unsigned *timeout_s)
+{
+	struct cache_podgroup pg;
+	char buf[320];
+
+	*quorum = mb->pod_min_member;
+	*timeout_s = m->cfg.default_timeout_s;
+	if (cache_podgroup_get(m->cache, mb->ns, mb->group, &pg, buf, sizeof(buf)) == 0) {
+		if (pg.min_member > 0)
+			*quorum = (unsigned)pg.min_member;
+		if (pg.timeout_s > 0)
+			*timeout_s = (unsigned)pg.timeout_s;
+	}
+	if (*quorum == 0)
+		*quorum = exist;        /* no quorum named: the members that exist */
+}
+
+/* Drop a gang's plan: free unclaimed reservations; hand back the held binds to
+ * release with an error (their devices freed). Lock held. */
+static unsigned gang_rollback(struct gang_manager *m, struct gang *g, const char *why,
+			      struct pending_release **out)
+{
+	struct pending_release *rel = NULL;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < g->n_slots; i++)
+		if (!g->slots[i].member[0])
+			cache_reservation_release(m->cache, g->slots[i].res_key);
+	if (g->n_held) {
+		rel = calloc(g->n_held, sizeof(*rel));
+		for (unsigned i = 0; i < g->n_held; i++) {
+			/* Not bound: its devices go back now. */
+			cache_pod_forget(m->cache, g->held[i].uid);
+			if (rel) {
+				rel[n].release = g->held[i].release;
+				rel[n].ctx = g->held[i].ctx;
+				rel[n].ok = false;
+				snprintf(rel[n].why, sizeof(rel[n].why), "%s", why);
+				n++;
+			}
+		}
+	}
+	free(g->slots);
+	g->slots = NULL;
+	g->n_slots = 0;
+	g->n_held = 0;
+	g->state = G_IDLE;
+	snprintf(g->reason, sizeof(g->reason), "%s", why);
+	*out = rel;
+	return n;
+}
+
+/* ---- Expiry thread ---------------------------------------------------------- */
+
+static void *expiry_main(void *arg)
+{
+	struct gang_manager *m = arg;
+
+	pthread_mutex_lock(&m->lock);
+	while (!m->stop) {
+		struct timespec ts;
+		uint64_t now = util_now_ns();
+		size_t pos = 0;
+		void *v;
+
+		while (strmap_next(&m->gangs, &pos, NULL, &v)) {
+			struct gang *g = v;
+			struct pending_release *rel;
+			char why[512];
+			unsigned n;
+
+			if (g->state != G_PLANNED || now < g->deadline_ns)
+				continue;
+			snprintf(why, sizeof(why), "gang %s: only %u of %u members bound before the "
+				 "plan expired (%us); everything it held is released", g->key,
+				 g->n_held, g->quorum, g->timeout_s);
+			log_warn("gang", "%s", why);
+			m->stats.expired++;
+			n = gang_rollback(m, g, why, &rel);
+			pthread_mutex_unlock(&m->lock);
+			run_releases(rel, n);
+			pthread_mutex_lock(&m->lock);
+			pos = 0;        /* the table may have changed meanwhile */
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&m->wake, &m->lock, &ts);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+struct gang_manager *gang_manager_new(struct cache *c, const struct gang_config *cfg)
+{
+	struct gang_manager *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	m->cache = c;
+	m->cfg = *cfg;
+	if (!m->cfg.default_timeout_s)
+		m->cfg.default_timeout_s = 60;
+	if (!m->cfg.http_timeout_s)
+		m->cfg.http_timeout_s = 30;
+	if (m->cfg.margin_s >= m->cfg.http_timeout_s)
+		m->cfg.margin_s = m->cfg.http_timeout_s / 4;
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_cond_init(&m->wake, NULL);
+	strmap_init(&m->gangs);
+	if (pthread_create(&m->thread, NULL, expiry_main, m) != 0) {
+		strmap_fini(&m->gangs);
+		free(m);
+		errno = EAGAIN;
+		return NULL;
+	}
+	return m;
+}
+
+void gang_manager_free(struct gang_manager *m)
+{
+	size_t pos = 0;
+	void *v;
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->stop = true;
+	pthread_cond_signal(&m->wake);
+	pthread_mutex_unlock(&m->lock);
+	pthread_join(m->thread, NULL);
+	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
+		struct gang *g = v;
+		struct pending_release *rel;
+		unsigned n = gang_rollback(m, g, "troupe is stopping", &rel);
+
+		run_releases(rel, n);
+		free(g->held);
+		free(g);
+	}
+	strmap_fini(&m->gangs);
+	pthread_cond_destroy(&m->wake);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+void gang_get_stats(struct gang_manager *m, struct gang_stats *out)
+{
+	size_t pos = 0;
+	void *v;
+
+	pthread_mutex_lock(&m->lock);
+	*out = m->stats;
+	out->active = 0;
+	while (strmap_next(&m->gangs, &pos, NULL, &v))
+		out->active += ((struct gang *)v)->state == G_PLANNED;
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- Filter ------------------------------------------------------------------- */
+
+static bool slot_open_for(const struct gslot *s, const char *uid)
+{
+	return !s->member[0] || strcmp(s->member, uid) == 0;
+}
+
+enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *mb,
+			      const struct cache_node_view *views, unsigned n, bool *allowed,
+			      char *reason, size_t reasonlen)
+{
+	unsigned exist, bound, quorum, timeout_s, any = 0;
+	enum gang_verdict ret = GANG_REFUSED;
+	struct gang_plan plan = { 0 };
+	struct gang *g;
+	char why[200];
+
+	for (unsigned i = 0; i < n; i++)
+		allowed[i] = false;
+	reason[0] = '\0';
+	if (!mb->group)
+		return GANG_NOT_A_GANG;
+	cache_group_count(m->cache, mb->ns, mb->group, &exist, &bound);
+	gang_terms(m, mb, exist, &quorum, &timeout_s);
+	if (quorum <= 1)
+		return GANG_NOT_A_GANG;
+	pthread_mutex_lock(&m->lock);
+	g = gang_get(m, mb->ns, mb->group, true);
+	if (!g) {
+		snprintf(reason, reasonlen, "troupe: out of memory admitting gang %s/%s", mb->ns,
+			 mb->group);
+		goto out;
+	}
+	if (g->state != G_PLANNED && bound >= quorum) {
+		/* Complete already (or rebuilt after a restart): extra members are
+		 * single pods. */
+		ret = GANG_NOT_A_GANG;
+		goto out;
+	}
+	if (exist < quorum) {
+		snprintf(reason, reasonlen, "troupe: gang %s waiting for its members: %u of %u "
+			 "exist", g->key, exist, quorum);
+		goto out;
+	}
+	if (g->state != G_PLANNED) {
+		unsigned members = quorum - bound, i;
+
+		g->quorum = quorum;
+		g->timeout_s = timeout_s;
+		if (gang_plan_make(views, n, members, &mb->req, &gang_default_levels, &plan, why,
+				   sizeof(why)) < 0) {
+			snprintf(g->reason, sizeof(g->reason), "troupe: gang %s: %s", g->key, why);
+			snprintf(reason, reasonlen, "%s", g->reason);
+			m->stats.refused++;
+			goto out;
+		}
+		g->slots = calloc(plan.n_slots, sizeof(*g->slots));
+		if (!g->slots) {
+			snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
+			goto out;
+		}
+		g->generation++;
+		for (i = 0; i < plan.n_slots; i++) {
+			struct gslot *s = &g->slots[i];
+
+			snprintf(s->node, sizeof(s->node), "%s", views[plan.slots[i].node].node->name);
+			s->devices = plan.slots[i].devices;
+			snprintf(s->res_key, sizeof(s->res_key), "gang-reservation/%s/%u/%u", g->key,
+				 g->generation, i);
+			if (cache_reserve(m->cache, s->res_key, s->node, s->devices) < 0)
+				break;
+		}
+		if (i < plan.n_slots) {
+			/* Something took a device between planning and reserving. */
+			for (unsigned j = 0; j < i; j++)
+				cache_reservation_release(m->cache, g->slots[j].res_key);
+			free(g->slots);
+			g->slots = NULL;
+			snprintf(reason, reasonlen, "troupe: gang %s: capacity changed while it was "
+				 "being reserved; it will be planned again", g->key);
+			goto out;
+		}
+		g->n_slots = plan.n_slots;
+		g->state = G_PLANNED;
+		g->planned_ns = util_now_ns();
+		g->deadline_ns = g->planned_ns + (uint64_t)timeout_s * 1000000000ULL;
+		g->reason[0] = '\0';
+		m->stats.planned++;
+		log_info("gang", "gang %s: %u members x %u GPUs planned on %u nodes (%s%s%s); "
+			 "reserved for %us", g->key, members, mb->req.demand.gpus, plan.nodes_used,
+			 plan.level >= 0 ? "one domain: " : "no common domain",
+			 plan.level >= 0 ? plan.domain : "", "", timeout_s);
+	}
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned s = 0; s < g->n_slots; s++)
+			if (slot_open_for(&g->slots[s], mb->uid) &&
+			    strcmp(views[i].node->name, g->slots[s].node) == 0) {
+				allowed[i] = true;
+				any++;
+				break;
+			}
+	if (!any) {
+		snprintf(reason, reasonlen, "troupe: gang %s is planned on other nodes", g->key);
+		goto out;
+	}
+	ret = GANG_ALLOWED;
+out:
+	pthread_mutex_unlock(&m->lock);
+	gang_plan_fini(&plan);
+	return ret;
+}
+
+enum gang_verdict gang_has_slot(struct gang_manager *m, const struct gang_member *mb,
+				const char *node, bool *has)
+{
+	enum gang_verdict ret = GANG_NOT_A_GANG;
+	struct gang *g;
+
+	*has = false;
+	if (!mb->group)
+		return ret;
+	pthread_mutex_lock(&m->lock);
+	g = gang_get(m, mb->ns, mb->group, false);
+	if (g && g->state == G_PLANNED) {
+		ret = GANG_ALLOWED;
+		for (unsigned s = 0; s < g->n_slots && !*has; s++)
+			*has = slot_open_for(&g->slots[s], mb->uid) &&
+			       strcmp(g->slots[s].node, node) == 0;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return ret;
+}
+
+/* ---- Bind ------------------------------------------------------------------ */
+
+/* Move one open slot of <g> onto <node>, when the node has room for the member
+ * now: reserve there, then drop the slot's old reservation. Lock held. */
+static struct gslot *replan_slot(struct gang_manager *m, struct gang *g,
+				 const struct gang_member *mb, const char *node)
+{
+	struct cache_node_view v;
+	struct placement_choice c;
+	struct gslot *open = NULL;
+	char key[400];
+	bool found;
+
+	for (unsigned s = 0; s < g->n_slots && !open; s++)
+		if (!g->slots[s].member[0])
+			open = &g->slots[s];
+	if (!open)
+		return NULL;
+	cache_read_begin(m->cache);
+	found = cache_node_lookup(m->cache, node, strlen(node), &v) &&
+		placement_node_choose(&v, cache_view_free_mask(&v), mb->req.demand.gpus,
+				      &mb->req.policy, &c) == 0;
+	cache_read_end(m->cache);
+	if (!found)
+		return NULL;
+	snprintf(key, sizeof(key), "gang-reservation/%s/%u/moved-%u", g->key, g->generation,
+		 ++g->moves);
+	if (cache_reserve(m->cache, key, node, c.set) < 0)
+		return NULL;
+	cache_reservation_release(m->cache, open->res_key);
+	snprintf(open->res_key, sizeof(open->res_key), "%s", key);
+	snprintf(open->node, sizeof(open->node), "%s", node);
+	open->devices = c.set;
+	log_info("gang", "gang %s: a slot moved to node %s, where kube-scheduler bound a member",
+		 g->key, node);
+	return open;
+}
+
+enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member *mb,
+				const char *node, gang_release_fn release, void *ctx,
+				uint64_t *devices, char *reason, size_t reasonlen)
+{
+	enum gang_bind_result ret = GANG_BIND_NOT_A_GANG;
+	struct pending_release *rel = NULL;
+	struct gslot *slot = NULL;
+	unsigned n_rel = 0, exist, bound;
+	struct gang *g;
+	int rc;
+
+	reason[0] = '\0';
+	if (!mb->group)
+		return ret;
+	pthread_mutex_lock(&m->lock);
+	g = gang_get(m, mb->ns, mb->group, false);
+	if (!g || g->state != G_PLANNED)
+		goto out;       /* no plan: complete, or not a gang after all */
+	ret = GANG_BIND_REFUSED;
+	for (unsigned s = 0; s < g->n_slots && !slot; s++)
+		if (!g->slots[s].member[0] && strcmp(g->slots[s].node, node) == 0)
+			slot = &g->slots[s];
+	if (!slot)
+		slot = replan_slot(m, g, mb, node);
+	if (!slot) {
+		snprintf(reason, reasonlen, "troupe: gang %s has no open slot on node %s and the "
+			 "node cannot take one without breaking the plan", g->key, node);
+		goto out;
+	}
+	rc = cache_reservation_claim(m->cache, slot->res_key, mb->uid);
+	if (rc < 0) {
+		snprintf(reason, reasonlen, "troupe: gang %s: pod %s/%s cannot take its slot on "
+			 "%s (%s)", g->key, mb->ns, mb->name, node, strerror(-rc));
+		goto out;
+	}
+	snprintf(slot->member, sizeof(slot->member), "%s", mb->uid);
+	*devices = slot->devices;
+	if (g->n_held == g->cap_held) {
+		unsigned cap = g->cap_held ? g->cap_held * 2 : 8;
+		struct held *h = realloc(g->held, cap * sizeof(*h));
+
+		if (!h) {
+			cache_pod_forget(m->cache, mb->uid);
+			slot->member[0] = '\0';
+			snprintf(reason, reasonlen, "troupe: out of memory holding a gang bind");
+			goto out;
+		}
+		g->held = h;
+		g->cap_held = cap;
+	}
+	snprintf(g->held[g->n_held].uid, sizeof(g->held[0].uid), "%s", mb->uid);
+	g->held[g->n_held].release = release;
+	g->held[g->n_held].ctx = ctx;
+	g->n_held++;
+	if (g->n_held == 1) {
+		/* Held binds must be answered before kube-scheduler gives up on them. */
+		uint64_t limit = util_now_ns() +
+				 (uint64_t)(m->cfg.http_timeout_s - m->cfg.margin_s) * 1000000000ULL;
+
+		if (limit < g->deadline_ns)
+			g->deadline_ns = limit;
+	}
+	ret = GANG_BIND_HELD;
+	/* Quorum: members held here plus those already bound (the cache counts
+	 * both, including members troupe never saw, such as CPU-only launchers). */
+	cache_group_count(m->cache, mb->ns, mb->group, &exist, &bound);
+	if (bound >= g->quorum) {
+		rel = calloc(g->n_held, sizeof(*rel));
+		for (unsigned i = 0; rel && i < g->n_held; i++) {
+			rel[n_rel].release = g->held[i].release;
+			rel[n_rel].ctx = g->held[i].ctx;
+			rel[n_rel].ok = true;
+			n_rel++;
+		}
+		log_info("gang", "gang %s: quorum of %u reached; posting %u held bindings", g->key,
+			 g->quorum, g->n_held);
+		m->stats.released++;
+		/* Open slots beyond the quorum are not needed any more. */
+		for (unsigned s = 0; s < g->n_slots; s++)
+			if (!g->slots[s].member[0])
+				cache_reservation_release(m->cache, g->slots[s].res_key);
+		free(g->slots);
+		g->slots = NULL;
+		g->n_slots = 0;
+		g->n_held = 0;
+		g->state = G_IDLE;
+	}
+out:
+	pthread_mutex_unlock(&m->lock);
+	run_releases(rel, n_rel);
+	return ret;
+}
