@@ -116,6 +116,7 @@ struct cache_pod {
 	const char *group;              /* pod group name (same namespace), or NULL */
 	uint32_t min_member;            /* quorum the pod itself names, 0 when none */
 	int32_t priority;               /* spec.priority */
+	const char *gang_topology;      /* annotation troupe.io/gang-topology, or NULL */
 	const char *queue;              /* queue name; the namespace when none is named */
 };
 
@@ -226,6 +227,7 @@ struct cache_pod_info {
 	char node[254];
 	char topology[64];              /* annotation troupe.io/topology, "" when absent */
 	char group[254];                /* pod group name, "" when none */
+	char gang_topology[254];        /* annotation troupe.io/gang-topology, "" when none */
 	uint32_t min_member;            /* quorum named on the pod, 0 when none */
 	struct cache_demand demand;
 	bool demand_valid;

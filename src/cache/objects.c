@@ -573,6 +573,7 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	const char *node = json_str(spec, "nodeName");
 	const char *ids = json_str(ann, TROUPE_GPU_IDS_ANNOTATION);
 	const char *topo = json_str(ann, TROUPE_POLICY_ANNOTATION);
+	const char *gtopo = json_str(ann, "troupe.io/gang-topology");
 	const char *group = cache_pod_group_name(obj);
 	const char *queue = cache_pod_queue_name(obj);
 	char derr[CACHE_ERR_LEN] = "";
@@ -616,11 +617,13 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 		group = NULL;
 	if (topo && strlen(topo) > 63)
 		topo = "invalid: too long";     /* placement rejects it with a message */
+	if (gtopo && strlen(gtopo) > 253)
+		gtopo = "invalid: too long";
 	if (queue && strlen(queue) > 253)
 		queue = NULL;
 	size = sizeof(*p) + str_size(uid) + str_size(ns) + str_size(name) + str_size(node) +
 	       (bad_demand ? str_size(derr) : 0) + str_size(group) + str_size(queue ? queue : ns) +
-	       str_size(topo);
+	       str_size(topo) + str_size(gtopo);
 	p = calloc(1, size);
 	if (!p) {
 		snprintf(err, errlen, "out of memory");
@@ -665,6 +668,7 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 			p->priority = (int32_t)prio->valuedouble;
 	}
 	p->topology = blk_str(&b, topo);
+	p->gang_topology = blk_str(&b, gtopo);
 	p->queue = blk_str(&b, queue ? queue : ns);
 	p->phase = phase_parse(json_str(status, "phase"));
 	p->deleting = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp") != NULL &&

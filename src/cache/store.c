@@ -837,6 +837,7 @@ int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out)
 	copy_str(out->node, sizeof(out->node), e->slot ? e->slot->name : e->pod->node);
 	copy_str(out->topology, sizeof(out->topology), e->pod->topology);
 	copy_str(out->group, sizeof(out->group), e->pod->group);
+	copy_str(out->gang_topology, sizeof(out->gang_topology), e->pod->gang_topology);
 	out->min_member = e->pod->min_member;
 	out->demand = e->pod->demand;
 	out->demand_valid = e->pod->demand_error == NULL;

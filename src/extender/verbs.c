@@ -148,8 +148,12 @@ static struct cache_pod *request_pod(const struct ext_service *svc, const struct
 static struct gang_member member_of(const struct cache_pod *pod,
 				     const struct placement_request *req)
 {
-	struct gang_member mb = { pod->uid, pod->ns, pod->name, pod->group, pod->min_member, *req };
+	struct gang_member mb = { pod->uid, pod->ns, pod->name, pod->group, pod->min_member, *req,
+				  NULL };
+	char err[8];
 
+	/* An invalid value is reported by filter_gang, which parses it again. */
+	gang_topology_parse(pod->gang_topology, &mb.required_key, err, sizeof(err));
 	return mb;
 }
 
@@ -221,6 +225,19 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 
 	if (!svc->gangs || !fc->pod->group)
 		return false;
+	if (gang_topology_parse(fc->pod->gang_topology, &mb.required_key, reason,
+				sizeof(reason)) < 0) {
+		/* Every node refused with the reason: the user sees it on the pod. */
+		cJSON_ArrayForEach(it, (a->full_nodes ? a->node_items : a->node_names)) {
+			const char *name = a->full_nodes ? json_str(json_obj(it, "metadata"), "name")
+							 : it->valuestring;
+
+			if (!name)
+				name = "";
+			ext_filter_out_fail(&fc->out, true, name, strlen(name), reason);
+		}
+		return true;
+	}
 	views = calloc(total ? total : 1, sizeof(*views));
 	parsed = calloc(total ? total : 1, sizeof(*parsed));
 	index = calloc(total ? total : 1, sizeof(*index));
@@ -566,7 +583,7 @@ static enum gang_bind_result bind_gang(const struct ext_service *svc,
 				       const struct ext_async *async)
 {
 	struct gang_member mb = { uid, info->ns, info->name, info->group, info->min_member,
-				  { info->demand, { 0 } } };
+				  { info->demand, { 0 } }, NULL };
 	struct gang_hold *h = calloc(1, sizeof(*h));
 	enum gang_bind_result gr;
 	char reason[512], err[256];
@@ -577,6 +594,7 @@ static enum gang_bind_result bind_gang(const struct ext_service *svc,
 	}
 	if (placement_policy_parse(info->topology, &mb.req.policy, err, sizeof(err)) < 0)
 		mb.req.policy.kind = PLACEMENT_POLICY_PREFERRED;
+	gang_topology_parse(info->gang_topology, &mb.required_key, err, sizeof(err));
 	h->svc = svc;
 	h->r = r;
 	h->async = *async;

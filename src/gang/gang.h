@@ -29,6 +29,7 @@ enum { GANG_MAX_LEVELS = 8, GANG_MAX_KEYS = 4 };
 struct gang_levels {
 	unsigned n;
 	const char *keys[GANG_MAX_LEVELS][GANG_MAX_KEYS];       /* NULL-terminated rows */
+	bool strict;                    /* one domain is required: no cluster-wide fallback */
 };
 
 /* troupe's default levels: zone; datacenter/tier-3; spine/tier-2; block/tier-1;
@@ -84,7 +85,12 @@ struct gang_member {
 	const char *group;              /* the pod group's name (same namespace) */
 	uint32_t pod_min_member;        /* quorum named on the pod, 0 when none */
 	struct placement_request req;
+	const char *required_key;       /* troupe.io/gang-topology required:<key>, or NULL */
 };
+
+/* Parse troupe.io/gang-topology ("required:<label-key>"); NULL or "" is none.
+ * Returns 0 with <key> pointing into <s>, or -EINVAL with a message. */
+int gang_topology_parse(const char *s, const char **key, char *err, size_t errlen);
 
 enum gang_verdict {
 	GANG_NOT_A_GANG = 0,            /* place it as a single pod */

@@ -282,6 +282,20 @@ void gang_get_stats(struct gang_manager *m, struct gang_stats *out)
 
 /* ---- Filter ------------------------------------------------------------------- */
 
+int gang_topology_parse(const char *s, const char **key, char *err, size_t errlen)
+{
+	*key = NULL;
+	if (!s || !*s)
+		return 0;
+	if (strncmp(s, "required:", 9) == 0 && s[9] && !strchr(s + 9, ' ')) {
+		*key = s + 9;
+		return 0;
+	}
+	snprintf(err, errlen, "annotation troupe.io/gang-topology=\"%s\" is not "
+		 "required:<node-label-key> (e.g. required:network.topology.nvidia.com/block)", s);
+	return -EINVAL;
+}
+
 static bool slot_open_for(const struct gslot *s, const char *uid)
 {
 	return !s->member[0] || strcmp(s->member, uid) == 0;
@@ -329,7 +343,11 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 
 		g->quorum = quorum;
 		g->timeout_s = timeout_s;
-		if (gang_plan_make(views, n, members, &mb->req, &gang_default_levels, &plan, why,
+		struct gang_levels one = { .n = 1, .strict = true };
+
+		one.keys[0][0] = mb->required_key;
+		if (gang_plan_make(views, n, members, &mb->req,
+				   mb->required_key ? &one : &gang_default_levels, &plan, why,
 				   sizeof(why)) < 0) {
 			snprintf(g->reason, sizeof(g->reason), "troupe: gang %s: %s", g->key, why);
 			snprintf(reason, reasonlen, "%s", g->reason);

@@ -187,6 +187,42 @@ int gang_plan_make(const struct cache_node_view *views, unsigned n, unsigned mem
 		if (oom)
 			goto out;
 	}
+	if (best_level == -2 && levels->strict) {
+		/* Say how close the best domain came. */
+		unsigned most = 0;
+		const char *where = NULL;
+
+		strmap_fini(&index);
+		strmap_init(&index);
+		for (unsigned i = 0, nd = 0; i < ncand; i++) {
+			const char *d = domain_of(views[order[i]->idx].node, levels, levels->n - 1);
+			struct domain *dom;
+
+			if (!d)
+				continue;
+			dom = strmap_get(&index, d, strlen(d));
+			if (!dom) {
+				dom = &doms[nd++];
+				memset(dom, 0, sizeof(*dom));
+				dom->name = d;
+				if (strmap_put(&index, d, strlen(d), dom, NULL) < 0)
+					goto out;
+			}
+			dom->cap += order[i]->cap;
+			if (dom->cap > most) {
+				most = dom->cap;
+				where = d;
+			}
+		}
+		if (where)
+			snprintf(why, whylen, "%u pods x %u GPUs; largest free %s domain %s holds %u pods",
+				 members, k, levels->keys[levels->n - 1][0], where, most);
+		else
+			snprintf(why, whylen, "%u pods x %u GPUs; no offered node has the label %s",
+				 members, k, levels->keys[levels->n - 1][0]);
+		ret = -ENOSPC;
+		goto out;
+	}
 	if (best_level == -2) {
 		/* No common domain: the cluster as one. */
 		best_nodes = malloc(ncand * sizeof(*best_nodes));
