@@ -765,7 +765,7 @@ out:
 
 /* ---- preempt ------------------------------------------------------------- */
 
-/* Until topology-aware pruning arrives ([4/5]) troupe passes kube-scheduler's
+/* Until topology-aware pruning is built, troupe passes kube-scheduler's
  * candidates through unchanged, in the meta form the scheduler expects back,
  * so that registering preemptVerb never blocks preemption. */
 void ext_preempt(const struct ext_service *svc, const char *body, size_t len,

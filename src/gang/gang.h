@@ -1,7 +1,7 @@
-/* gang: pod groups. Built so far: membership, and the whole-gang planner
- * (plan.c), a pure function that places every member of a gang at once across
- * network domains. Admission in filter, reservations, the bind barrier, expiry
- * and queues are the rest of [4/5] and will live here too.
+/* gang: pod groups. Membership (membership.c), the whole-gang planner (plan.c,
+ * a pure function placing every member at once across network domains), and
+ * the manager (manager.c): admission at filter with reservations, the bind
+ * barrier, expiry. Fair sharing between queues is not built yet.
  *
  * Thread: any; the functions only read their arguments.
  */
