@@ -228,6 +228,8 @@ struct cache_pod_info {
 	char topology[64];              /* annotation troupe.io/topology, "" when absent */
 	char group[254];                /* pod group name, "" when none */
 	char gang_topology[254];        /* annotation troupe.io/gang-topology, "" when none */
+	char queue[254];                /* the pod's queue (its namespace when none named) */
+	int32_t priority;               /* spec.priority */
 	uint32_t min_member;            /* quorum named on the pod, 0 when none */
 	struct cache_demand demand;
 	bool demand_valid;
@@ -271,6 +273,9 @@ void cache_group_count(struct cache *c, const char *ns, const char *group, unsig
  * reservation: counted as used by everyone, never swept by a relist). Returns
  * cache_pod_assume's codes; -EEXIST when <key> is taken. */
 int cache_reserve(struct cache *c, const char *key, const char *node, uint64_t devices);
+/* The same, charging the reservation to <queue> in cache_pod_info.queue. */
+int cache_reserve_for(struct cache *c, const char *key, const char *node, uint64_t devices,
+		      const char *queue);
 /* Any: drop a reservation and free its devices. -ENOENT when unknown. */
 int cache_reservation_release(struct cache *c, const char *key);
 /* Any: hand reservation <key>'s devices to pod <uid> (which must be known,
@@ -288,6 +293,11 @@ struct cache_stats {
 	size_t podgroups;
 	uint64_t gpus_allocatable;
 	uint64_t gpus_held;
+	/* Allocatable of the nodes that can take pods (Ready, not cordoned): the
+	 * totals dominant shares are measured against. */
+	uint64_t ready_gpus;
+	int64_t ready_cpu_milli;
+	int64_t ready_mem_bytes;
 };
 void cache_get_stats(struct cache *c, struct cache_stats *out);
 

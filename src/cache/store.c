@@ -838,6 +838,8 @@ int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out)
 	copy_str(out->topology, sizeof(out->topology), e->pod->topology);
 	copy_str(out->group, sizeof(out->group), e->pod->group);
 	copy_str(out->gang_topology, sizeof(out->gang_topology), e->pod->gang_topology);
+	copy_str(out->queue, sizeof(out->queue), e->pod->queue);
+	out->priority = e->pod->priority;
 	out->min_member = e->pod->min_member;
 	out->demand = e->pod->demand;
 	out->demand_valid = e->pod->demand_error == NULL;
@@ -955,6 +957,11 @@ static bool stats_node(const struct cache_node_view *v, void *arg)
 
 	st->nodes++;
 	st->gpus_allocatable += v->node->gpu_allocatable;
+	if (v->node->ready && !v->node->unschedulable) {
+		st->ready_gpus += v->node->gpu_allocatable;
+		st->ready_cpu_milli += v->node->cpu_milli;
+		st->ready_mem_bytes += v->node->mem_bytes;
+	}
 	st->gpus_held += (uint64_t)__builtin_popcountll(v->used) + v->unattributed;
 	return true;
 }
@@ -1002,6 +1009,7 @@ void cache_pod_foreach(struct cache *c, void (*fn)(const struct cache_pod_info *
 			info.state = e->state;
 			info.from_api = e->from_api;
 			info.reservation = e->reservation;
+			copy_str(info.queue, sizeof(info.queue), e->pod->queue);
 			copy_str(info.ns, sizeof(info.ns), e->pod->ns);
 			copy_str(info.name, sizeof(info.name), e->pod->name);
 			copy_str(info.node, sizeof(info.node), e->slot ? e->slot->name : e->pod->node);
@@ -1226,7 +1234,14 @@ void cache_group_count(struct cache *c, const char *ns, const char *group, unsig
 
 int cache_reserve(struct cache *c, const char *key, const char *node, uint64_t devices)
 {
-	size_t len = strlen(key), size = sizeof(struct cache_pod) + len + 1 + 20;
+	return cache_reserve_for(c, key, node, devices, NULL);
+}
+
+int cache_reserve_for(struct cache *c, const char *key, const char *node, uint64_t devices,
+		      const char *queue)
+{
+	size_t len = strlen(key), qlen = queue ? strlen(queue) : 0;
+	size_t size = sizeof(struct cache_pod) + len + 1 + qlen + 1 + 20;
 	struct stripe *st = stripe_of(c, key, len);
 	struct cache_pod *p = calloc(1, size);
 	struct pod_entry *e;
@@ -1240,6 +1255,10 @@ int cache_reserve(struct cache *c, const char *key, const char *node, uint64_t d
 	memcpy((char *)p->uid, key, len + 1);
 	p->ns = "troupe-reservation";
 	p->name = p->uid;
+	if (queue) {
+		p->queue = p->uid + len + 1;
+		memcpy((char *)p->queue, queue, qlen + 1);
+	}
 	p->demand.gpu_resource = 0;
 	p->demand.gpus = (uint32_t)__builtin_popcountll(devices);
 	pthread_mutex_lock(&st->lock);

@@ -69,6 +69,7 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->gang.default_timeout_s = 60;
 	cfg->gang.http_timeout_s = 30;
 	cfg->gang.margin_s = 3;
+	cfg->gang.starvation_s = 30;
 }
 
 int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen)
@@ -110,7 +111,7 @@ bad:
 
 /* ---- The key table ------------------------------------------------------ */
 
-enum kind { K_MAP, K_STRING, K_UINT, K_SIZE, K_DOUBLE, K_LOGLEVEL, K_LISTEN, K_STRLIST };
+enum kind { K_MAP, K_STRING, K_UINT, K_SIZE, K_DOUBLE, K_LOGLEVEL, K_LISTEN, K_STRLIST, K_QUEUES };
 
 struct key {
 	const char *path;       /* dotted path from the root */
@@ -152,6 +153,8 @@ static const struct key keys[] = {
 	{ "gang.default_timeout_seconds", K_UINT, F(gang.default_timeout_s), 0 },
 	{ "gang.scheduler_http_timeout_seconds", K_UINT, F(gang.http_timeout_s), 0 },
 	{ "gang.margin_seconds", K_UINT, F(gang.margin_s), 0 },
+	{ "gang.starvation_seconds", K_UINT, F(gang.starvation_s), 0 },
+	{ "queues", K_QUEUES, 0, 0 },
 };
 
 static const struct key *key_find(const char *path)
@@ -207,6 +210,30 @@ static int set_value(struct ext_config *cfg, const struct key *k, const cJSON *v
 		if (!cJSON_IsString(v))
 			goto type;
 		return ext_config_parse_listen(cfg, v->valuestring, err, errlen);
+	case K_QUEUES: {
+		/* queue name -> weight; names are free-form, so no key table. */
+		const cJSON *it;
+
+		if (!cJSON_IsObject(v))
+			goto type;
+		cJSON_ArrayForEach(it, v) {
+			if (!cJSON_IsNumber(it) || it->valuedouble <= 0 || it->valuedouble > 1e6) {
+				snprintf(err, errlen, "queues.%s: the weight must be a number above 0",
+					 it->string);
+				return -EINVAL;
+			}
+			if (cfg->gang.n_queues == GANG_MAX_QUEUES ||
+			    strlen(it->string) >= sizeof(cfg->gang.queue_names[0])) {
+				snprintf(err, errlen, "queues: at most %d queues, names under 64 bytes",
+					 GANG_MAX_QUEUES);
+				return -EINVAL;
+			}
+			snprintf(cfg->gang.queue_names[cfg->gang.n_queues],
+				 sizeof(cfg->gang.queue_names[0]), "%s", it->string);
+			cfg->gang.queue_weights[cfg->gang.n_queues++] = it->valuedouble;
+		}
+		return 0;
+	}
 	case K_STRLIST: {
 		const cJSON *it;
 		unsigned n = 0;

@@ -149,7 +149,7 @@ static struct gang_member member_of(const struct cache_pod *pod,
 				     const struct placement_request *req)
 {
 	struct gang_member mb = { pod->uid, pod->ns, pod->name, pod->group, pod->min_member, *req,
-				  NULL };
+				  NULL, pod->priority, pod->queue };
 	char err[8];
 
 	/* An invalid value is reported by filter_gang, which parses it again. */
@@ -190,6 +190,16 @@ static void filter_node(const struct node_ref *ref, void *arg)
 		return;
 	}
 	memcpy(fc->last_reason, fit.reason, sizeof(fit.reason));
+	if (fit.verdict == PLACEMENT_UNSCHEDULABLE && ref->view && fc->svc->gangs) {
+		char note[320], both[PLACEMENT_REASON_LEN + 330];
+
+		/* Say behind whom, when a starving gang holds this node's GPUs. */
+		if (gang_hold_note(fc->svc->gangs, ref->name, note, sizeof(note))) {
+			snprintf(both, sizeof(both), "%s; %s", fit.reason, note);
+			ext_filter_out_fail(&fc->out, false, ref->name, ref->len, both);
+			return;
+		}
+	}
 	ext_filter_out_fail(&fc->out, fit.verdict == PLACEMENT_UNRESOLVABLE, ref->name, ref->len,
 			    fit.reason);
 }
@@ -583,7 +593,7 @@ static enum gang_bind_result bind_gang(const struct ext_service *svc,
 				       const struct ext_async *async)
 {
 	struct gang_member mb = { uid, info->ns, info->name, info->group, info->min_member,
-				  { info->demand, { 0 } }, NULL };
+				  { info->demand, { 0 } }, NULL, info->priority, info->queue };
 	struct gang_hold *h = calloc(1, sizeof(*h));
 	enum gang_bind_result gr;
 	char reason[512], err[256];
@@ -1008,6 +1018,25 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 		       "Failed API requests (connection, 429, 5xx, ...)", is.errors);
 		metric(sb, "troupe_partial_events_total", "counter",
 		       "Cut watch events discarded", is.partial_lines);
+	}
+	if (svc->gangs) {
+		struct gang_stats gs;
+
+		gang_get_stats(svc->gangs, &gs);
+		metric(sb, "troupe_gangs_planned_total", "counter", "Gang plans made and reserved",
+		       gs.planned);
+		metric(sb, "troupe_gangs_refused_total", "counter",
+		       "Gang plans refused for lack of capacity", gs.refused);
+		metric(sb, "troupe_gangs_deferred_total", "counter",
+		       "Gangs told to wait behind a gang earlier in the fair order", gs.deferred);
+		metric(sb, "troupe_gangs_expired_total", "counter",
+		       "Gang plans rolled back at their deadline", gs.expired);
+		metric(sb, "troupe_gangs_released_total", "counter",
+		       "Gangs whose held binds were released at quorum", gs.released);
+		metric(sb, "troupe_gangs_planned", "gauge", "Gangs with a plan now", gs.active);
+		metric(sb, "troupe_gangs_waiting", "gauge", "Gangs waiting for capacity", gs.waiting);
+		metric(sb, "troupe_gang_held_sets", "gauge",
+		       "Member-sized GPU sets held for a starving gang", gs.held_sets);
 	}
 	if (svc->registry) {
 		uint64_t classes, bad;

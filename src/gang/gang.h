@@ -66,10 +66,16 @@ void gang_plan_fini(struct gang_plan *p);
 
 struct gang_manager;
 
+enum { GANG_MAX_QUEUES = 64 };
+
 struct gang_config {
 	unsigned default_timeout_s;     /* when the PodGroup names none (60) */
 	unsigned http_timeout_s;        /* kube-scheduler's extender httpTimeout (30) */
 	unsigned margin_s;              /* answer held binds this long before it (3) */
+	unsigned starvation_s;          /* a waiting gang at the head gets capacity held (30) */
+	unsigned n_queues;              /* queue weights (default weight 1) */
+	char queue_names[GANG_MAX_QUEUES][64];
+	double queue_weights[GANG_MAX_QUEUES];
 };
 
 /* Create the manager and its expiry thread. NULL on failure (errno set). */
@@ -86,6 +92,8 @@ struct gang_member {
 	uint32_t pod_min_member;        /* quorum named on the pod, 0 when none */
 	struct placement_request req;
 	const char *required_key;       /* troupe.io/gang-topology required:<key>, or NULL */
+	int32_t priority;               /* spec.priority */
+	const char *queue;              /* the pod's queue */
 };
 
 /* Parse troupe.io/gang-topology ("required:<label-key>"); NULL or "" is none.
@@ -128,10 +136,21 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 				const char *node, gang_release_fn release, void *ctx,
 				uint64_t *devices, char *reason, size_t reasonlen);
 
+/* If capacity on <node> is held for a starving gang, write a short note naming
+ * it into <buf> and return true (for single pods' filter reasons). */
+bool gang_hold_note(struct gang_manager *m, const char *node, char *buf, size_t len);
+
+/* The weighted dominant share of <queue> now (its GPU, CPU and memory held, as
+ * a share of the ready nodes' totals, the largest of the three, divided by the
+ * queue's weight). For logs and tests. */
+double gang_queue_share(struct gang_manager *m, const char *queue);
+
 /* Counters for /metrics. */
 struct gang_stats {
-	uint64_t planned, refused, expired, released;
+	uint64_t planned, refused, expired, released, deferred;
 	unsigned active;                /* gangs with a plan */
+	unsigned waiting;               /* gangs refused for capacity, still wanted */
+	unsigned held_sets;             /* member-sized sets held for a starving gang */
 };
 void gang_get_stats(struct gang_manager *m, struct gang_stats *out);
 

@@ -16,6 +16,18 @@
  *                               freed, held members' devices freed and their
  *                               binds answered with an error.
  *
+ *   fairness                    a gang refused for lack of capacity waits in
+ *                               the queue order: pod priority, then the lowest
+ *                               weighted dominant share of its queue (DRF over
+ *                               GPU, CPU and memory of the ready nodes), then
+ *                               age. A gang behind a waiting gang that would fit
+ *                               in the offered capacity is refused, naming it.
+ *                               The head of that order, once it has waited
+ *                               gang.starvation_seconds, gets capacity held for
+ *                               it as it frees (member-sized sets reserved on
+ *                               the emptiest nodes), so a stream of small pods
+ *                               cannot starve it.
+ *
  * Locking: one mutex guards the gang table. It is never held across a call
  * into the cache that could block on I/O (there is none) nor across a release
  * callback; callbacks run after the lock is dropped.
@@ -41,6 +53,11 @@ struct held {
 	void *ctx;
 };
 
+struct hold {
+	char key[400];
+	char node[254];
+};
+
 struct gslot {
 	char node[254];
 	uint64_t devices;
@@ -62,6 +79,16 @@ struct gang {
 	uint64_t planned_ns, deadline_ns;
 	unsigned generation;            /* bumped per plan, names reservations */
 	unsigned moves;                 /* slots moved, names their reservations */
+	/* Waiting for capacity (a plan was refused), for the fair order. */
+	bool waiting;
+	uint64_t waiting_since_ns;
+	uint64_t last_seen_ns;          /* a member's last filter */
+	int32_t priority;
+	char queue[254];
+	unsigned need;                  /* members to place */
+	struct placement_request req;
+	struct hold *holds;             /* capacity held while it starves */
+	unsigned n_holds, cap_holds, hold_seq;
 	char reason[640];               /* why the last attempt failed */
 };
 
@@ -73,6 +100,7 @@ struct gang_manager {
 	bool stop;                      /* guarded by lock */
 	struct strmap gangs;            /* key -> struct gang; guarded by lock */
 	struct gang_stats stats;        /* guarded by lock */
+	bool any_holds;                 /* relaxed atomic: some gang holds capacity */
 	pthread_t thread;
 };
 
@@ -170,11 +198,314 @@ static unsigned gang_rollback(struct gang_manager *m, struct gang *g, const char
 	return n;
 }
 
+/* ---- Fairness: shares, order, holds --------------------------------------------- */
+
+struct usage {
+	uint64_t gpus;
+	int64_t cpu_milli, mem_bytes;
+};
+
+struct shares {
+	struct strmap by_queue;         /* queue -> struct usage (owned, key inside) */
+	struct cache_stats totals;
+};
+
+struct usage_entry {
+	struct usage u;
+	char queue[254];
+};
+
+static void add_usage(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct shares *s = arg;
+	struct usage_entry *e;
+
+	(void)uid;
+	if (p->state != CACHE_POD_STATE_ASSUMED && p->state != CACHE_POD_STATE_BOUND)
+		return;
+	e = strmap_get(&s->by_queue, p->queue, strlen(p->queue));
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e)
+			return;
+		snprintf(e->queue, sizeof(e->queue), "%s", p->queue);
+		if (strmap_put(&s->by_queue, e->queue, strlen(e->queue), e, NULL) < 0) {
+			free(e);
+			return;
+		}
+	}
+	e->u.gpus += (uint64_t)__builtin_popcountll(p->devices) + p->unattributed;
+	if (!p->reservation) {
+		e->u.cpu_milli += p->demand.cpu_milli;
+		e->u.mem_bytes += p->demand.mem_bytes;
+	}
+}
+
+static void shares_load(struct gang_manager *m, struct shares *s)
+{
+	strmap_init(&s->by_queue);
+	cache_get_stats(m->cache, &s->totals);
+	cache_pod_foreach(m->cache, add_usage, s);
+}
+
+static void shares_fini(struct shares *s)
+{
+	size_t pos = 0;
+	void *v;
+
+	while (strmap_next(&s->by_queue, &pos, NULL, &v))
+		free(v);
+	strmap_fini(&s->by_queue);
+}
+
+static double queue_weight(const struct gang_manager *m, const char *queue)
+{
+	for (unsigned i = 0; i < m->cfg.n_queues; i++)
+		if (strcmp(m->cfg.queue_names[i], queue) == 0)
+			return m->cfg.queue_weights[i] > 0 ? m->cfg.queue_weights[i] : 1.0;
+	return 1.0;
+}
+
+static double share_of(const struct gang_manager *m, const struct shares *s, const char *queue)
+{
+	const struct usage_entry *e = strmap_get(&s->by_queue, queue, strlen(queue));
+	double d = 0.0;
+
+	if (!e)
+		return 0.0;
+	if (s->totals.ready_gpus)
+		d = (double)e->u.gpus / (double)s->totals.ready_gpus;
+	if (s->totals.ready_cpu_milli > 0 && (double)e->u.cpu_milli / s->totals.ready_cpu_milli > d)
+		d = (double)e->u.cpu_milli / (double)s->totals.ready_cpu_milli;
+	if (s->totals.ready_mem_bytes > 0 && (double)e->u.mem_bytes / s->totals.ready_mem_bytes > d)
+		d = (double)e->u.mem_bytes / (double)s->totals.ready_mem_bytes;
+	return d / queue_weight(m, queue);
+}
+
+double gang_queue_share(struct gang_manager *m, const char *queue)
+{
+	struct shares s;
+	double d;
+
+	shares_load(m, &s);
+	d = share_of(m, &s, queue);
+	shares_fini(&s);
+	return d;
+}
+
+/* > 0 when gang a goes before gang b: priority, then share, then age. */
+static int precedes(const struct gang_manager *m, const struct shares *s, const struct gang *a,
+		    const struct gang *b)
+{
+	double sa, sb;
+
+	if (a->priority != b->priority)
+		return a->priority > b->priority ? 1 : -1;
+	sa = share_of(m, s, a->queue);
+	sb = share_of(m, s, b->queue);
+	if (sa != sb)
+		return sa < sb ? 1 : -1;
+	if (a->waiting_since_ns != b->waiting_since_ns)
+		return a->waiting_since_ns < b->waiting_since_ns ? 1 : -1;
+	return strcmp(a->key, b->key) < 0 ? 1 : -1;
+}
+
+/* The waiting gang first in the fair order, other than <except>. Lock held. */
+static struct gang *head_waiting(struct gang_manager *m, const struct shares *s,
+				 const struct gang *except)
+{
+	struct gang *best = NULL;
+	size_t pos = 0;
+	void *v;
+
+	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
+		struct gang *g = v;
+
+		if (!g->waiting || g == except)
+			continue;
+		if (!best || precedes(m, s, g, best) > 0)
+			best = g;
+	}
+	return best;
+}
+
+static void holds_release(struct gang_manager *m, struct gang *g)
+{
+	for (unsigned i = 0; i < g->n_holds; i++)
+		cache_reservation_release(m->cache, g->holds[i].key);
+	g->n_holds = 0;
+}
+
+struct hold_cand {
+	const char *name;
+	uint32_t free;
+};
+
+struct hold_scan {
+	struct hold_cand *c;
+	size_t n, cap;
+	int gpu_resource;
+	unsigned k;
+};
+
+static bool collect_hold_cand(const struct cache_node_view *v, void *arg)
+{
+	struct hold_scan *hs = arg;
+	uint32_t f = cache_view_free_gpus(v);
+
+	if (!v->node->ready || v->node->unschedulable || v->node->gpu_resource != hs->gpu_resource ||
+	    f < hs->k)
+		return true;
+	if (hs->n == hs->cap) {
+		size_t cap = hs->cap ? hs->cap * 2 : 64;
+		struct hold_cand *c = realloc(hs->c, cap * sizeof(*c));
+
+		if (!c)
+			return false;
+		hs->c = c;
+		hs->cap = cap;
+	}
+	hs->c[hs->n].name = strdup(v->node->name);
+	hs->c[hs->n].free = f;
+	if (hs->c[hs->n].name)
+		hs->n++;
+	return true;
+}
+
+static int by_free_desc(const void *a, const void *b)
+{
+	const struct hold_cand *x = a, *y = b;
+
+	if (x->free != y->free)
+		return x->free > y->free ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* Hold capacity for the starving head <g> as it frees: member-sized sets on the
+ * emptiest nodes, until it has enough for the whole gang. Lock held. */
+static void holds_grow(struct gang_manager *m, struct gang *g)
+{
+	struct hold_scan hs = { .gpu_resource = g->req.demand.gpu_resource, .k = g->req.demand.gpus };
+
+	if (g->n_holds >= g->need || !hs.k)
+		return;
+	cache_read_begin(m->cache);
+	cache_node_foreach(m->cache, collect_hold_cand, &hs);
+	cache_read_end(m->cache);
+	qsort(hs.c, hs.n, sizeof(*hs.c), by_free_desc);
+	for (size_t i = 0; i < hs.n && g->n_holds < g->need; i++) {
+		for (;;) {
+			struct cache_node_view v;
+			struct placement_choice c;
+			struct hold *h;
+			bool ok;
+
+			if (g->n_holds >= g->need)
+				break;
+			cache_read_begin(m->cache);
+			ok = cache_node_lookup(m->cache, hs.c[i].name, strlen(hs.c[i].name), &v) &&
+			     placement_node_choose(&v, cache_view_free_mask(&v), hs.k, &g->req.policy,
+						   &c) == 0;
+			cache_read_end(m->cache);
+			if (!ok)
+				break;
+			if (g->n_holds == g->cap_holds) {
+				unsigned cap = g->cap_holds ? g->cap_holds * 2 : 8;
+				struct hold *nh = realloc(g->holds, cap * sizeof(*nh));
+
+				if (!nh)
+					break;
+				g->holds = nh;
+				g->cap_holds = cap;
+			}
+			h = &g->holds[g->n_holds];
+			snprintf(h->key, sizeof(h->key), "gang-hold/%s/%u", g->key, ++g->hold_seq);
+			snprintf(h->node, sizeof(h->node), "%s", hs.c[i].name);
+			if (cache_reserve_for(m->cache, h->key, h->node, c.set, g->queue) < 0)
+				break;
+			g->n_holds++;
+		}
+	}
+	for (size_t i = 0; i < hs.n; i++)
+		free((char *)hs.c[i].name);
+	free(hs.c);
+	if (g->n_holds)
+		log_debug("gang", "gang %s: %u of %u member sets held while it starves", g->key,
+			  g->n_holds, g->need);
+}
+
+/* One fairness pass: drop waiting gangs nobody wants any more, and hold
+ * capacity for the starving head. Lock held. */
+static void fairness_tick(struct gang_manager *m, uint64_t now)
+{
+	struct gang *head;
+	struct shares s;
+	size_t pos = 0;
+	void *v;
+	bool holds = false;
+
+	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
+		struct gang *g = v;
+		unsigned exist, bound;
+
+		if (!g->waiting)
+			continue;
+		cache_group_count(m->cache, g->ns, g->name, &exist, &bound);
+		/* Gone, complete, or not asked about for a while: not waiting. */
+		if (exist < g->quorum || bound >= g->quorum ||
+		    now - g->last_seen_ns > 300ULL * 1000000000ULL) {
+			g->waiting = false;
+			holds_release(m, g);
+		}
+	}
+	shares_load(m, &s);
+	head = head_waiting(m, &s, NULL);
+	pos = 0;
+	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
+		struct gang *g = v;
+
+		if (g != head && g->n_holds)
+			holds_release(m, g);
+	}
+	if (head && now - head->waiting_since_ns >= (uint64_t)m->cfg.starvation_s * 1000000000ULL)
+		holds_grow(m, head);
+	holds = head && head->n_holds;
+	__atomic_store_n(&m->any_holds, holds, __ATOMIC_RELAXED);
+	shares_fini(&s);
+}
+
+bool gang_hold_note(struct gang_manager *m, const char *node, char *buf, size_t len)
+{
+	size_t pos = 0;
+	void *v;
+	bool found = false;
+
+	if (!__atomic_load_n(&m->any_holds, __ATOMIC_RELAXED))
+		return false;
+	pthread_mutex_lock(&m->lock);
+	while (!found && strmap_next(&m->gangs, &pos, NULL, &v)) {
+		struct gang *g = v;
+
+		for (unsigned i = 0; i < g->n_holds && !found; i++)
+			if (strcmp(g->holds[i].node, node) == 0) {
+				snprintf(buf, len, "capacity held for gang %s (priority %d, waiting "
+					 "%llus)", g->key, g->priority,
+					 (unsigned long long)((util_now_ns() - g->waiting_since_ns) /
+							      1000000000ULL));
+				found = true;
+			}
+	}
+	pthread_mutex_unlock(&m->lock);
+	return found;
+}
+
 /* ---- Expiry thread ---------------------------------------------------------- */
 
 static void *expiry_main(void *arg)
 {
 	struct gang_manager *m = arg;
+
+	uint64_t last_fair = 0;
 
 	pthread_mutex_lock(&m->lock);
 	while (!m->stop) {
@@ -182,6 +513,11 @@ static void *expiry_main(void *arg)
 		uint64_t now = util_now_ns();
 		size_t pos = 0;
 		void *v;
+
+		if (now - last_fair >= 1000000000ULL) {
+			fairness_tick(m, now);
+			last_fair = now;
+		}
 
 		while (strmap_next(&m->gangs, &pos, NULL, &v)) {
 			struct gang *g = v;
@@ -228,6 +564,8 @@ struct gang_manager *gang_manager_new(struct cache *c, const struct gang_config 
 		m->cfg.http_timeout_s = 30;
 	if (m->cfg.margin_s >= m->cfg.http_timeout_s)
 		m->cfg.margin_s = m->cfg.http_timeout_s / 4;
+	if (!m->cfg.starvation_s)
+		m->cfg.starvation_s = 30;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->wake, NULL);
 	strmap_init(&m->gangs);
@@ -257,8 +595,10 @@ void gang_manager_free(struct gang_manager *m)
 		struct pending_release *rel;
 		unsigned n = gang_rollback(m, g, "troupe is stopping", &rel);
 
+		holds_release(m, g);
 		run_releases(rel, n);
 		free(g->held);
+		free(g->holds);
 		free(g);
 	}
 	strmap_fini(&m->gangs);
@@ -275,8 +615,15 @@ void gang_get_stats(struct gang_manager *m, struct gang_stats *out)
 	pthread_mutex_lock(&m->lock);
 	*out = m->stats;
 	out->active = 0;
-	while (strmap_next(&m->gangs, &pos, NULL, &v))
-		out->active += ((struct gang *)v)->state == G_PLANNED;
+	out->waiting = 0;
+	out->held_sets = 0;
+	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
+		struct gang *g = v;
+
+		out->active += g->state == G_PLANNED;
+		out->waiting += g->waiting;
+		out->held_sets += g->n_holds;
+	}
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -338,11 +685,42 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 			 "exist", g->key, exist, quorum);
 		goto out;
 	}
+	g->last_seen_ns = util_now_ns();
+	g->priority = mb->priority;
+	snprintf(g->queue, sizeof(g->queue), "%s", mb->queue ? mb->queue : mb->ns);
+	g->req = mb->req;
 	if (g->state != G_PLANNED) {
 		unsigned members = quorum - bound, i;
+		uint64_t offered_free = 0;
+		struct gang *w;
+		struct shares sh;
 
 		g->quorum = quorum;
 		g->timeout_s = timeout_s;
+		g->need = members;
+		/* Fair order: a waiting gang before this one that would fit in what is
+		 * offered gets it first; this one is told behind whom. */
+		for (unsigned j = 0; j < n; j++)
+			offered_free += cache_view_free_gpus(&views[j]);
+		shares_load(m, &sh);
+		w = head_waiting(m, &sh, g);
+		if (w && precedes(m, &sh, w, g) > 0 &&
+		    (uint64_t)w->need * w->req.demand.gpus <= offered_free) {
+			snprintf(reason, reasonlen, "troupe: gang %s waits behind gang %s (priority %d, "
+				 "queue %s at share %.2f, ours %.2f); it fits now and goes first",
+				 g->key, w->key, w->priority, w->queue, share_of(m, &sh, w->queue),
+				 share_of(m, &sh, g->queue));
+			shares_fini(&sh);
+			m->stats.deferred++;
+			if (!g->waiting) {
+				g->waiting = true;
+				g->waiting_since_ns = util_now_ns();
+			}
+			goto out;
+		}
+		shares_fini(&sh);
+		/* Capacity held for this gang while it starved is its own to plan on. */
+		holds_release(m, g);
 		struct gang_levels one = { .n = 1, .strict = true };
 
 		one.keys[0][0] = mb->required_key;
@@ -352,6 +730,10 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 			snprintf(g->reason, sizeof(g->reason), "troupe: gang %s: %s", g->key, why);
 			snprintf(reason, reasonlen, "%s", g->reason);
 			m->stats.refused++;
+			if (!g->waiting) {
+				g->waiting = true;
+				g->waiting_since_ns = util_now_ns();
+			}
 			goto out;
 		}
 		g->slots = calloc(plan.n_slots, sizeof(*g->slots));
@@ -382,6 +764,7 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 		}
 		g->n_slots = plan.n_slots;
 		g->state = G_PLANNED;
+		g->waiting = false;
 		g->planned_ns = util_now_ns();
 		g->deadline_ns = g->planned_ns + (uint64_t)timeout_s * 1000000000ULL;
 		g->reason[0] = '\0';
