@@ -104,7 +104,11 @@ struct cache_binder *cache_binder_start(struct cache_api *api, unsigned timeout_
  * called). Thread: any. */
 int cache_binder_submit(struct cache_binder *b, const struct cache_binding *bind,
 			cache_bind_done_fn done, void *arg);
-/* Finish: bindings still queued or in flight complete with -ECANCELED. */
-void cache_binder_stop(struct cache_binder *b);
+/* Stop the thread: bindings still queued or in flight complete with
+ * -ECANCELED, later submits fail with -ESHUTDOWN. The struct stays valid, so
+ * threads still holding it (HTTP workers) are safe until cache_binder_free. */
+void cache_binder_shutdown(struct cache_binder *b);
+/* Free it; call after every thread that could submit has stopped. */
+void cache_binder_free(struct cache_binder *b);
 
 #endif

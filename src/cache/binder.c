@@ -284,15 +284,45 @@ struct cache_binder *cache_binder_start(struct cache_api *api, unsigned timeout_
 	return b;
 }
 
-void cache_binder_stop(struct cache_binder *b)
+void cache_binder_shutdown(struct cache_binder *b)
 {
+	bool joined;
+
 	if (!b)
 		return;
 	pthread_mutex_lock(&b->lock);
+	joined = b->stop;
 	b->stop = true;
 	pthread_mutex_unlock(&b->lock);
+	if (joined)
+		return;
 	curl_multi_wakeup(b->multi);
 	pthread_join(b->thread, NULL);
+	/* Anything queued after the thread's last look is answered here. */
+	for (;;) {
+		struct job *q;
+
+		pthread_mutex_lock(&b->lock);
+		q = b->head;
+		b->head = b->tail = NULL;
+		pthread_mutex_unlock(&b->lock);
+		if (!q)
+			break;
+		while (q) {
+			struct job *next = q->next;
+
+			q->done(q->arg, -ECANCELED, "troupe is stopping");
+			job_free(q);
+			q = next;
+		}
+	}
+}
+
+void cache_binder_free(struct cache_binder *b)
+{
+	if (!b)
+		return;
+	cache_binder_shutdown(b);
 	curl_multi_cleanup(b->multi);
 	pthread_mutex_destroy(&b->lock);
 	free(b);

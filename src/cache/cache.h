@@ -221,6 +221,8 @@ enum cache_pod_state {
 struct cache_pod_info {
 	enum cache_pod_state state;
 	bool from_api;                  /* learnt from the cluster, not only from a filter */
+	bool posted;                    /* troupe's Binding for it was accepted */
+	bool uncertain;                 /* troupe's Binding's outcome is unknown */
 	bool reservation;               /* a gang's reservation, not a pod */
 	char ns[64];
 	char name[254];
@@ -284,6 +286,15 @@ int cache_reservation_release(struct cache *c, const char *key);
  * -ENOENT (no such reservation or pod), -EEXIST (the pod holds something),
  * -EINVAL (GPU count differs). */
 int cache_reservation_claim(struct cache *c, const char *key, const char *uid);
+
+/* Any: record what became of troupe's Binding for an assumed pod: accepted
+ * (<posted>), or outcome unknown (the devices stay held until the watch shows
+ * the pod, or cache_pod_expire gives up). -ENOENT when it holds nothing. */
+int cache_pod_mark_bind(struct cache *c, const char *uid, bool posted);
+/* Any: housekeeping. Release pods whose Binding's outcome stayed unknown for
+ * <uncertain_ns>, and forget pods only ever seen in filter calls more than
+ * <remembered_ns> ago. */
+void cache_pod_expire(struct cache *c, uint64_t uncertain_ns, uint64_t remembered_ns);
 
 /* Counters for logs, /debug and tests. */
 struct cache_stats {

@@ -230,8 +230,17 @@ static void collect_gone_group(const struct cache_podgroup *pg, void *arg)
 	char key[320];
 
 	snprintf(key, sizeof(key), "%s/%s", pg->ns, pg->name);
-	if (keep_seen(key, sw->s) || sw->n == sw->cap)
+	if (keep_seen(key, sw->s))
 		return;
+	if (sw->n == sw->cap) {
+		size_t cap = sw->cap ? sw->cap * 2 : 64;
+		char (*g)[320] = realloc(sw->gone, cap * sizeof(*g));
+
+		if (!g)
+			return;
+		sw->gone = g;
+		sw->cap = cap;
+	}
 	snprintf(sw->gone[sw->n++], sizeof(sw->gone[0]), "%s", key);
 }
 
@@ -248,11 +257,8 @@ static void sweep(struct stream *s)
 		cache__pod_sweep(c, keep_seen, s);
 		break;
 	case K_PODGROUPS: {
-		struct pg_sweep sw = { s, NULL, 0, 4096 };
+		struct pg_sweep sw = { s, NULL, 0, 0 };
 
-		sw.gone = calloc(sw.cap, sizeof(*sw.gone));
-		if (!sw.gone)
-			break;
 		cache_podgroup_foreach(c, collect_gone_group, &sw);
 		for (size_t i = 0; i < sw.n; i++) {
 			char *slash = strchr(sw.gone[i], '/');

@@ -41,6 +41,7 @@
 
 #include "common/log.h"
 #include "common/strmap.h"
+#include "common/util.h"
 
 enum { POD_STRIPES = 64 };
 
@@ -70,6 +71,9 @@ struct pod_entry {
 	enum cache_pod_state state;
 	bool from_api;                  /* seen in the cluster state, not only in a filter */
 	bool reservation;               /* devices held for a gang's future member */
+	bool posted;                    /* troupe's Binding was accepted (201/409 same node) */
+	uint64_t uncertain_ns;          /* a Binding's outcome is unknown since; 0: not */
+	uint64_t seen_ns;               /* when a filter remembered it (not from the API) */
 	struct cache_pod *pod;          /* latest parsed object; owned */
 	struct slot *slot;              /* holding on this node (a ref), or NULL */
 	struct pod_entry *node_prev;    /* in slot->pods; guarded by slot->pods_lock */
@@ -613,7 +617,8 @@ void cache_writer_reclaim(struct cache *c)
 
 static struct stripe *stripe_of(struct cache *c, const char *uid, size_t len)
 {
-	return &c->pods[strmap_hash(uid, len) % POD_STRIPES];
+	/* The high bits: the low ones pick the bucket inside the stripe's map. */
+	return &c->pods[strmap_hash(uid, len) >> 58];
 }
 
 static void slot_ref(struct slot *s)
@@ -659,6 +664,8 @@ static void entry_release(struct cache *c, struct pod_entry *e)
 	e->slot = NULL;
 	e->hold_devices = 0;
 	e->hold_unattr = 0;
+	e->posted = false;
+	e->uncertain_ns = 0;
 	slot_unref(s);
 	if (tl_writer == c)
 		slot_maybe_remove(c, s);
@@ -754,6 +761,8 @@ int cache_pod_apply(struct cache *c, struct cache_pod *pod)
 	e->from_api = true;
 	if (pod_holds(pod)) {
 		ret = entry_hold_fact(c, e, pod);
+		if (e->state == CACHE_POD_STATE_BOUND)
+			e->uncertain_ns = 0;    /* the cluster says where it is */
 	} else if (e->state == CACHE_POD_STATE_ASSUMED && !pod->node && !pod->deleting &&
 		   pod->phase != CACHE_POD_SUCCEEDED && pod->phase != CACHE_POD_FAILED) {
 		/* An event from before troupe's binding landed: keep the assumption
@@ -804,6 +813,7 @@ int cache_pod_remember(struct cache *c, struct cache_pod *pod)
 		goto out;
 	}
 	e->pod = pod;
+	e->seen_ns = util_now_ns();
 	pod = NULL;
 out:
 	pthread_mutex_unlock(&st->lock);
@@ -832,6 +842,8 @@ int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out)
 	}
 	out->state = e->state;
 	out->from_api = e->from_api;
+	out->posted = e->posted;
+	out->uncertain = e->uncertain_ns != 0;
 	copy_str(out->ns, sizeof(out->ns), e->pod->ns);
 	copy_str(out->name, sizeof(out->name), e->pod->name);
 	copy_str(out->node, sizeof(out->node), e->slot ? e->slot->name : e->pod->node);
@@ -906,6 +918,11 @@ int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_
 		}
 		free_n = (int64_t)rec->gpu_allocatable - __builtin_popcountll(cur[0]) -
 			 (int64_t)cur[1];
+		/* The same bound as cache_view_free_gpus: healthy devices too. */
+		if ((int64_t)__builtin_popcountll(capacity_mask(rec) & ~rec->unhealthy & ~cur[0]) -
+			    (int64_t)cur[1] < free_n)
+			free_n = (int64_t)__builtin_popcountll(capacity_mask(rec) & ~rec->unhealthy &
+							       ~cur[0]) - (int64_t)cur[1];
 		if (free_n < __builtin_popcountll(want)) {
 			ret = -ENOSPC;
 			goto out_unref;
@@ -1073,7 +1090,10 @@ void cache__pod_sweep(struct cache *c, bool (*keep)(const char *uid, void *arg),
 		while (strmap_next(&st->map, &pos, NULL, &v)) {
 			struct pod_entry *e = v;
 
-			if (e->reservation || !(e->from_api || e->state == CACHE_POD_STATE_ASSUMED) ||
+			/* Assumed pods are never swept: a pod created after the list's
+			 * resourceVersion and bound meanwhile is not in the list, and
+			 * its fate is the binder's answer or the watch's replay. */
+			if (e->reservation || !e->from_api || e->state == CACHE_POD_STATE_ASSUMED ||
 			    keep(e->uid, arg))
 				continue;
 			if (n == cap) {
@@ -1370,4 +1390,77 @@ out:
 	if (ret == 0)
 		pod_entry_free(r);
 	return ret;
+}
+
+/* ---- Binding outcomes and housekeeping ------------------------------------------ */
+
+int cache_pod_mark_bind(struct cache *c, const char *uid, bool posted)
+{
+	size_t len = strlen(uid);
+	struct stripe *st = stripe_of(c, uid, len);
+	struct pod_entry *e;
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&st->lock);
+	e = strmap_get(&st->map, uid, len);
+	if (e && e->slot) {
+		e->posted = posted;
+		e->uncertain_ns = posted ? 0 : util_now_ns();
+		ret = 0;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return ret;
+}
+
+void cache_pod_expire(struct cache *c, uint64_t uncertain_ns, uint64_t remembered_ns)
+{
+	uint64_t now = util_now_ns();
+	size_t released = 0, dropped = 0;
+
+	cache_read_begin(c);
+	for (int i = 0; i < POD_STRIPES; i++) {
+		struct stripe *st = &c->pods[i];
+		struct pod_entry **gone = NULL;
+		size_t n = 0, cap = 0, pos = 0;
+		void *v;
+
+		pthread_mutex_lock(&st->lock);
+		while (strmap_next(&st->map, &pos, NULL, &v)) {
+			struct pod_entry *e = v;
+
+			if (e->state == CACHE_POD_STATE_ASSUMED && e->uncertain_ns &&
+			    now - e->uncertain_ns > uncertain_ns) {
+				/* The cluster never showed the pod bound: it was not. */
+				entry_release(c, e);
+				e->state = CACHE_POD_STATE_PENDING;
+				e->uncertain_ns = 0;
+				released++;
+			} else if (!e->from_api && !e->reservation && !e->slot &&
+				   e->state == CACHE_POD_STATE_PENDING &&
+				   now - e->seen_ns > remembered_ns) {
+				if (n == cap) {
+					struct pod_entry **g = realloc(gone, (cap = cap ? cap * 2 : 16) *
+									      sizeof(*g));
+
+					if (!g)
+						continue;
+					gone = g;
+				}
+				gone[n++] = e;
+			}
+		}
+		for (size_t k = 0; k < n; k++)
+			strmap_del(&st->map, gone[k]->uid, strlen(gone[k]->uid));
+		pthread_mutex_unlock(&st->lock);
+		for (size_t k = 0; k < n; k++)
+			pod_entry_free(gone[k]);
+		free(gone);
+		dropped += n;
+	}
+	cache_read_end(c);
+	if (released)
+		log_info("cache", "%zu pods whose bindings were never confirmed: GPUs released",
+			 released);
+	if (dropped)
+		log_debug("cache", "forgot %zu pods seen only in filter calls long ago", dropped);
 }

@@ -235,8 +235,15 @@ int main(int argc, char **argv)
 		 (unsigned long long)st.gpus_held, (unsigned long long)st.gpus_allocatable,
 		 cache_is_synced(cache) ? "" : ", still syncing", cfg.score_policy);
 	for (;;) {
-		if (sigwait(&sigs, &sig) == 0 && (sig == SIGINT || sig == SIGTERM))
+		/* Housekeeping every 10 s between signals: release pods whose
+		 * Binding was never confirmed (5 min), forget pods seen only in
+		 * filter calls (10 min). */
+		struct timespec tick = { 10, 0 };
+
+		sig = sigtimedwait(&sigs, NULL, &tick);
+		if (sig == SIGINT || sig == SIGTERM)
 			break;
+		cache_pod_expire(cache, 300ULL * 1000000000ULL, 600ULL * 1000000000ULL);
 	}
 	log_info("main", "received %s; stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	ret = 0;
@@ -244,9 +251,11 @@ out:
 	/* Held gang binds and the binder first: they answer every bind still
 	 * waiting, which resumes their connections, so the server can then close
 	 * cleanly. */
-	gang_manager_free(gangs);
-	cache_binder_stop(binder);
+	gang_manager_shutdown(gangs);
+	cache_binder_shutdown(binder);
 	ext_server_stop(server);
+	gang_manager_free(gangs);
+	cache_binder_free(binder);
 	cache_informer_stop(informer);
 	cache_free(cache);
 	placement_registry_free(registry);

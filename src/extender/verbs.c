@@ -458,19 +458,59 @@ struct bind_pending {
 	char name[254];
 	char node[254];
 	char ids[256];
-	char ann[3072];                 /* the Binding's annotations, JSON */
+	char *ann;                      /* the Binding's annotations, JSON; owned */
+	int attempt;                    /* posts so far, minus one */
 };
 
+static void bind_posted(void *arg, int result, const char *msg);
+
+static void pending_free(struct bind_pending *p)
+{
+	if (p)
+		free(p->ann);
+	free(p);
+}
+
+/* Post the same Binding again (binder thread). */
+static bool resubmit(struct bind_pending *p)
+{
+	struct cache_binding b = { p->ns, p->name, p->uid, p->node, p->ann };
+
+	p->attempt++;
+	log_info("extender", "bind: pod %s/%s -> node %s: posting again (attempt %d)", p->ns,
+		 p->name, p->node, p->attempt + 1);
+	return cache_binder_submit(p->svc->binder, &b, bind_posted, p) == 0;
+}
+
+enum { BIND_POST_ATTEMPTS = 3 };
+
 /* The API server answered (binder thread): keep or roll back the assumption,
- * then complete the reply. */
+ * then complete the reply. A timeout, a connection error or a 5xx does not say
+ * whether the binding was committed: the same Binding is posted again (the UID
+ * precondition makes that safe, and a commit shows as 409 "already assigned to
+ * this node"); if the outcome stays unknown the devices stay held until the
+ * watch shows the pod or cache_pod_expire gives up - never free while the pod
+ * may be running on them. */
 static void bind_posted(void *arg, int result, const char *msg)
 {
 	struct bind_pending *p = arg;
+	bool ambiguous = result == -ETIMEDOUT || result == -EIO;
 
+	if (ambiguous && p->attempt + 1 < BIND_POST_ATTEMPTS && resubmit(p))
+		return;
 	if (result == 0) {
+		cache_pod_mark_bind(p->svc->cache, p->uid, true);
 		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s] (%s)", p->ns,
 			 p->name, p->node, p->ids, msg);
 		strbuf_puts(&p->r->body, "{\"Error\":\"\"}");
+	} else if (ambiguous) {
+		cache_pod_mark_bind(p->svc->cache, p->uid, false);
+		log_warn("extender", "bind: pod %s/%s -> node %s: outcome unknown after %d attempts "
+			 "(%s); its GPUs stay held until the cluster shows the pod", p->ns, p->name,
+			 p->node, p->attempt + 1, msg);
+		reply_error(p->r, 200, "troupe: the API server did not confirm binding pod %s/%s "
+			    "to node %s (%s); its GPUs stay held until the cluster shows where it is",
+			    p->ns, p->name, p->node, msg);
 	} else {
 		/* The devices go back at once: the pod was not bound. */
 		cache_pod_forget(p->svc->cache, p->uid);
@@ -480,7 +520,7 @@ static void bind_posted(void *arg, int result, const char *msg)
 			    p->name, p->node, msg);
 	}
 	p->async.done(p->async.ctx);
-	free(p);
+	pending_free(p);
 }
 
 /* Post the binding for a pod whose devices are already assumed. Returns true
@@ -520,15 +560,20 @@ static bool bind_post(const struct ext_service *svc, const struct cache_pod_info
 		strbuf_put_json_str(&ann, uuids, strlen(uuids));
 	}
 	strbuf_putc(&ann, '}');
-	snprintf(p->ann, sizeof(p->ann), "%s", ann.buf ? ann.buf : "{}");
-	strbuf_fini(&ann);
+	p->ann = strbuf_take(&ann, NULL);
+	if (!p->ann) {
+		cache_pod_forget(svc->cache, uid);
+		reply_error(r, 200, "troupe: out of memory binding pod %s/%s", info->ns, info->name);
+		free(p);
+		return true;
+	}
 	b = (struct cache_binding){ info->ns, info->name, uid, node, ids[0] ? p->ann : NULL };
 	ret = cache_binder_submit(svc->binder, &b, bind_posted, p);
 	if (ret < 0) {
 		cache_pod_forget(svc->cache, uid);
 		reply_error(r, 200, "troupe: cannot post the binding for pod %s/%s: %s", info->ns,
 			    info->name, strerror(-ret));
-		free(p);
+		pending_free(p);
 		return true;
 	}
 	return false;
@@ -678,9 +723,17 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 			goto out;
 	}
 	if (info.state == CACHE_POD_STATE_ASSUMED || info.state == CACHE_POD_STATE_BOUND) {
-		/* A repeated bind (kube-scheduler retrying after a lost reply). */
+		/* A repeated bind (kube-scheduler retrying after a lost reply). With an
+		 * API server it is done only once the cluster accepted the Binding. */
 		ret = strcmp(info.node, b.node) == 0 ? -EALREADY : -EEXIST;
 		devices = info.devices;
+		if (ret == -EALREADY && svc->binder && info.state == CACHE_POD_STATE_ASSUMED &&
+		    !info.posted) {
+			reply_error(r, 200, "troupe: the binding of pod %s/%s to node %s is still in "
+				    "progress%s; retry", info.ns, info.name, b.node,
+				    info.uncertain ? " (the API server has not confirmed it)" : "");
+			goto out;
+		}
 	}
 	for (int attempt = 0; attempt < BIND_ATTEMPTS && ret == -EAGAIN; attempt++) {
 		struct placement_fit fit;

@@ -80,7 +80,10 @@ struct gang_config {
 
 /* Create the manager and its expiry thread. NULL on failure (errno set). */
 struct gang_manager *gang_manager_new(struct cache *c, const struct gang_config *cfg);
-/* Stop: every held bind is released with an error, every reservation freed. */
+/* Stop: every held bind is released with an error, every reservation freed;
+ * later calls refuse ("troupe is stopping"). The struct stays valid for threads
+ * still holding it until gang_manager_free. */
+void gang_manager_shutdown(struct gang_manager *m);
 void gang_manager_free(struct gang_manager *m);
 
 /* A gang member as the verbs see it. */

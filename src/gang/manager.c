@@ -578,6 +578,45 @@ struct gang_manager *gang_manager_new(struct cache *c, const struct gang_config 
 	return m;
 }
 
+void gang_manager_shutdown(struct gang_manager *m)
+{
+	struct pending_release *all = NULL;
+	unsigned n_all = 0;
+	size_t pos = 0;
+	void *v;
+	bool joined;
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	joined = m->stop;
+	m->stop = true;
+	pthread_cond_signal(&m->wake);
+	pthread_mutex_unlock(&m->lock);
+	if (joined)
+		return;
+	pthread_join(m->thread, NULL);
+	pthread_mutex_lock(&m->lock);
+	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
+		struct gang *g = v;
+		struct pending_release *rel, *grown;
+		unsigned n = gang_rollback(m, g, "troupe is stopping", &rel);
+
+		holds_release(m, g);
+		g->waiting = false;
+		/* Gather every release; they run once the lock is dropped. */
+		grown = n ? realloc(all, (n_all + n) * sizeof(*all)) : all;
+		if (grown) {
+			all = grown;
+			memcpy(all + n_all, rel, n * sizeof(*rel));
+			n_all += n;
+		}
+		free(rel);
+	}
+	pthread_mutex_unlock(&m->lock);
+	run_releases(all, n_all);
+}
+
 void gang_manager_free(struct gang_manager *m)
 {
 	size_t pos = 0;
@@ -585,18 +624,11 @@ void gang_manager_free(struct gang_manager *m)
 
 	if (!m)
 		return;
-	pthread_mutex_lock(&m->lock);
-	m->stop = true;
-	pthread_cond_signal(&m->wake);
-	pthread_mutex_unlock(&m->lock);
-	pthread_join(m->thread, NULL);
+	gang_manager_shutdown(m);
 	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
 		struct gang *g = v;
-		struct pending_release *rel;
-		unsigned n = gang_rollback(m, g, "troupe is stopping", &rel);
 
-		holds_release(m, g);
-		run_releases(rel, n);
+		free(g->slots);
 		free(g->held);
 		free(g->holds);
 		free(g);
@@ -668,6 +700,10 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 	if (quorum <= 1)
 		return GANG_NOT_A_GANG;
 	pthread_mutex_lock(&m->lock);
+	if (m->stop) {
+		snprintf(reason, reasonlen, "troupe is stopping");
+		goto out;
+	}
 	g = gang_get(m, mb->ns, mb->group, true);
 	if (!g) {
 		snprintf(reason, reasonlen, "troupe: out of memory admitting gang %s/%s", mb->ns,
@@ -867,6 +903,11 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 	if (!mb->group)
 		return ret;
 	pthread_mutex_lock(&m->lock);
+	if (m->stop) {
+		ret = GANG_BIND_REFUSED;
+		snprintf(reason, reasonlen, "troupe is stopping");
+		goto out;
+	}
 	g = gang_get(m, mb->ns, mb->group, false);
 	if (!g || g->state != G_PLANNED)
 		goto out;       /* no plan: complete, or not a gang after all */

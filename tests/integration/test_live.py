@@ -206,13 +206,35 @@ class LiveTest(unittest.TestCase):
         self.assertIn('already assigned to node \\"gpu-a100-1\\"', json.dumps(b["Error"]))
         self.assertEqual(self.srv.get("pods", "ml", "raced")["spec"]["nodeName"], "gpu-a100-1")
         self.srv.delay(0, path_contains="watch=")
-        # 500: the API server fails; the devices come back.
+        # One 500: the outcome is unknown, so troupe posts the same Binding
+        # again (safe: UID precondition) and it goes through.
         pod2 = self.srv.create("pods", pending_pod("unlucky", 8))
         self.srv.fail_next(1, 500, path_contains="/binding")
         node_name, b = self.filter_bind(t, pod2, ["gpu-h100-1"])
-        self.assertIn("HTTP 500", b["Error"])
-        wait_until(lambda: {n["name"]: n for n in t.state()["nodes"]}["gpu-h100-1"]["gpuFree"]
-                   == 8, 10, "gpu-h100-1 free again")
+        self.assertEqual(b["Error"], "")
+        self.assertEqual(self.srv.get("pods", "ml", "unlucky")["spec"]["nodeName"], "gpu-h100-1")
+        # A certain refusal (404: the pod is gone): the devices come back at once.
+        pod5 = self.srv.create("pods", pending_pod("vanished", 8))
+        self.srv.fail_next(1, 404, path_contains="/binding")
+        node_name, b = self.filter_bind(t, pod5, ["gpu-a100-1"])
+        self.assertIn("HTTP 404", b["Error"])
+        wait_until(lambda: {n["name"]: n for n in t.state()["nodes"]}["gpu-a100-1"]["gpuFree"]
+                   == 8, 10, "gpu-a100-1 free again")
+        # 500 every time: never known, so the devices stay held (not free while
+        # the pod might run on them) and a retried bind is told to wait.
+        pod6 = self.srv.create("pods", pending_pod("limbo", 2))
+        self.srv.fail_next(3, 500, path_contains="/binding")
+        node_name, b = self.filter_bind(t, pod6, ["gpu-a100-1"])
+        self.assertIn("did not confirm", b["Error"])
+        held = {p["name"]: p for p in t.cache()["pods"]}["limbo"]
+        self.assertEqual((held["state"], held["node"]), ("assumed", "gpu-a100-1"))
+        s, _, b = t.request("POST", "/bind", {"PodName": "limbo", "PodNamespace": "ml",
+                                               "PodUID": pod6["metadata"]["uid"],
+                                               "Node": "gpu-a100-1"})
+        self.assertIn("still in progress", b["Error"])
+        # When the cluster says what happened (here: the pod is deleted), the
+        # devices are settled.
+        self.srv.delete("pods", "ml", "limbo")
         # UID precondition: a re-created pod of the same name is never bound.
         pod3 = self.srv.create("pods", pending_pod("reborn", 1))
         s, _, f = t.request("POST", "/filter", {"Pod": pod3, "Nodes": None,
