@@ -111,7 +111,8 @@ bad:
 
 /* ---- The key table ------------------------------------------------------ */
 
-enum kind { K_MAP, K_STRING, K_UINT, K_SIZE, K_DOUBLE, K_LOGLEVEL, K_LISTEN, K_STRLIST, K_QUEUES };
+enum kind { K_MAP, K_STRING, K_UINT, K_SIZE, K_DOUBLE, K_LOGLEVEL, K_LISTEN, K_STRLIST, K_QUEUES,
+	    K_BOOL };
 
 struct key {
 	const char *path;       /* dotted path from the root */
@@ -154,6 +155,7 @@ static const struct key keys[] = {
 	{ "gang.scheduler_http_timeout_seconds", K_UINT, F(gang.http_timeout_s), 0 },
 	{ "gang.margin_seconds", K_UINT, F(gang.margin_s), 0 },
 	{ "gang.starvation_seconds", K_UINT, F(gang.starvation_s), 0 },
+	{ "gang.allow_partial_preemption", K_BOOL, F(gang.allow_partial_preemption), 0 },
 	{ "queues", K_QUEUES, 0, 0 },
 };
 
@@ -210,6 +212,11 @@ static int set_value(struct ext_config *cfg, const struct key *k, const cJSON *v
 		if (!cJSON_IsString(v))
 			goto type;
 		return ext_config_parse_listen(cfg, v->valuestring, err, errlen);
+	case K_BOOL:
+		if (!cJSON_IsBool(v))
+			goto type;
+		*(bool *)(void *)field = cJSON_IsTrue(v);
+		return 0;
 	case K_QUEUES: {
 		/* queue name -> weight; names are free-form, so no key table. */
 		const cJSON *it;
@@ -266,7 +273,8 @@ type:
 	snprintf(err, errlen, "%s has the wrong type (%s expected)", k->path,
 		 k->kind == K_MAP ? "a mapping" : k->kind == K_STRING || k->kind == K_LISTEN ?
 		 "a string" : k->kind == K_STRLIST ? "a non-empty list of strings" :
-		 k->kind == K_DOUBLE ? "a number from 0 to 1000000" : "a whole non-negative number");
+		 k->kind == K_DOUBLE ? "a number from 0 to 1000000" : k->kind == K_BOOL ? "true or false" :
+		 "a whole non-negative number");
 	return -EINVAL;
 }
 

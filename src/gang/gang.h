@@ -73,6 +73,7 @@ struct gang_config {
 	unsigned http_timeout_s;        /* kube-scheduler's extender httpTimeout (30) */
 	unsigned margin_s;              /* answer held binds this long before it (3) */
 	unsigned starvation_s;          /* a waiting gang at the head gets capacity held (30) */
+	bool allow_partial_preemption;  /* may preempt propose evicting part of a bound gang */
 	unsigned n_queues;              /* queue weights (default weight 1) */
 	char queue_names[GANG_MAX_QUEUES][64];
 	double queue_weights[GANG_MAX_QUEUES];
