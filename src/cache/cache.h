@@ -232,6 +232,7 @@ struct cache_pod_info {
 	char gang_topology[254];        /* annotation troupe.io/gang-topology, "" when none */
 	char queue[254];                /* the pod's queue (its namespace when none named) */
 	int32_t priority;               /* spec.priority */
+	bool active;                    /* neither finished nor being deleted */
 	uint32_t min_member;            /* quorum named on the pod, 0 when none */
 	struct cache_demand demand;
 	bool demand_valid;

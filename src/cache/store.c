@@ -852,6 +852,8 @@ int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out)
 	copy_str(out->gang_topology, sizeof(out->gang_topology), e->pod->gang_topology);
 	copy_str(out->queue, sizeof(out->queue), e->pod->queue);
 	out->priority = e->pod->priority;
+	out->active = !e->pod->deleting && e->pod->phase != CACHE_POD_SUCCEEDED &&
+		      e->pod->phase != CACHE_POD_FAILED;
 	out->min_member = e->pod->min_member;
 	out->demand = e->pod->demand;
 	out->demand_valid = e->pod->demand_error == NULL;
@@ -1027,6 +1029,11 @@ void cache_pod_foreach(struct cache *c, void (*fn)(const struct cache_pod_info *
 			info.from_api = e->from_api;
 			info.reservation = e->reservation;
 			copy_str(info.queue, sizeof(info.queue), e->pod->queue);
+			copy_str(info.group, sizeof(info.group), e->pod->group);
+			info.min_member = e->pod->min_member;
+			info.priority = e->pod->priority;
+			info.active = !e->pod->deleting && e->pod->phase != CACHE_POD_SUCCEEDED &&
+				      e->pod->phase != CACHE_POD_FAILED;
 			copy_str(info.ns, sizeof(info.ns), e->pod->ns);
 			copy_str(info.name, sizeof(info.name), e->pod->name);
 			copy_str(info.node, sizeof(info.node), e->slot ? e->slot->name : e->pod->node);

@@ -172,6 +172,17 @@ static void filter_node(const struct node_ref *ref, void *arg)
 	struct filter_ctx *fc = arg;
 	struct placement_fit fit;
 
+	if (ref->view && fc->svc->gangs) {
+		char note[400];
+
+		/* A starving gang before this pod keeps this node's freed GPUs. */
+		if (gang_hold_note(fc->svc->gangs, ref->name, fc->pod->priority, note,
+				   sizeof(note))) {
+			ext_filter_out_fail(&fc->out, false, ref->name, ref->len, note);
+			snprintf(fc->last_reason, sizeof(fc->last_reason), "%.150s", note);
+			return;
+		}
+	}
 	if (!ref->view) {
 		if (ref->unusable)
 			snprintf(fit.reason, sizeof(fit.reason), "%s", ref->unusable);
@@ -190,16 +201,6 @@ static void filter_node(const struct node_ref *ref, void *arg)
 		return;
 	}
 	memcpy(fc->last_reason, fit.reason, sizeof(fit.reason));
-	if (fit.verdict == PLACEMENT_UNSCHEDULABLE && ref->view && fc->svc->gangs) {
-		char note[320], both[PLACEMENT_REASON_LEN + 330];
-
-		/* Say behind whom, when a starving gang holds this node's GPUs. */
-		if (gang_hold_note(fc->svc->gangs, ref->name, note, sizeof(note))) {
-			snprintf(both, sizeof(both), "%s; %s", fit.reason, note);
-			ext_filter_out_fail(&fc->out, false, ref->name, ref->len, both);
-			return;
-		}
-	}
 	ext_filter_out_fail(&fc->out, fit.verdict == PLACEMENT_UNRESOLVABLE, ref->name, ref->len,
 			    fit.reason);
 }

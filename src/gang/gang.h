@@ -140,9 +140,11 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 				const char *node, gang_release_fn release, void *ctx,
 				uint64_t *devices, char *reason, size_t reasonlen);
 
-/* If capacity on <node> is held for a starving gang, write a short note naming
- * it into <buf> and return true (for single pods' filter reasons). */
-bool gang_hold_note(struct gang_manager *m, const char *node, char *buf, size_t len);
+/* If <node>'s GPUs are being held for a starving gang that goes before a pod of
+ * <priority>, write the reason naming it into <buf> and return true: the node
+ * is refused to that pod, so freed GPUs cannot be taken back. */
+bool gang_hold_note(struct gang_manager *m, const char *node, int32_t priority, char *buf,
+		    size_t len);
 
 /* The weighted dominant share of <queue> now (its GPU, CPU and memory held, as
  * a share of the ready nodes' totals, the largest of the three, divided by the

@@ -56,6 +56,7 @@ struct held {
 struct hold {
 	char key[400];
 	char node[254];
+	uint64_t devices;
 };
 
 struct gslot {
@@ -89,6 +90,8 @@ struct gang {
 	struct placement_request req;
 	struct hold *holds;             /* capacity held while it starves */
 	unsigned n_holds, cap_holds, hold_seq;
+	char (*targets)[254];           /* nodes whose freed GPUs are kept for it */
+	unsigned n_targets;
 	char reason[640];               /* why the last attempt failed */
 };
 
@@ -334,6 +337,9 @@ static void holds_release(struct gang_manager *m, struct gang *g)
 	for (unsigned i = 0; i < g->n_holds; i++)
 		cache_reservation_release(m->cache, g->holds[i].key);
 	g->n_holds = 0;
+	free(g->targets);
+	g->targets = NULL;
+	g->n_targets = 0;
 }
 
 struct hold_cand {
@@ -381,57 +387,171 @@ static int by_free_desc(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-/* Hold capacity for the starving head <g> as it frees: member-sized sets on the
- * emptiest nodes, until it has enough for the whole gang. Lock held. */
+static bool hold_on(const struct gang *g, const char *node)
+{
+	for (unsigned i = 0; i < g->n_targets; i++)
+		if (strcmp(g->targets[i], node) == 0)
+			return true;
+	return false;
+}
+
+/* Hold capacity for the starving head <g> as it frees: pick target nodes (those
+ * already holding for it, then the emptiest) whose allocatable can take all its
+ * members, and reserve every GPU that is free on them now. Each pass holds what
+ * freed since the last, so small pods cannot creep back in. Lock held. */
 static void holds_grow(struct gang_manager *m, struct gang *g)
 {
-	struct hold_scan hs = { .gpu_resource = g->req.demand.gpu_resource, .k = g->req.demand.gpus };
+	/* k = 0: every usable node is a candidate, also those with nothing free
+	 * now (a target keeps being one while its GPUs free up). */
+	struct hold_scan hs = { .gpu_resource = g->req.demand.gpu_resource, .k = 0 };
+	unsigned k = g->req.demand.gpus, members = 0;
 
-	if (g->n_holds >= g->need || !hs.k)
+	if (!k || !g->need)
 		return;
+	if (!g->n_holds && !g->hold_seq)
+		log_info("gang", "gang %s has waited %llus first in the fair order; holding GPUs for "
+			 "it as they free", g->key,
+			 (unsigned long long)((util_now_ns() - g->waiting_since_ns) / 1000000000ULL));
 	cache_read_begin(m->cache);
 	cache_node_foreach(m->cache, collect_hold_cand, &hs);
 	cache_read_end(m->cache);
+	/* Nodes already holding for it come first, then the emptiest. */
+	for (size_t i = 0; i < hs.n; i++)
+		if (hold_on(g, hs.c[i].name))
+			hs.c[i].free += 1000;
 	qsort(hs.c, hs.n, sizeof(*hs.c), by_free_desc);
-	for (size_t i = 0; i < hs.n && g->n_holds < g->need; i++) {
-		for (;;) {
-			struct cache_node_view v;
-			struct placement_choice c;
-			struct hold *h;
-			bool ok;
+	free(g->targets);
+	g->targets = calloc(hs.n ? hs.n : 1, sizeof(*g->targets));
+	g->n_targets = 0;
+	for (size_t i = 0; i < hs.n && members < g->need; i++) {
+		struct cache_node_view v;
+		uint64_t free_mask = 0;
+		struct hold *h;
 
-			if (g->n_holds >= g->need)
-				break;
-			cache_read_begin(m->cache);
-			ok = cache_node_lookup(m->cache, hs.c[i].name, strlen(hs.c[i].name), &v) &&
-			     placement_node_choose(&v, cache_view_free_mask(&v), hs.k, &g->req.policy,
-						   &c) == 0;
-			cache_read_end(m->cache);
-			if (!ok)
-				break;
-			if (g->n_holds == g->cap_holds) {
-				unsigned cap = g->cap_holds ? g->cap_holds * 2 : 8;
-				struct hold *nh = realloc(g->holds, cap * sizeof(*nh));
-
-				if (!nh)
-					break;
-				g->holds = nh;
-				g->cap_holds = cap;
-			}
-			h = &g->holds[g->n_holds];
-			snprintf(h->key, sizeof(h->key), "gang-hold/%s/%u", g->key, ++g->hold_seq);
-			snprintf(h->node, sizeof(h->node), "%s", hs.c[i].name);
-			if (cache_reserve_for(m->cache, h->key, h->node, c.set, g->queue) < 0)
-				break;
-			g->n_holds++;
+		if (g->targets)
+			snprintf(g->targets[g->n_targets++], sizeof(g->targets[0]), "%s", hs.c[i].name);
+		cache_read_begin(m->cache);
+		if (cache_node_lookup(m->cache, hs.c[i].name, strlen(hs.c[i].name), &v)) {
+			members += v.node->gpu_allocatable / k;
+			free_mask = cache_view_free_mask(&v);
+			/* Never more than the free count says (unattributed GPUs). */
+			while ((unsigned)__builtin_popcountll(free_mask) > cache_view_free_gpus(&v))
+				free_mask &= free_mask - 1;
 		}
+		cache_read_end(m->cache);
+		if (!free_mask)
+			continue;
+		if (g->n_holds == g->cap_holds) {
+			unsigned cap = g->cap_holds ? g->cap_holds * 2 : 8;
+			struct hold *nh = realloc(g->holds, cap * sizeof(*nh));
+
+			if (!nh)
+				break;
+			g->holds = nh;
+			g->cap_holds = cap;
+		}
+		h = &g->holds[g->n_holds];
+		snprintf(h->key, sizeof(h->key), "gang-hold/%s/%u", g->key, ++g->hold_seq);
+		snprintf(h->node, sizeof(h->node), "%s", hs.c[i].name);
+		h->devices = free_mask;
+		if (cache_reserve_for(m->cache, h->key, h->node, free_mask, g->queue) == 0)
+			g->n_holds++;
 	}
 	for (size_t i = 0; i < hs.n; i++)
 		free((char *)hs.c[i].name);
 	free(hs.c);
-	if (g->n_holds)
-		log_debug("gang", "gang %s: %u of %u member sets held while it starves", g->key,
-			  g->n_holds, g->need);
+}
+
+/* Gangs kube-scheduler may never show troupe: when its own fit check finds no
+ * node with enough free GPUs for a member, it never calls the extender. The
+ * watch shows their pods all the same: a gang whose members exist and are not
+ * bound is waiting. */
+struct seen_gang {
+	char key[320];
+	char ns[64];
+	char group[254];
+	char queue[254];
+	unsigned exist, bound, min_member;
+	int32_t priority;
+	struct cache_demand demand;
+};
+
+static void collect_gang_pods(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct strmap *map = arg;
+	struct seen_gang *sg;
+	char key[320];
+
+	(void)uid;
+	if (!p->group[0] || p->reservation || !p->active)
+		return;
+	snprintf(key, sizeof(key), "%s/%s", p->ns, p->group);
+	sg = strmap_get(map, key, strlen(key));
+	if (!sg) {
+		sg = calloc(1, sizeof(*sg));
+		if (!sg)
+			return;
+		snprintf(sg->key, sizeof(sg->key), "%s", key);
+		snprintf(sg->ns, sizeof(sg->ns), "%s", p->ns);
+		snprintf(sg->group, sizeof(sg->group), "%s", p->group);
+		snprintf(sg->queue, sizeof(sg->queue), "%s", p->queue);
+		if (strmap_put(map, sg->key, strlen(sg->key), sg, NULL) < 0) {
+			free(sg);
+			return;
+		}
+	}
+	sg->exist++;
+	if (p->state == CACHE_POD_STATE_ASSUMED || p->state == CACHE_POD_STATE_BOUND)
+		sg->bound++;
+	else if (p->demand.gpus > sg->demand.gpus)
+		sg->demand = p->demand;
+	if (p->min_member > sg->min_member)
+		sg->min_member = p->min_member;
+	if (p->priority > sg->priority)
+		sg->priority = p->priority;
+}
+
+/* Register gangs seen waiting in the cache. Lock held. */
+static void discover_waiting(struct gang_manager *m, uint64_t now)
+{
+	struct strmap map;
+	size_t pos = 0;
+	void *v;
+
+	strmap_init(&map);
+	cache_pod_foreach(m->cache, collect_gang_pods, &map);
+	while (strmap_next(&map, &pos, NULL, &v)) {
+		struct seen_gang *sg = v;
+		struct cache_podgroup pg;
+		char buf[320];
+		unsigned quorum = sg->min_member;
+		struct gang *g;
+
+		if (cache_podgroup_get(m->cache, sg->ns, sg->group, &pg, buf, sizeof(buf)) == 0 &&
+		    pg.min_member > 0)
+			quorum = (unsigned)pg.min_member;
+		if (!quorum)
+			quorum = sg->exist;
+		if (quorum <= 1 || sg->exist < quorum || sg->bound >= quorum || !sg->demand.gpus)
+			continue;
+		g = gang_get(m, sg->ns, sg->group, true);
+		if (!g || g->state == G_PLANNED)
+			continue;
+		if (!g->waiting) {
+			g->waiting = true;
+			g->waiting_since_ns = now;
+		}
+		g->quorum = quorum;
+		g->need = quorum - sg->bound;
+		g->priority = sg->priority;
+		snprintf(g->queue, sizeof(g->queue), "%s", sg->queue);
+		g->req.demand = sg->demand;
+		g->last_seen_ns = now;
+	}
+	pos = 0;
+	while (strmap_next(&map, &pos, NULL, &v))
+		free(v);
+	strmap_fini(&map);
 }
 
 /* One fairness pass: drop waiting gangs nobody wants any more, and hold
@@ -444,6 +564,7 @@ static void fairness_tick(struct gang_manager *m, uint64_t now)
 	void *v;
 	bool holds = false;
 
+	discover_waiting(m, now);
 	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
 		struct gang *g = v;
 		unsigned exist, bound;
@@ -464,17 +585,18 @@ static void fairness_tick(struct gang_manager *m, uint64_t now)
 	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
 		struct gang *g = v;
 
-		if (g != head && g->n_holds)
+		if (g != head && (g->n_holds || g->n_targets))
 			holds_release(m, g);
 	}
 	if (head && now - head->waiting_since_ns >= (uint64_t)m->cfg.starvation_s * 1000000000ULL)
 		holds_grow(m, head);
-	holds = head && head->n_holds;
+	holds = head && (head->n_holds || head->n_targets);
 	__atomic_store_n(&m->any_holds, holds, __ATOMIC_RELAXED);
 	shares_fini(&s);
 }
 
-bool gang_hold_note(struct gang_manager *m, const char *node, char *buf, size_t len)
+bool gang_hold_note(struct gang_manager *m, const char *node, int32_t priority, char *buf,
+		    size_t len)
 {
 	size_t pos = 0;
 	void *v;
@@ -486,14 +608,13 @@ bool gang_hold_note(struct gang_manager *m, const char *node, char *buf, size_t 
 	while (!found && strmap_next(&m->gangs, &pos, NULL, &v)) {
 		struct gang *g = v;
 
-		for (unsigned i = 0; i < g->n_holds && !found; i++)
-			if (strcmp(g->holds[i].node, node) == 0) {
-				snprintf(buf, len, "capacity held for gang %s (priority %d, waiting "
-					 "%llus)", g->key, g->priority,
-					 (unsigned long long)((util_now_ns() - g->waiting_since_ns) /
-							      1000000000ULL));
-				found = true;
-			}
+		if (g->n_targets && g->priority >= priority && hold_on(g, node)) {
+			snprintf(buf, len, "troupe: GPUs on this node are held for gang %s (priority "
+				 "%d, queue %s, waiting %llus); it goes first", g->key, g->priority,
+				 g->queue, (unsigned long long)((util_now_ns() - g->waiting_since_ns) /
+								1000000000ULL));
+			found = true;
+		}
 	}
 	pthread_mutex_unlock(&m->lock);
 	return found;
@@ -631,6 +752,7 @@ void gang_manager_free(struct gang_manager *m)
 		free(g->slots);
 		free(g->held);
 		free(g->holds);
+		free(g->targets);
 		free(g);
 	}
 	strmap_fini(&m->gangs);
@@ -687,6 +809,7 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 	unsigned exist, bound, quorum, timeout_s, any = 0;
 	enum gang_verdict ret = GANG_REFUSED;
 	struct gang_plan plan = { 0 };
+	struct cache_node_view *own = NULL;
 	struct gang *g;
 	char why[200];
 
@@ -738,6 +861,9 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 		 * offered gets it first; this one is told behind whom. */
 		for (unsigned j = 0; j < n; j++)
 			offered_free += cache_view_free_gpus(&views[j]);
+		/* Every gang whose members wait, also those kube-scheduler has not
+		 * shown troupe yet, takes part in the order. */
+		discover_waiting(m, util_now_ns());
 		shares_load(m, &sh);
 		w = head_waiting(m, &sh, g);
 		if (w && precedes(m, &sh, w, g) > 0 &&
@@ -755,8 +881,20 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 			goto out;
 		}
 		shares_fini(&sh);
-		/* Capacity held for this gang while it starved is its own to plan on. */
-		holds_release(m, g);
+		/* Capacity held for this gang while it starved is its own to plan on:
+		 * the candidates' views count it free, and the holds are dropped just
+		 * before the plan is reserved in their place. */
+		if (g->n_holds) {
+			own = malloc(n * sizeof(*own));
+			if (own) {
+				memcpy(own, views, n * sizeof(*own));
+				for (unsigned h = 0; h < g->n_holds; h++)
+					for (unsigned j = 0; j < n; j++)
+						if (strcmp(own[j].node->name, g->holds[h].node) == 0)
+							own[j].used &= ~g->holds[h].devices;
+				views = own;
+			}
+		}
 		struct gang_levels one = { .n = 1, .strict = true };
 
 		one.keys[0][0] = mb->required_key;
@@ -777,6 +915,8 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 			snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
 			goto out;
 		}
+		/* The plan stands: what was held for it is now the plan's to reserve. */
+		holds_release(m, g);
 		g->generation++;
 		for (i = 0; i < plan.n_slots; i++) {
 			struct gslot *s = &g->slots[i];
@@ -826,6 +966,7 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 out:
 	pthread_mutex_unlock(&m->lock);
 	gang_plan_fini(&plan);
+	free(own);
 	return ret;
 }
 
