@@ -94,8 +94,9 @@ struct cache_binding {
 /* Called once per submitted binding, on the binder thread. <result>: 0 bound
  * (201, or 409 because the pod is already on this very node); -EEXIST the pod
  * is on another node or the UID precondition failed; -ENOENT the pod is gone;
- * -EACCES 401/403; -ETIMEDOUT; -EIO anything else. <msg> says what the API
- * server said. */
+ * -EACCES 401/403; -EINVAL another 4xx (429 included: refused, not committed);
+ * -ETIMEDOUT; -EIO a 5xx or a connection error (the outcome is unknown). <msg>
+ * says what the API server said. */
 typedef void (*cache_bind_done_fn)(void *arg, int result, const char *msg);
 
 struct cache_binder *cache_binder_start(struct cache_api *api, unsigned timeout_ms, char *err,

@@ -187,6 +187,8 @@ static int classify(struct job *j, CURLcode rc, long status, char *msg, size_t l
 		ret = -ENOENT;
 	else if (status == 401 || status == 403)
 		ret = -EACCES;
+	else if (status >= 400 && status < 500)
+		ret = -EINVAL;  /* refused as asked (429, 400, 422...): not committed */
 	else
 		ret = -EIO;
 	cJSON_Delete(st);

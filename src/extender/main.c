@@ -253,6 +253,8 @@ out:
 	 * cleanly. */
 	gang_manager_shutdown(gangs);
 	cache_binder_shutdown(binder);
+	/* Their answers are queued on resumed connections: let them go out. */
+	ext_server_drain(server, 2000);
 	ext_server_stop(server);
 	gang_manager_free(gangs);
 	cache_binder_free(binder);

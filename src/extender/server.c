@@ -37,6 +37,9 @@ struct ext_server {
 	uint16_t port;
 };
 
+/* Binds answered later whose reply is not sent yet (relaxed atomic). */
+static unsigned pending_total;
+
 /* Per-connection request state, from the first callback to completion. */
 struct request {
 	struct strbuf body;
@@ -217,6 +220,7 @@ static enum MHD_Result send_pending(struct MHD_Connection *conn, struct request 
 	enum MHD_Result ret;
 
 	rq->pending = false;
+	__atomic_sub_fetch(&pending_total, 1, __ATOMIC_RELAXED);
 	ext_count(rq->counters, EXT_C_BIND, rq->reply.error || rq->reply.status != 200);
 	log_debug("http", "POST %s -> %u (%zu bytes in, %zu out, %.0f us, answered later)", path,
 		  rq->reply.status, rq->body.len, rq->reply.body.len,
@@ -237,6 +241,7 @@ static enum MHD_Result start_bind(struct MHD_Connection *conn, const struct ext_
 	rq->conn = conn;
 	rq->counters = svc->counters;
 	rq->pending = true;
+	__atomic_add_fetch(&pending_total, 1, __ATOMIC_RELAXED);
 	if (ext_bind(svc, rq->body.buf, rq->body.len, &rq->reply, &async))
 		return send_pending(conn, rq, path);
 	pthread_mutex_lock(&rq->lock);
@@ -368,8 +373,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	    toe != MHD_REQUEST_TERMINATED_CLIENT_ABORT && rq)
 		log_debug("http", "request ended early (code %d)", (int)toe);
 	if (rq) {
-		if (rq->pending)
+		if (rq->pending) {
+			__atomic_sub_fetch(&pending_total, 1, __ATOMIC_RELAXED);
 			ext_reply_fini(&rq->reply);
+		}
 		strbuf_fini(&rq->body);
 		pthread_mutex_destroy(&rq->lock);
 		free(rq);
@@ -450,6 +457,16 @@ fail:
 		freeaddrinfo(ai);
 	free(s);
 	return NULL;
+}
+
+void ext_server_drain(struct ext_server *s, unsigned timeout_ms)
+{
+	uint64_t end = util_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+
+	if (!s)
+		return;
+	while (__atomic_load_n(&pending_total, __ATOMIC_RELAXED) && util_now_ns() < end)
+		usleep(10000);
 }
 
 uint16_t ext_server_port(const struct ext_server *s)

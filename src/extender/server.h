@@ -16,6 +16,9 @@ struct ext_server;
 struct ext_server *ext_server_start(const struct ext_service *svc, char *err, size_t errlen);
 /* The port actually bound (useful with port 0). */
 uint16_t ext_server_port(const struct ext_server *s);
+/* Wait (at most <timeout_ms>) until every bind whose answer came later has been
+ * sent: call after answering them (gang and binder shutdown), before stopping. */
+void ext_server_drain(struct ext_server *s, unsigned timeout_ms);
 /* Stop accepting, finish in-flight requests, free. */
 void ext_server_stop(struct ext_server *s);
 

@@ -78,6 +78,7 @@ struct gang {
 	struct held *held;
 	unsigned n_held, cap_held;
 	uint64_t planned_ns, deadline_ns;
+	bool deadline_is_http;          /* the held-bind limit, not the group's timeout */
 	unsigned generation;            /* bumped per plan, names reservations */
 	unsigned moves;                 /* slots moved, names their reservations */
 	/* Waiting for capacity (a plan was refused), for the fair order. */
@@ -648,9 +649,16 @@ static void *expiry_main(void *arg)
 
 			if (g->state != G_PLANNED || now < g->deadline_ns)
 				continue;
-			snprintf(why, sizeof(why), "gang %s: only %u of %u members bound before the "
-				 "plan expired (%us); everything it held is released", g->key,
-				 g->n_held, g->quorum, g->timeout_s);
+			if (g->deadline_is_http)
+				snprintf(why, sizeof(why), "gang %s: only %u of %u members were bound "
+					 "before held binds had to be answered (kube-scheduler's "
+					 "httpTimeout %us less %us); everything it held is released",
+					 g->key, g->n_held, g->quorum, m->cfg.http_timeout_s,
+					 m->cfg.margin_s);
+			else
+				snprintf(why, sizeof(why), "gang %s: only %u of %u members bound before "
+					 "the plan expired (%us); everything it held is released",
+					 g->key, g->n_held, g->quorum, g->timeout_s);
 			log_warn("gang", "%s", why);
 			m->stats.expired++;
 			n = gang_rollback(m, g, why, &rel);
@@ -943,6 +951,7 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 		g->waiting = false;
 		g->planned_ns = util_now_ns();
 		g->deadline_ns = g->planned_ns + (uint64_t)timeout_s * 1000000000ULL;
+		g->deadline_is_http = false;
 		g->reason[0] = '\0';
 		m->stats.planned++;
 		log_info("gang", "gang %s: %u members x %u GPUs planned on %u nodes (%s%s%s); "
@@ -1050,8 +1059,22 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 		goto out;
 	}
 	g = gang_get(m, mb->ns, mb->group, false);
-	if (!g || g->state != G_PLANNED)
-		goto out;       /* no plan: complete, or not a gang after all */
+	if (!g || g->state != G_PLANNED) {
+		unsigned quorum, timeout_s;
+
+		/* No plan: a single pod when the gang is complete or no gang at all;
+		 * otherwise the member must go through filter again (its plan
+		 * expired, or troupe restarted): never bind it alone. */
+		cache_group_count(m->cache, mb->ns, mb->group, &exist, &bound);
+		gang_terms(m, mb, exist, &quorum, &timeout_s);
+		if (quorum > 1 && bound < quorum) {
+			ret = GANG_BIND_REFUSED;
+			snprintf(reason, reasonlen, "troupe: gang %s/%s has no plan now (%s); the member "
+				 "will be placed with the whole gang", mb->ns, mb->group,
+				 g && g->reason[0] ? "it expired" : "not planned yet");
+		}
+		goto out;
+	}
 	ret = GANG_BIND_REFUSED;
 	for (unsigned s = 0; s < g->n_slots && !slot; s++)
 		if (!g->slots[s].member[0] && strcmp(g->slots[s].node, node) == 0)
@@ -1093,8 +1116,10 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 		uint64_t limit = util_now_ns() +
 				 (uint64_t)(m->cfg.http_timeout_s - m->cfg.margin_s) * 1000000000ULL;
 
-		if (limit < g->deadline_ns)
+		if (limit < g->deadline_ns) {
 			g->deadline_ns = limit;
+			g->deadline_is_http = true;
+		}
 	}
 	ret = GANG_BIND_HELD;
 	/* Quorum: members held here plus those already bound (the cache counts

@@ -20,17 +20,27 @@ It follows kube-interfaces.md (pkg/scheduler/schedule_one.go and extender.go):
   (in-tree scores are a pluggable function, zero by default); failures are
   ignored. The highest total wins, ties broken at random.
 * The pod is assumed in the scheduler's cache, then bound asynchronously through
-  the extender's bindVerb. A failed bind forgets the assumption and re-queues
-  the pod with backoff (podInitialBackoffSeconds 1 doubling to
-  podMaxBackoffSeconds 10; tests may scale time down).
+  the extender's bindVerb, each bind in its own thread as kube-scheduler runs
+  each binding cycle in its own goroutine: there is no bound on binds in
+  flight, so a bind the extender holds (a gang member waiting for its quorum)
+  never blocks another bind or the next scheduling cycle. A failed bind forgets
+  the assumption and re-queues the pod with backoff (podInitialBackoffSeconds 1
+  doubling to podMaxBackoffSeconds 10; tests may scale time down).
+* HTTP as Go's http.Client does it: keep-alive connections from a shared pool
+  (utilnet's MaxIdleConnsPerHost 25; more may be open at once), a connection the
+  server closed while idle is dropped before reuse, and a POST is re-sent only
+  when it could not be written on a reused connection (Go never replays a POST
+  whose request went out: a bind whose connection breaks while troupe holds it
+  fails).
+* In-tree NodeAffinity: spec.nodeSelector must match the node's labels.
 """
 import copy
 import http.client
 import json
 import random
+import select
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
@@ -69,8 +79,12 @@ class Outcome:
 
 
 class Scheduler:
+    MAX_IDLE_CONNS = 25    # utilnet.SetTransportDefaults: MaxIdleConnsPerHost
+
     def __init__(self, host, port, cluster, ext=None, seed=1, percentage_of_nodes_to_score=0,
-                 time_scale=1.0, in_tree_score: Optional[Callable] = None, bind_workers=16):
+                 time_scale=1.0, in_tree_score: Optional[Callable] = None, bind_workers=None):
+        """bind_workers is accepted for compatibility and ignored: every bind runs
+        in its own thread, as kube-scheduler's binding goroutines do."""
         self.host, self.port = host, port
         self.ext = ext or ExtenderConfig()
         self.rng = random.Random(seed)
@@ -88,10 +102,10 @@ class Scheduler:
         self.next_start = 0
         self.outcomes: List[Outcome] = []
         self.lock = threading.Lock()
-        self.binder = ThreadPoolExecutor(max_workers=bind_workers)
+        self.bind_threads: List[threading.Thread] = []
         self.inflight = 0
-        self.local = threading.local()
-        self.conns = []
+        self.idle = []             # keep-alive connections ready for reuse
+        self.conns = set()         # every open connection (close() closes them)
         for item in cluster.get("items", []):
             if item.get("kind") == "Node":
                 name = item["metadata"]["name"]
@@ -146,6 +160,22 @@ class Scheduler:
                 held.pop(uid, None)
             self._cluster_event()
 
+    def cluster_event(self):
+        """Something changed in the cluster (a node, a PodGroup, another pod):
+        pods an extender rejected are moved back to the active queue."""
+        with self.lock:
+            self._cluster_event()
+
+    def retarget(self, host, port):
+        """The extender moved (a restarted troupe on a new port): later calls go
+        there. Idle connections to the old address are dropped; calls in flight
+        finish (or fail) where they are."""
+        with self.lock:
+            self.host, self.port = host, port
+            idle, self.idle = self.idle, []
+        for c in idle:
+            self._discard(c)
+
     def _cluster_event(self):
         # Pods an extender rejected have no queueing hints: any event moves them.
         self.active.extend(sorted(self.unschedulable))
@@ -153,31 +183,69 @@ class Scheduler:
 
     # ---- HTTP -----------------------------------------------------------
 
-    def _conn(self):
-        # One keep-alive connection per thread, as Go's http.Client reuses them.
-        c = getattr(self.local, "conn", None)
-        if c is None:
+    @staticmethod
+    def _stale(conn):
+        """Closed by the server while idle (or unexpected bytes): Go's transport
+        notices this in its read loop and never reuses such a connection."""
+        if conn.sock is None:
+            return True
+        try:
+            readable, _, _ = select.select([conn.sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    def _acquire(self):
+        """(connection, reused) from the idle pool, or a new one."""
+        with self.lock:
+            while self.idle:
+                c = self.idle.pop()
+                if c.host == self.host and c.port == self.port and not self._stale(c):
+                    return c, True
+                self.conns.discard(c)
+                c.close()
             c = http.client.HTTPConnection(self.host, self.port, timeout=self.ext.http_timeout)
-            self.local.conn = c
-            with self.lock:
-                self.conns.append(c)
-        return c
+            self.conns.add(c)
+            return c, False
+
+    def _release(self, conn):
+        with self.lock:
+            if len(self.idle) < self.MAX_IDLE_CONNS and conn.host == self.host and \
+                    conn.port == self.port:
+                self.idle.append(conn)
+                return
+            self.conns.discard(conn)
+        conn.close()
+
+    def _discard(self, conn):
+        with self.lock:
+            self.conns.discard(conn)
+        conn.close()
 
     def _post(self, verb, body):
         path = self.ext.url_prefix.rstrip("/") + "/" + verb
         data = json.dumps(body)
         for attempt in range(2):
-            conn = self._conn()
+            conn, reused = self._acquire()
+            written = False
             try:
                 conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+                written = True
                 resp = conn.getresponse()
                 raw = resp.read()
-                break
             except (ConnectionError, http.client.HTTPException, OSError):
-                conn.close()
-                self.local.conn = None
-                if attempt:
+                self._discard(conn)
+                # Go re-sends a POST only when nothing was written on a reused
+                # connection (nothingWrittenError); a request that went out is
+                # never replayed.
+                if attempt or written or not reused:
                     raise
+                continue
+            if resp.will_close:
+                self._discard(conn)
+            else:
+                self._release(conn)
+            break
         if resp.status != 200:
             raise RuntimeError(f"failed {verb} with extender at URL {path}, code {resp.status}")
         return json.loads(raw)
@@ -197,6 +265,10 @@ class Scheduler:
     def _in_tree_fits(self, pod, name, want):
         node = self.nodes[name]
         spec = node.get("spec", {})
+        selector = pod.get("spec", {}).get("nodeSelector") or {}
+        labels = node.get("metadata", {}).get("labels") or {}
+        if any(labels.get(k) != v for k, v in selector.items()):
+            return False        # NodeAffinity (spec.nodeSelector)
         if spec.get("unschedulable") and not self._tolerates(
                 pod, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}):
             return False
@@ -263,7 +335,13 @@ class Scheduler:
         out.node = host
         out.result = "binding"
         self.outcomes.append(out)
-        self.binder.submit(self._bind, pod, uid, host, out)
+        # One thread per bind (kube-scheduler: go sched.bindingCycle(...)).
+        t = threading.Thread(target=self._bind, args=(pod, uid, host, out),
+                             name=f"bind-{uid}", daemon=True)
+        with self.lock:
+            self.bind_threads = [b for b in self.bind_threads if b.is_alive()]
+            self.bind_threads.append(t)
+        t.start()
         return out
 
     def _filter(self, pod, names):
@@ -362,9 +440,28 @@ class Scheduler:
         """uid -> node for every pod this client bound."""
         return {o.pod: o.node for o in self.outcomes if o.result == "bound"}
 
+    def binds_in_flight(self):
+        with self.lock:
+            return self.inflight
+
+    def wait_binds(self, timeout=None):
+        """Wait for every bind started so far to finish; False on timeout."""
+        end = None if timeout is None else time.monotonic() + timeout
+        with self.lock:
+            threads = list(self.bind_threads)
+        for t in threads:
+            t.join(None if end is None else max(0.0, end - time.monotonic()))
+            if t.is_alive():
+                return False
+        return True
+
     def close(self):
-        self.binder.shutdown(wait=True)
-        for c in self.conns:
+        """Wait for every bind in flight (each ends within http_timeout), then
+        close the connections."""
+        self.wait_binds()
+        with self.lock:
+            conns, self.conns, self.idle = list(self.conns), set(), []
+        for c in conns:
             c.close()
 
 
@@ -379,6 +476,27 @@ def gpu_pod(ns, name, uid, gpus, labels=None, **resources):
                                      "containers": [{"name": "main", "image": "trainer:1",
                                                      "resources": res}]},
             "status": {"phase": "Pending"}}
+
+
+def gang_pod(ns, name, uid, gpus, group, labels=None, node_selector=None, **resources):
+    """A gang member: gpu_pod with the scheduler-plugins membership label
+    scheduling.x-k8s.io/pod-group=<group> (kube-interfaces.md section 9)."""
+    labels = dict(labels or {}, **{"scheduling.x-k8s.io/pod-group": group})
+    pod = gpu_pod(ns, name, uid, gpus, labels, **resources)
+    if node_selector:
+        pod["spec"]["nodeSelector"] = dict(node_selector)
+    return pod
+
+
+def pod_group(ns, name, min_member, timeout_s=None, min_resources=None):
+    """A scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1)."""
+    spec = {"minMember": min_member}
+    if timeout_s is not None:
+        spec["scheduleTimeoutSeconds"] = timeout_s
+    if min_resources:
+        spec["minResources"] = dict(min_resources)
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}
 
 
 def load_cluster(path):
