@@ -650,9 +650,10 @@ static void *expiry_main(void *arg)
 			if (g->state != G_PLANNED || now < g->deadline_ns)
 				continue;
 			if (g->deadline_is_http)
-				snprintf(why, sizeof(why), "gang %s: only %u of %u members were bound "
-					 "before held binds had to be answered (kube-scheduler's "
-					 "httpTimeout %us less %us); everything it held is released",
+				snprintf(why, sizeof(why), "gang %s: the plan expired with only %u of "
+					 "%u members bound, as held binds had to be answered "
+					 "(kube-scheduler's httpTimeout %us less %us); everything it held "
+					 "is released",
 					 g->key, g->n_held, g->quorum, m->cfg.http_timeout_s,
 					 m->cfg.margin_s);
 			else
