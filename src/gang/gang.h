@@ -1,7 +1,8 @@
 /* gang: pod groups. Membership (membership.c), the whole-gang planner (plan.c,
  * a pure function placing every member at once across network domains), and
  * the manager (manager.c): admission at filter with reservations, the bind
- * barrier, expiry. Fair sharing between queues is not built yet.
+ * barrier, expiry, the fair order between gangs and capacity held for a
+ * starving one.
  *
  * Thread: any; the functions only read their arguments.
  */
