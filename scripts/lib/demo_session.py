@@ -7,6 +7,8 @@ answered at each step, then the cluster's GPU state as troupe sees it.
 """
 import json
 import sys
+import threading
+import time
 import urllib.request
 
 BASE = sys.argv[1]
@@ -78,10 +80,50 @@ _, state = call("GET", "/debug/state")
 st = state["stats"]
 print(f"cluster {CLUSTER}: {st['nodes']} nodes, {st['gpusAllocatable']} GPUs allocatable, "
       f"{st['gpusHeld']} already held by running pods\n")
+
+
+def gang_demo():
+    """The example cluster's PodGroup ml/llm wants 2 workers x 8 GPUs together."""
+    members = [{"metadata": {"name": f"llm-worker-{i}", "namespace": "ml",
+                             "uid": f"6f1c2a3e-0000-4000-8000-00000000001{i}",
+                             "labels": {"scheduling.x-k8s.io/pod-group": "llm"}},
+                "spec": {"containers": [{"name": "main", "resources": {
+                    "limits": {"nvidia.com/gpu": "8"}}}]}} for i in range(2)]
+    print(bold("[gang] pod group ml/llm: 2 workers x 8 GPUs, all or nothing (PodGroup minMember 2)"))
+    answers = {}
+
+    def bind(p, node):
+        md = p["metadata"]
+        _, answers[md["name"]] = call("POST", "/bind", {
+            "PodName": md["name"], "PodNamespace": "ml", "PodUID": md["uid"], "Node": node})
+
+    threads = []
+    for p in members:
+        _, f = call("POST", "/filter", {"Pod": p, "Nodes": None, "NodeNames": nodes})
+        fit = f["NodeNames"]
+        print(f"    filter      {p['metadata']['name']}: planned slots on {', '.join(fit)}; "
+              f"other nodes: {next(iter(f['FailedNodes'].values()), '-')}")
+        t = threading.Thread(target=bind, args=(p, fit[0]))
+        t.start()
+        threads.append(t)
+        time.sleep(0.3)
+        if len(threads) == 1:
+            print(f"    bind        {p['metadata']['name']} -> {fit[0]}: held (waiting for the "
+                  f"rest of the gang; answered: {p['metadata']['name'] in answers})")
+    for t in threads:
+        t.join()
+    for name in sorted(answers):
+        print(f"    bind        {name}: {'bound' if not answers[name]['Error'] else answers[name]['Error']}")
+    print("    -> quorum reached: every held binding was released together\n")
+
+
 plan = [("llama-ft", 4, {}), ("resnet-sweep-1", 2, {}), ("resnet-sweep-2", 2, {}),
-        ("big-train", 8, {}), ("big-train-2", 8, {}), ("notebook", 1, {"ns": "research"}),
+        ("gang", 0, {}), ("big-train", 8, {}), ("notebook", 1, {"ns": "research"}),
         ("typo", 2, {"request_only": True}), ("too-big", 16, {})]
 for i, (name, gpus, kw) in enumerate(plan, 1):
+    if name == "gang":
+        gang_demo()
+        continue
     schedule(i, pod(name, gpus, **kw), gpus)
 
 # kube-scheduler retries a bind whose reply it lost: troupe answers it again.
@@ -99,5 +141,4 @@ for n in sorted(state["nodes"], key=lambda n: n["name"]):
     extra = f" (+{n['gpuUnattributed']} held, devices unknown)" if n["gpuUnattributed"] else ""
     print(f"    {n['name']:<12} {str(n['ready']).lower():<6} {str(n['unschedulable']).lower():<7} "
           f"{n['gpuFree']:>2}/{n['gpuAllocatable']:<8} {n['devicesHeld'] or '-'}{extra}")
-print("\nGang admission (the pod-group label) comes with issue [4/5]; today gang members "
-      "are placed one by one like the pods above.")
+print("\nThe full HTTP surface, flags and annotations: docs/operations.md, docs/reference.md.")
