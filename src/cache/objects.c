@@ -500,6 +500,24 @@ void cache_devices_format(uint64_t mask, char *buf, size_t len)
 	}
 }
 
+/* Check a namespaced object's name and namespace ("default" when absent).
+ * Returns false with <err> set when they are unusable. */
+static bool name_ns_ok(const char *what, const char *name, const char **ns, char *err,
+		       size_t errlen)
+{
+	if (!name || !name[0] || strlen(name) > 253) {
+		snprintf(err, errlen, "%s has no valid metadata.name", what);
+		return false;
+	}
+	if (!*ns || !(*ns)[0])
+		*ns = "default";
+	if (strlen(*ns) > 63) {
+		snprintf(err, errlen, "%s %s has an invalid namespace", what, name);
+		return false;
+	}
+	return true;
+}
+
 /* ---- Pods ------------------------------------------------------------- */
 
 static const struct {
@@ -584,16 +602,8 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	size_t size;
 	struct blk b;
 
-	if (!name || !name[0] || strlen(name) > 253) {
-		snprintf(err, errlen, "pod has no valid metadata.name");
+	if (!name_ns_ok("pod", name, &ns, err, errlen))
 		return NULL;
-	}
-	if (!ns || !ns[0])
-		ns = "default";
-	if (strlen(ns) > 63) {
-		snprintf(err, errlen, "pod %s has an invalid namespace", name);
-		return NULL;
-	}
 	if (!uid || !uid[0]) {
 		/* Hand-written snapshots may omit UIDs; the name is unique within the
 		 * snapshot, so use it. */
@@ -709,16 +719,8 @@ struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache
 	size_t size;
 	struct blk b;
 
-	if (!name || !name[0] || strlen(name) > 253) {
-		snprintf(err, errlen, "pod group has no valid metadata.name");
+	if (!name_ns_ok("pod group", name, &ns, err, errlen))
 		return NULL;
-	}
-	if (!ns || !ns[0])
-		ns = "default";
-	if (strlen(ns) > 63) {
-		snprintf(err, errlen, "pod group %s has an invalid namespace", name);
-		return NULL;
-	}
 	size = sizeof(*pg) + str_size(ns) + str_size(name);
 	pg = calloc(1, size);
 	if (!pg) {

@@ -112,7 +112,7 @@ bad:
 /* ---- The key table ------------------------------------------------------ */
 
 enum kind { K_MAP, K_STRING, K_UINT, K_SIZE, K_DOUBLE, K_LOGLEVEL, K_LISTEN, K_STRLIST, K_QUEUES,
-	    K_BOOL };
+	    K_BOOL, K_LEVELS };
 
 struct key {
 	const char *path;       /* dotted path from the root */
@@ -156,6 +156,7 @@ static const struct key keys[] = {
 	{ "gang.margin_seconds", K_UINT, F(gang.margin_s), 0 },
 	{ "gang.starvation_seconds", K_UINT, F(gang.starvation_s), 0 },
 	{ "gang.allow_partial_preemption", K_BOOL, F(gang.allow_partial_preemption), 0 },
+	{ "gang.domain_levels", K_LEVELS, 0, 0 },
 	{ "queues", K_QUEUES, 0, 0 },
 };
 
@@ -212,6 +213,49 @@ static int set_value(struct ext_config *cfg, const struct key *k, const cJSON *v
 		if (!cJSON_IsString(v))
 			goto type;
 		return ext_config_parse_listen(cfg, v->valuestring, err, errlen);
+	case K_LEVELS: {
+		/* Coarse to fine; each entry a label key, or alternatives "a|b". */
+		struct gang_config *gc = &cfg->gang;
+		const cJSON *it;
+		unsigned l = 0;
+
+		if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0 ||
+		    cJSON_GetArraySize(v) > GANG_MAX_LEVELS) {
+			snprintf(err, errlen, "%s must be a list of 1 to %d node label keys, coarse to "
+				 "fine (alternatives as \"a|b\")", k->path, GANG_MAX_LEVELS);
+			return -EINVAL;
+		}
+		memset(&gc->levels, 0, sizeof(gc->levels));
+		cJSON_ArrayForEach(it, v) {
+			char copy[512], *save = NULL, *tok;
+			unsigned n = 0;
+
+			if (!cJSON_IsString(it) || !it->valuestring[0] ||
+			    strlen(it->valuestring) >= sizeof(copy)) {
+				snprintf(err, errlen, "%s: each level must be a label key", k->path);
+				return -EINVAL;
+			}
+			snprintf(copy, sizeof(copy), "%s", it->valuestring);
+			for (tok = strtok_r(copy, "|", &save); tok; tok = strtok_r(NULL, "|", &save)) {
+				if (n == GANG_MAX_KEYS || strlen(tok) >= sizeof(gc->level_keys[0][0])) {
+					snprintf(err, errlen, "%s: at most %d keys a level, each under "
+						 "128 bytes", k->path, GANG_MAX_KEYS - 1);
+					return -EINVAL;
+				}
+				snprintf(gc->level_keys[l][n], sizeof(gc->level_keys[l][n]), "%s", tok);
+				gc->levels.keys[l][n] = gc->level_keys[l][n];
+				n++;
+			}
+			if (n == GANG_MAX_KEYS) {
+				snprintf(err, errlen, "%s: at most %d keys a level", k->path,
+					 GANG_MAX_KEYS - 1);
+				return -EINVAL;
+			}
+			l++;
+		}
+		gc->levels.n = l;
+		return 0;
+	}
 	case K_BOOL:
 		if (!cJSON_IsBool(v))
 			goto type;

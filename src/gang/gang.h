@@ -75,6 +75,10 @@ struct gang_config {
 	unsigned margin_s;              /* answer held binds this long before it (3) */
 	unsigned starvation_s;          /* a waiting gang at the head gets capacity held (30) */
 	bool allow_partial_preemption;  /* may preempt propose evicting part of a bound gang */
+	/* Network-domain levels, coarse to fine; n == 0: gang_default_levels. The
+	 * keys point into level_keys. */
+	struct gang_levels levels;
+	char level_keys[GANG_MAX_LEVELS][GANG_MAX_KEYS][128];
 	unsigned n_queues;              /* queue weights (default weight 1) */
 	char queue_names[GANG_MAX_QUEUES][64];
 	double queue_weights[GANG_MAX_QUEUES];

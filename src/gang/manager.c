@@ -148,23 +148,34 @@ static struct gang *gang_get(struct gang_manager *m, const char *ns, const char 
 	return g;
 }
 
-/* Quorum and timeout: the PodGroup first, then the pod's own annotations. */
-static void gang_terms(struct gang_manager *m, const struct gang_member *mb, unsigned exist,
-		       unsigned *quorum, unsigned *timeout_s)
+/* Quorum and timeout: the PodGroup first, then the pod's own annotations.
+ * <min_gpus> (may be NULL) receives the PodGroup's minResources GPUs. */
+static void gang_terms_ex(struct gang_manager *m, const struct gang_member *mb, unsigned exist,
+			  unsigned *quorum, unsigned *timeout_s, uint32_t *min_gpus)
 {
 	struct cache_podgroup pg;
 	char buf[320];
 
 	*quorum = mb->pod_min_member;
 	*timeout_s = m->cfg.default_timeout_s;
+	if (min_gpus)
+		*min_gpus = 0;
 	if (cache_podgroup_get(m->cache, mb->ns, mb->group, &pg, buf, sizeof(buf)) == 0) {
 		if (pg.min_member > 0)
 			*quorum = (unsigned)pg.min_member;
 		if (pg.timeout_s > 0)
 			*timeout_s = (unsigned)pg.timeout_s;
+		if (min_gpus)
+			*min_gpus = pg.min_gpus;
 	}
 	if (*quorum == 0)
 		*quorum = exist;        /* no quorum named: the members that exist */
+}
+
+static void gang_terms(struct gang_manager *m, const struct gang_member *mb, unsigned exist,
+		       unsigned *quorum, unsigned *timeout_s)
+{
+	gang_terms_ex(m, mb, exist, quorum, timeout_s, NULL);
 }
 
 /* Drop a gang's plan: free unclaimed reservations; hand back the held binds to
@@ -688,6 +699,11 @@ struct gang_manager *gang_manager_new(struct cache *c, const struct gang_config 
 		return NULL;
 	m->cache = c;
 	m->cfg = *cfg;
+	/* The keys point into the copy's own buffers, not the caller's. */
+	for (unsigned l = 0; l < m->cfg.levels.n; l++)
+		for (unsigned k = 0; k < GANG_MAX_KEYS; k++)
+			if (m->cfg.levels.keys[l][k])
+				m->cfg.levels.keys[l][k] = m->cfg.level_keys[l][k];
 	if (!m->cfg.default_timeout_s)
 		m->cfg.default_timeout_s = 60;
 	if (!m->cfg.http_timeout_s)
@@ -816,6 +832,7 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 			      char *reason, size_t reasonlen)
 {
 	unsigned exist, bound, quorum, timeout_s, any = 0;
+	uint32_t min_gpus;
 	enum gang_verdict ret = GANG_REFUSED;
 	struct gang_plan plan = { 0 };
 	struct cache_node_view *own = NULL;
@@ -828,7 +845,7 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 	if (!mb->group)
 		return GANG_NOT_A_GANG;
 	cache_group_count(m->cache, mb->ns, mb->group, &exist, &bound);
-	gang_terms(m, mb, exist, &quorum, &timeout_s);
+	gang_terms_ex(m, mb, exist, &quorum, &timeout_s, &min_gpus);
 	if (quorum <= 1)
 		return GANG_NOT_A_GANG;
 	pthread_mutex_lock(&m->lock);
@@ -870,6 +887,13 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 		 * offered gets it first; this one is told behind whom. */
 		for (unsigned j = 0; j < n; j++)
 			offered_free += cache_view_free_gpus(&views[j]);
+		/* The PodGroup's minResources, when it names GPUs, must fit too. */
+		if (min_gpus && offered_free < min_gpus && !g->n_holds) {
+			snprintf(reason, reasonlen, "troupe: gang %s: its PodGroup's minResources "
+				 "needs %u GPUs; the offered nodes have %llu free", g->key, min_gpus,
+				 (unsigned long long)offered_free);
+			goto out;
+		}
 		/* Every gang whose members wait, also those kube-scheduler has not
 		 * shown troupe yet, takes part in the order. */
 		discover_waiting(m, util_now_ns());
@@ -905,11 +929,12 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 			}
 		}
 		struct gang_levels one = { .n = 1, .strict = true };
+		const struct gang_levels *levels = m->cfg.levels.n ? &m->cfg.levels
+								   : &gang_default_levels;
 
 		one.keys[0][0] = mb->required_key;
-		if (gang_plan_make(views, n, members, &mb->req,
-				   mb->required_key ? &one : &gang_default_levels, &plan, why,
-				   sizeof(why)) < 0) {
+		if (gang_plan_make(views, n, members, &mb->req, mb->required_key ? &one : levels,
+				   &plan, why, sizeof(why)) < 0) {
 			snprintf(g->reason, sizeof(g->reason), "troupe: gang %s: %s", g->key, why);
 			snprintf(reason, reasonlen, "%s", g->reason);
 			m->stats.refused++;

@@ -2876,10 +2876,43 @@ static void test_ext_preempt_never_splits_a_bound_gang(void **state)
 	cJSON_Delete(out);
 }
 
+/* gang.domain_levels: coarse to fine, alternatives split on "|". */
+static void test_ext_config_domain_levels(void **state)
+{
+	struct ext_config cfg;
+	char path[] = "/tmp/troupe-levels-XXXXXX", err[EXT_ERR_LEN] = "";
+	int fd = mkstemp(path);
+	const char *text = "gang:\n  domain_levels:\n  - topology.kubernetes.io/zone\n"
+			   "  - rack|network.topology.nvidia.com/block\n";
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	ext_config_defaults(&cfg);
+	assert_int_equal(ext_config_load(&cfg, path, err, sizeof(err)), 0);
+	assert_int_equal(cfg.gang.levels.n, 2);
+	assert_string_equal(cfg.gang.levels.keys[0][0], "topology.kubernetes.io/zone");
+	assert_null(cfg.gang.levels.keys[0][1]);
+	assert_string_equal(cfg.gang.levels.keys[1][0], "rack");
+	assert_string_equal(cfg.gang.levels.keys[1][1], "network.topology.nvidia.com/block");
+	{
+		FILE *f = fopen(path, "w");
+
+		assert_non_null(f);
+		fputs("gang:\n  domain_levels: []\n", f);
+		fclose(f);
+	}
+	assert_int_equal(ext_config_load(&cfg, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "gang.domain_levels"));
+	unlink(path);
+}
+
 int main(void)
 {
 #define FX(t) cmocka_unit_test_setup_teardown(t, fx_setup, fx_teardown)
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ext_config_domain_levels),
 		cmocka_unit_test_setup_teardown(test_ext_preempt_keeps_only_nodes_where_eviction_frees_enough,
 						fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_ext_preempt_never_splits_a_bound_gang, fx_setup,

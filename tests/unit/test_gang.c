@@ -1539,9 +1539,71 @@ static void test_gang_quorum_and_expiry_are_all_or_nothing(void **state)
 	m_free(m);
 }
 
+/* A PodGroup's minResources that the offered nodes cannot hold refuses the gang
+ * before anything is planned or reserved. */
+static void test_gang_filter_checks_the_podgroup_min_resources(void **state)
+{
+	struct gang_config cfg = { .default_timeout_s = 5, .http_timeout_s = 30, .margin_s = 3 };
+	struct cache *c = cache_new(&gpu_opts);
+	struct cache_node_view views[2];
+	struct gang_manager *gm;
+	struct gang_member mb = { 0 };
+	char reason[640], err[CACHE_ERR_LEN];
+	bool allowed[2];
+	cJSON *o;
+
+	(void)state;
+	assert_non_null(c);
+	for (int i = 0; i < 2; i++) {
+		char json[512];
+
+		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"n%d\"},\"status\":{\"allocatable\":"
+			 "{\"nvidia.com/gpu\":\"8\"},\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
+			 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}", i);
+		o = cJSON_Parse(json);
+		assert_int_equal(cache_node_upsert(c, cache_node_parse(o, &gpu_opts, err, sizeof(err))), 0);
+		cJSON_Delete(o);
+		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"w%d\",\"namespace\":\"ml\","
+			 "\"uid\":\"w%d\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"big\"}},"
+			 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+			 "{\"nvidia.com/gpu\":\"8\"}}}]}}", i, i);
+		o = cJSON_Parse(json);
+		assert_int_equal(cache_pod_apply(c, cache_pod_parse(o, &gpu_opts, err, sizeof(err))), 0);
+		cJSON_Delete(o);
+	}
+	o = cJSON_Parse("{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\"},\"spec\":{\"minMember\":2,"
+			"\"minResources\":{\"nvidia.com/gpu\":\"32\"}}}");
+	assert_int_equal(cache_podgroup_apply(c, cache_podgroup_parse(o, &gpu_opts, err, sizeof(err))),
+			 0);
+	cJSON_Delete(o);
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	mb.uid = "w0";
+	mb.ns = "ml";
+	mb.name = "w0";
+	mb.group = "big";
+	mb.req.demand.gpus = 8;
+	cache_read_begin(c);
+	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
+	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
+	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
+			 GANG_REFUSED);
+	cache_read_end(c);
+	assert_non_null(strstr(reason, "minResources needs 32 GPUs; the offered nodes have 16 free"));
+	assert_false(allowed[0] || allowed[1]);
+	/* Nothing was reserved. */
+	cache_read_begin(c);
+	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
+	assert_int_equal(views[0].used, 0);
+	cache_read_end(c);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gang_filter_checks_the_podgroup_min_resources),
 		cmocka_unit_test(test_gang_plan_uses_the_finest_domain_that_holds_the_gang),
 		cmocka_unit_test(test_gang_plan_prefers_the_domain_needing_fewest_nodes),
 		cmocka_unit_test(test_gang_plan_refuses_with_a_reason_and_skips_unusable_nodes),
