@@ -5,8 +5,11 @@
  *   bench_gang [--nodes N] [--members M] [--gpus K] [--reps R]
  *
  * Nodes carry zone / spine / rack labels (racks of 32 nodes, 8 racks per spine)
- * and random occupancy; the topology is an 8-GPU NVSwitch board. Prints a
- * Markdown table; never fails on a time.
+ * and random occupancy; the topology is an 8-GPU NVSwitch board. Then the same
+ * cluster in a real cache with a real gang manager: the time of the first
+ * member's filter (plans and reserves the whole gang) and of the other
+ * members' filters (open slots only), over every node. Prints a Markdown table;
+ * never fails on a time.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 
 #include "cache/cache.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "gang/gang.h"
 
@@ -60,6 +64,7 @@ int main(int argc, char **argv)
 	unsigned seed = 1, used_nodes = 0;
 	int level = 0, opt;
 
+	log_set_level(LOG_WARN);
 	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		unsigned v = (unsigned)strtoul(optarg, NULL, 10);
 
@@ -139,6 +144,93 @@ int main(int argc, char **argv)
 	       (double)t_plan[reps * 99 / 100] / (double)t_ff[reps * 99 / 100]);
 	printf("| nodes used by the plan | %u | | |\n", used_nodes);
 	printf("| domain level used (0 zone .. 4 NVLink; -1 none) | %d | | |\n", level);
+	/* Gang members' filters through the manager, on a real cache. */
+	{
+		struct gang_config gcfg = { .default_timeout_s = 600, .http_timeout_s = 600,
+					    .margin_s = 1 };
+		struct cache_opts co = opts;
+		struct cache *c;
+		struct gang_manager *gm;
+		struct cache_node_view *cv = calloc(nodes, sizeof(*cv));
+		bool *allowed = calloc(nodes, sizeof(*allowed));
+		uint64_t *t_member = calloc(members, sizeof(*t_member)), t_first = 0;
+		char reason[640], err[CACHE_ERR_LEN];
+
+		co.node_derive = placement_topo_derive;
+		co.node_release = placement_topo_release;
+		co.hook_ctx = reg;
+		c = cache_new(&co);
+		for (unsigned i = 0; i < nodes; i++) {
+			char json[1024];
+			cJSON *o;
+
+			snprintf(json, sizeof(json),
+				 "{\"metadata\":{\"name\":\"gpu-%05u\",\"labels\":{"
+				 "\"topology.kubernetes.io/zone\":\"zone-%u\","
+				 "\"network.topology.nvidia.com/spine\":\"spine-%u\","
+				 "\"network.topology.nvidia.com/block\":\"rack-%u\","
+				 "\"nvidia.com/gpu.product\":\"NVIDIA-H100-80GB-HBM3\","
+				 "\"nvidia.com/gpu.count\":\"8\"}},"
+				 "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\"},"
+				 "\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
+				 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+				 i, i / 2500, i / 256, i / 32);
+			o = cJSON_Parse(json);
+			cache_node_upsert(c, cache_node_parse(o, &co, err, sizeof(err)));
+			cJSON_Delete(o);
+		}
+		for (unsigned i = 0; i < members; i++) {
+			char json[1024];
+			cJSON *o;
+
+			snprintf(json, sizeof(json),
+				 "{\"metadata\":{\"name\":\"w-%u\",\"namespace\":\"ml\",\"uid\":\"w-%u\","
+				 "\"annotations\":{\"troupe.io/min-member\":\"%u\"},"
+				 "\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"llm\"}},"
+				 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+				 "{\"nvidia.com/gpu\":\"%u\"}}}]}}", i, i, members, k);
+			o = cJSON_Parse(json);
+			cache_pod_apply(c, cache_pod_parse(o, &co, err, sizeof(err)));
+			cJSON_Delete(o);
+		}
+		cache_writer_reclaim(c);
+		cache_set_synced(c, true);
+		gm = gang_manager_new(c, &gcfg);
+		for (unsigned i = 0; i < members; i++) {
+			struct gang_member mb = { 0 };
+			char uid[32];
+			uint64_t t0;
+
+			snprintf(uid, sizeof(uid), "w-%u", i);
+			mb.uid = uid;
+			mb.ns = "ml";
+			mb.name = uid;
+			mb.group = "llm";
+			mb.pod_min_member = members;
+			mb.req.demand.gpus = k;
+			t0 = util_now_ns();
+			cache_read_begin(c);
+			for (unsigned j = 0; j < nodes; j++)
+				cache_node_lookup(c, recs[j]->name, strlen(recs[j]->name), &cv[j]);
+			gang_filter(gm, &mb, cv, nodes, allowed, reason, sizeof(reason));
+			cache_read_end(c);
+			t_member[i] = util_now_ns() - t0;
+			if (i == 0)
+				t_first = t_member[0];
+		}
+		qsort(t_member + 1, members - 1, sizeof(*t_member), cmp_u64);
+		printf("| first member's filter (plan + reserve the gang), %u nodes | %.3f ms | | |\n",
+		       nodes, t_first / 1e6);
+		if (members > 1)
+			printf("| other members' filter p50 / p99, %u nodes | %.3f / %.3f ms | | |\n",
+			       nodes, t_member[1 + (members - 1) / 2] / 1e6,
+			       t_member[1 + (members - 1) * 99 / 100] / 1e6);
+		gang_manager_free(gm);
+		cache_free(c);
+		free(cv);
+		free(allowed);
+		free(t_member);
+	}
 	for (unsigned i = 0; i < nodes; i++) {
 		placement_topo_release((void *)recs[i]->derived, reg);
 		cache_node_free(recs[i]);

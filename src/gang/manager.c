@@ -985,14 +985,24 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 			 plan.level >= 0 ? "one domain: " : "no common domain",
 			 plan.level >= 0 ? plan.domain : "", "", timeout_s);
 	}
-	for (unsigned i = 0; i < n; i++)
+	{
+		/* The nodes with an open slot for this member, as a set: one lookup
+		 * per candidate instead of a scan of every slot. */
+		struct strmap open_nodes;
+
+		strmap_init(&open_nodes);
 		for (unsigned s = 0; s < g->n_slots; s++)
-			if (slot_open_for(&g->slots[s], mb->uid) &&
-			    strcmp(views[i].node->name, g->slots[s].node) == 0) {
+			if (slot_open_for(&g->slots[s], mb->uid))
+				strmap_put(&open_nodes, g->slots[s].node, strlen(g->slots[s].node),
+					   &g->slots[s], NULL);
+		for (unsigned i = 0; i < n; i++)
+			if (strmap_get(&open_nodes, views[i].node->name,
+				       strlen(views[i].node->name))) {
 				allowed[i] = true;
 				any++;
-				break;
 			}
+		strmap_fini(&open_nodes);
+	}
 	if (!any) {
 		snprintf(reason, reasonlen, "troupe: gang %s is planned on other nodes", g->key);
 		goto out;
