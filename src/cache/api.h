@@ -105,6 +105,10 @@ struct cache_binder *cache_binder_start(struct cache_api *api, unsigned timeout_
  * called). Thread: any. */
 int cache_binder_submit(struct cache_binder *b, const struct cache_binding *bind,
 			cache_bind_done_fn done, void *arg);
+/* The same, but the post starts no sooner than <delay_ms> from now (a retry
+ * after a refusal); until then it waits in the binder, not in a thread. */
+int cache_binder_submit_after(struct cache_binder *b, const struct cache_binding *bind,
+			      unsigned delay_ms, cache_bind_done_fn done, void *arg);
 /* Stop the thread: bindings still queued or in flight complete with
  * -ECANCELED, later submits fail with -ESHUTDOWN. The struct stays valid, so
  * threads still holding it (HTTP workers) are safe until cache_binder_free. */

@@ -36,6 +36,7 @@ struct job {
 	cache_bind_done_fn done;
 	void *arg;
 	char curl_err[CURL_ERROR_SIZE]; /* libcurl's detailed reason */
+	uint64_t not_before_ns;         /* monotonic; 0: start at once */
 };
 
 struct cache_binder {
@@ -46,6 +47,7 @@ struct cache_binder {
 	pthread_mutex_t lock;
 	struct job *head, *tail;        /* queued, not yet started; guarded by lock */
 	struct job *inflight;           /* started; binder thread only */
+	struct job *deferred;           /* waiting for not_before_ns; binder thread only */
 	bool stop;                      /* guarded by lock */
 };
 
@@ -70,6 +72,12 @@ static void job_free(struct job *j)
 
 int cache_binder_submit(struct cache_binder *b, const struct cache_binding *bind,
 			cache_bind_done_fn done, void *arg)
+{
+	return cache_binder_submit_after(b, bind, 0, done, arg);
+}
+
+int cache_binder_submit_after(struct cache_binder *b, const struct cache_binding *bind,
+			      unsigned delay_ms, cache_bind_done_fn done, void *arg)
 {
 	struct strbuf sb = STRBUF_INIT;
 	struct job *j = calloc(1, sizeof(*j));
@@ -109,6 +117,8 @@ int cache_binder_submit(struct cache_binder *b, const struct cache_binding *bind
 	}
 	j->done = done;
 	j->arg = arg;
+	if (delay_ms)
+		j->not_before_ns = util_now_ns() + (uint64_t)delay_ms * 1000000u;
 	pthread_mutex_lock(&b->lock);
 	if (b->stop) {
 		ret = -ESHUTDOWN;
@@ -215,16 +225,39 @@ static void *binder_main(void *arg)
 	for (;;) {
 		struct job *q, *j;
 		CURLMsg *m;
-		int running = 0, left;
+		int running = 0, left, wait_ms;
+		uint64_t now;
 
 		pthread_mutex_lock(&b->lock);
 		q = b->head;
 		b->head = b->tail = NULL;
 		stopping = b->stop;
 		pthread_mutex_unlock(&b->lock);
+		/* Retries whose time has come join the queue; the rest wait on. */
+		now = util_now_ns();
+		wait_ms = 1000;
+		for (struct job **pp = &b->deferred; *pp;) {
+			j = *pp;
+			if (stopping || j->not_before_ns <= now) {
+				*pp = j->next;
+				j->next = q;
+				q = j;
+				continue;
+			}
+			if ((j->not_before_ns - now) / 1000000u + 1 < (uint64_t)wait_ms)
+				wait_ms = (int)((j->not_before_ns - now) / 1000000u + 1);
+			pp = &j->next;
+		}
 		for (; q; q = j) {
 			j = q->next;
 			q->next = NULL;
+			if (!stopping && q->not_before_ns > now) {
+				q->next = b->deferred;
+				b->deferred = q;
+				if ((q->not_before_ns - now) / 1000000u + 1 < (uint64_t)wait_ms)
+					wait_ms = (int)((q->not_before_ns - now) / 1000000u + 1);
+				continue;
+			}
 			if (stopping || job_start(b, q) < 0) {
 				q->done(q->arg, stopping ? -ECANCELED : -ENOMEM,
 					stopping ? "troupe is stopping" : "out of memory");
@@ -250,7 +283,7 @@ static void *binder_main(void *arg)
 		}
 		if (stopping)
 			break;
-		curl_multi_poll(b->multi, NULL, 0, 1000, NULL);
+		curl_multi_poll(b->multi, NULL, 0, wait_ms, NULL);
 	}
 	/* Anything still in flight is answered, never dropped. */
 	while (b->inflight) {

@@ -461,6 +461,8 @@ struct bind_pending {
 	char ids[256];
 	char *ann;                      /* the Binding's annotations, JSON; owned */
 	int attempt;                    /* posts so far, minus one */
+	uint64_t retry_until_ns;        /* gang member: refusals retried until then; 0: not */
+	unsigned backoff_ms;            /* the next retry's delay */
 };
 
 static void bind_posted(void *arg, int result, const char *msg);
@@ -483,7 +485,31 @@ static bool resubmit(struct bind_pending *p)
 	return cache_binder_submit(p->svc->binder, &b, bind_posted, p) == 0;
 }
 
-enum { BIND_POST_ATTEMPTS = 3 };
+enum { BIND_POST_ATTEMPTS = 3, BIND_RETRY_FIRST_MS = 200, BIND_RETRY_MAX_MS = 2000 };
+
+/* A gang member's Binding the API server refused or did not confirm after the
+ * gang reached quorum: post it again after a backoff, while the held request
+ * still has time (kube-scheduler's httpTimeout less the margin). Its devices
+ * stay assumed meanwhile, so the gang is never left partly bound by a
+ * transient refusal (a webhook's 403, a 429, a 5xx). A pod that is gone or
+ * bound elsewhere is not retried. */
+static bool retry_later(struct bind_pending *p, int result)
+{
+	struct cache_binding b = { p->ns, p->name, p->uid, p->node, p->ann };
+	unsigned delay;
+
+	if (!p->retry_until_ns || result == 0 || result == -ENOENT || result == -EEXIST ||
+	    result == -ECANCELED || result == -ENOMEM)
+		return false;
+	delay = p->backoff_ms ? p->backoff_ms : BIND_RETRY_FIRST_MS;
+	if (util_now_ns() + (uint64_t)delay * 1000000u >= p->retry_until_ns)
+		return false;
+	p->backoff_ms = delay * 2 > BIND_RETRY_MAX_MS ? BIND_RETRY_MAX_MS : delay * 2;
+	p->attempt++;
+	log_info("extender", "bind: gang member %s/%s -> node %s: posting again in %u ms "
+		 "(attempt %d)", p->ns, p->name, p->node, delay, p->attempt + 1);
+	return cache_binder_submit_after(p->svc->binder, &b, delay, bind_posted, p) == 0;
+}
 
 /* The API server answered (binder thread): keep or roll back the assumption,
  * then complete the reply. A timeout, a connection error or a 5xx does not say
@@ -497,7 +523,9 @@ static void bind_posted(void *arg, int result, const char *msg)
 	struct bind_pending *p = arg;
 	bool ambiguous = result == -ETIMEDOUT || result == -EIO;
 
-	if (ambiguous && p->attempt + 1 < BIND_POST_ATTEMPTS && resubmit(p))
+	if (retry_later(p, result))
+		return;
+	if (!p->retry_until_ns && ambiguous && p->attempt + 1 < BIND_POST_ATTEMPTS && resubmit(p))
 		return;
 	if (result == 0) {
 		cache_pod_mark_bind(p->svc->cache, p->uid, true);
@@ -528,7 +556,8 @@ static void bind_posted(void *arg, int result, const char *msg)
  * when the reply is complete now (the post could not even be queued). */
 static bool bind_post(const struct ext_service *svc, const struct cache_pod_info *info,
 		      const char *uid, const char *node, const char *ids, const char *link,
-		      const char *uuids, struct ext_reply *r, const struct ext_async *async)
+		      const char *uuids, uint64_t retry_until_ns, struct ext_reply *r,
+		      const struct ext_async *async)
 {
 	struct bind_pending *p = calloc(1, sizeof(*p));
 	struct cache_binding b;
@@ -543,6 +572,7 @@ static bool bind_post(const struct ext_service *svc, const struct cache_pod_info
 	p->svc = svc;
 	p->r = r;
 	p->async = *async;
+	p->retry_until_ns = retry_until_ns;
 	snprintf(p->uid, sizeof(p->uid), "%s", uid);
 	snprintf(p->ns, sizeof(p->ns), "%s", info->ns);
 	snprintf(p->name, sizeof(p->name), "%s", info->name);
@@ -592,6 +622,7 @@ struct gang_hold {
 	char ids[256];
 	char link[16];
 	char uuids[2048];
+	uint64_t retry_until_ns;        /* when the held request must be answered */
 };
 
 /* The gang manager let the bind go (quorum) or gave up on it (expiry). */
@@ -622,6 +653,7 @@ static void gang_released(void *ctx, bool ok, const char *why)
 		reply_error(h->r, 200, "%s", why);
 	} else if (h->svc->binder) {
 		complete = bind_post(h->svc, &h->info, h->uid, h->node, h->ids, h->link, h->uuids,
+				     h->retry_until_ns,
 				     h->r, &h->async);
 	} else {
 		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s] (gang complete)",
@@ -655,6 +687,13 @@ static enum gang_bind_result bind_gang(const struct ext_service *svc,
 	h->r = r;
 	h->async = *async;
 	h->info = *info;
+	{
+		const struct gang_config *g = svc->cfg ? &svc->cfg->gang : NULL;
+		unsigned budget = !g ? 27 : g->http_timeout_s > g->margin_s ?
+				  g->http_timeout_s - g->margin_s : 1;
+
+		h->retry_until_ns = util_now_ns() + (uint64_t)budget * 1000000000u;
+	}
 	snprintf(h->uid, sizeof(h->uid), "%s", uid);
 	snprintf(h->node, sizeof(h->node), "%s", node);
 	gr = gang_bind(svc->gangs, &mb, node, gang_released, h, &h->devices, reason,
@@ -777,7 +816,8 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	switch (ret) {
 	case 0:
 		if (svc->binder && async) {
-			complete = bind_post(svc, &info, b.pod_uid, b.node, ids, link, uuids, r, async);
+			complete = bind_post(svc, &info, b.pod_uid, b.node, ids, link, uuids, 0, r,
+					     async);
 			break;
 		}
 		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s]%s%s", info.ns,

@@ -22,7 +22,8 @@ objects, and that troupe's cache converges to the server.
       the client) expires the plan at the group timeout (c2) or before the
       scheduler's httpTimeout (c3), releasing everything
   d   a Binding the API server rejects after quorum: 500 (d1), 403 (d2), 429
-      three times (d3)
+      three times (d3) are retried by troupe; one refused on every post fails
+      only that member, at the held request's deadline (d4)
   e   troupe killed (e1) or stopped (e2, e3) while members are held
   f   a bind arriving after its plan expired
 
@@ -532,26 +533,65 @@ class GangTest(unittest.TestCase):
             self.assertIn("500", failed[0].error)
             self.assertEqual(self.outcomes_of(sched, failed[0].pod)[-1].result, "bound")
 
-    def test_d2_a_binding_refused_403_after_quorum_is_retried_by_the_scheduler(self):
-        """A definite refusal (403, as an admission webhook denying the
-        binding answers): that member's bind fails and its devices are
-        released while the other three are bound (the gang is partly bound
-        until the retry); kube-scheduler retries it after backoff, troupe
-        admits it with a one-member plan (the quorum counts the three bound
-        members) and the gang completes."""
+    def test_d2_a_binding_refused_403_after_quorum_is_retried_by_troupe(self):
+        """A refusal (403, as an admission webhook denying the binding answers)
+        after quorum: troupe keeps the member's devices and posts the Binding
+        again after a backoff, so the gang is never left partly bound and
+        kube-scheduler sees no error. (Before that was built, the member's
+        bind failed, its devices were released and kube-scheduler retried it
+        with a one-member plan; that fails this test.)"""
         sched, t = self.run_rejected_binding(403, 1)
         failed = [o for o in sched.outcomes if o.result == "bind-error"]
-        self.assertEqual(len(failed), 1, [o.error for o in failed])
-        self.assertIn("403", failed[0].error)
-        self.assertEqual(self.outcomes_of(sched, failed[0].pod)[-1].result, "bound")
-        self.assertRegex(t.log(), rf"gang {NS}/rej: 1 members x 8 GPUs planned")
+        self.assertEqual(failed, [], "troupe re-posted the refused Binding itself")
+        self.assertRegex(t.log(), r"gang member ml/rej-\d+ -> node \S+: posting again in \d+ ms")
+        self.assertNotRegex(t.log(), rf"gang {NS}/rej: 1 members x 8 GPUs planned")
 
     def test_d3_a_binding_throttled_429_three_times_is_retried_and_completes(self):
         """The API server throttles one member's Binding (429 Too Many
-        Requests: the request was not processed) on troupe's post and both of
-        its re-posts. Nothing was bound, so kube-scheduler's retry must be
-        able to bind the member and complete the gang."""
-        self.run_rejected_binding(429, 3, path="/pods/rej-0/binding", deadline_s=15)
+        Requests: the request was not processed) three times running; troupe
+        backs off and posts it again until it is accepted."""
+        sched, t = self.run_rejected_binding(429, 3, path="/pods/rej-0/binding", deadline_s=15)
+        self.assertGreaterEqual(len(re.findall(r"gang member ml/rej-0 -> node \S+: posting again",
+                                               t.log())), 3, t.log()[-3000:])
+
+    def test_d4_a_binding_refused_until_the_http_timeout_fails_that_member_only(self):
+        """A member's Binding is refused on every post. troupe retries it until
+        the held request must be answered (scheduler_http_timeout - margin =
+        8 s), then fails that bind and releases its devices - never earlier,
+        and never by troupe's choice while a retry could still succeed. Once
+        the API server accepts it again, kube-scheduler's retry completes the
+        gang."""
+        self.add_nodes(6)
+        pods = self.create_gang("ref", 4, 8, min_member=4, timeout_s=60)
+        t = self.start_troupe()
+        self.wait_cache_sees(t, pods.values(), ["ref"])
+        uids = {p["metadata"]["uid"] for p in pods.values()}
+        self.srv.fail_next(10000, 403, path_contains="/pods/ref-0/binding",
+                           message="denied by webhook deny-ref-0")
+        sched = self.scheduler(t, seed=5)
+        for i in range(4):
+            sched.add_pod(pods[i])
+        with CacheMonitor(t, {"ref": uids}) as mon:
+            self.drive_until(sched, lambda: any(o.result == "bind-error" for o in sched.outcomes),
+                             HTTP_TIMEOUT + 5, "ref-0's bind to fail")
+            first = next(o for o in sched.outcomes if o.result == "bind-error")
+            self.assertEqual(first.pod, pods[0]["metadata"]["uid"])
+            self.assertIn("403", first.error)
+            self.assertIn("deny-ref-0", first.error)
+            posts = [r for r in self.srv.requests if "/pods/ref-0/binding" in r[1]]
+            self.assertGreaterEqual(len(posts), 4, "troupe retried before giving up")
+            self.assertEqual(len(sched.bound()), 3, "the other members are bound")
+            wait_until(lambda: not any(p["uid"] == pods[0]["metadata"]["uid"]
+                                       and p["state"] == "assumed" for p in t.cache()["pods"]),
+                       5, "ref-0's devices released after the final refusal")
+            self.srv.clear_faults()
+            sched.run(deadline_s=30)
+        self.assertEqual(mon.double, [], "a device was held twice")
+        self.assertEqual(len(sched.bound()), 4)
+        self.assert_gang_bound("ref", 4, 8)
+        assert_converges(self, t, self.srv)
+        assert_no_device_twice(self, t)
+        self.assertEqual(self.reservations(t), [])
 
     # ---- e. troupe restarts while members are held ----------------------------------------
 
