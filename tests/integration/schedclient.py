@@ -14,7 +14,9 @@ It follows kube-interfaces.md (pkg/scheduler/schedule_one.go and extender.go):
   "unschedulable". In names mode every returned name must be an input name. If
   both NodeNames and Nodes are null, zero nodes pass.
 * No feasible node: the pod is unschedulable and waits for a cluster event
-  (pods rejected by an extender are re-queued on any event).
+  (pods rejected by an extender are re-queued on any event). An event that
+  came during the pod's own cycle sends it to backoff instead (the queue's
+  moveRequestCycle), so it is never lost.
 * Exactly one feasible node: taken without prioritize.
 * prioritize: the extender's Score x weight x 10 is added to the in-tree total
   (in-tree scores are a pluggable function, zero by default); failures are
@@ -99,6 +101,8 @@ class Scheduler:
         self.backoff = {}          # uid -> monotonic time it may be retried
         self.attempts = {}         # uid -> failed attempts so far
         self.unschedulable = set()
+        self.cycle = 0             # scheduling cycles started
+        self.move_request_cycle = -1   # the cycle during which the last event came
         self.next_start = 0
         self.outcomes: List[Outcome] = []
         self.lock = threading.Lock()
@@ -180,6 +184,10 @@ class Scheduler:
         # Pods an extender rejected have no queueing hints: any event moves them.
         self.active.extend(sorted(self.unschedulable))
         self.unschedulable.clear()
+        # A pod in its scheduling cycle now must not miss this event
+        # (scheduling_queue.go: moveRequestCycle >= the pod's cycle sends an
+        # unschedulable pod to backoff instead of the unschedulable pool).
+        self.move_request_cycle = self.cycle
 
     # ---- HTTP -----------------------------------------------------------
 
@@ -300,6 +308,8 @@ class Scheduler:
             if not self.active:
                 return None
             uid = self.active.pop(0)
+            self.cycle += 1
+            pod_cycle = self.cycle
             pod = self.pods[uid]
             want = self.gpus(pod)
             names, n = [], len(self.node_order)
@@ -322,7 +332,11 @@ class Scheduler:
                     return self._error(uid, out, str(e))
         if not names:
             with self.lock:
-                self.unschedulable.add(uid)
+                missed_event = self.move_request_cycle >= pod_cycle
+                if not missed_event:
+                    self.unschedulable.add(uid)
+            if missed_event:
+                self._requeue_backoff(uid)
             self.outcomes.append(out)
             return out
         if len(names) == 1:
