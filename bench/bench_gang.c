@@ -47,6 +47,32 @@ static unsigned first_fit(const struct cache_node_view *v, unsigned n, unsigned 
 	return placed;
 }
 
+/* Node <i> of the benchmark cluster: 8 x H100 in zone i/2500, spine i/256,
+ * rack i/32. */
+static struct cache_node *bench_node(unsigned i, const struct cache_opts *opts, char *err,
+				     size_t errlen)
+{
+	char json[1024];
+	struct cache_node *n;
+	cJSON *o;
+
+	snprintf(json, sizeof(json),
+		 "{\"metadata\":{\"name\":\"gpu-%05u\",\"labels\":{"
+		 "\"topology.kubernetes.io/zone\":\"zone-%u\","
+		 "\"network.topology.nvidia.com/spine\":\"spine-%u\","
+		 "\"network.topology.nvidia.com/block\":\"rack-%u\","
+		 "\"nvidia.com/gpu.product\":\"NVIDIA-H100-80GB-HBM3\","
+		 "\"nvidia.com/gpu.count\":\"8\"}},"
+		 "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\"},"
+		 "\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
+		 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+		 i, i / 2500, i / 256, i / 32);
+	o = cJSON_Parse(json);
+	n = cache_node_parse(o, opts, err, errlen);
+	cJSON_Delete(o);
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -88,24 +114,10 @@ int main(int argc, char **argv)
 	t_plan = calloc(reps, sizeof(*t_plan));
 	t_ff = calloc(reps, sizeof(*t_ff));
 	for (unsigned i = 0; i < nodes; i++) {
-		char json[1024], err[CACHE_ERR_LEN];
-		cJSON *o;
+		char err[CACHE_ERR_LEN];
 
-		snprintf(json, sizeof(json),
-			 "{\"metadata\":{\"name\":\"gpu-%05u\",\"labels\":{"
-			 "\"topology.kubernetes.io/zone\":\"zone-%u\","
-			 "\"network.topology.nvidia.com/spine\":\"spine-%u\","
-			 "\"network.topology.nvidia.com/block\":\"rack-%u\","
-			 "\"nvidia.com/gpu.product\":\"NVIDIA-H100-80GB-HBM3\","
-			 "\"nvidia.com/gpu.count\":\"8\"}},"
-			 "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\"},"
-			 "\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
-			 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
-			 i, i / 2500, i / 256, i / 32);
-		o = cJSON_Parse(json);
-		recs[i] = cache_node_parse(o, &opts, err, sizeof(err));
+		recs[i] = bench_node(i, &opts, err, sizeof(err));
 		recs[i]->derived = placement_topo_derive(recs[i], reg);
-		cJSON_Delete(o);
 		/* Busy cluster: half the nodes partly used, a few full. */
 		views[i] = (struct cache_node_view){ recs[i],
 			rand_r(&seed) % 2 ? ((uint64_t)rand_r(&seed) & 0xFF) : 0, 0 };
@@ -161,23 +173,7 @@ int main(int argc, char **argv)
 		co.hook_ctx = reg;
 		c = cache_new(&co);
 		for (unsigned i = 0; i < nodes; i++) {
-			char json[1024];
-			cJSON *o;
-
-			snprintf(json, sizeof(json),
-				 "{\"metadata\":{\"name\":\"gpu-%05u\",\"labels\":{"
-				 "\"topology.kubernetes.io/zone\":\"zone-%u\","
-				 "\"network.topology.nvidia.com/spine\":\"spine-%u\","
-				 "\"network.topology.nvidia.com/block\":\"rack-%u\","
-				 "\"nvidia.com/gpu.product\":\"NVIDIA-H100-80GB-HBM3\","
-				 "\"nvidia.com/gpu.count\":\"8\"}},"
-				 "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\"},"
-				 "\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
-				 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
-				 i, i / 2500, i / 256, i / 32);
-			o = cJSON_Parse(json);
-			cache_node_upsert(c, cache_node_parse(o, &co, err, sizeof(err)));
-			cJSON_Delete(o);
+			cache_node_upsert(c, bench_node(i, &co, err, sizeof(err)));
 		}
 		for (unsigned i = 0; i < members; i++) {
 			char json[1024];
