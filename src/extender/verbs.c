@@ -462,7 +462,6 @@ struct bind_pending {
 	char *ann;                      /* the Binding's annotations, JSON; owned */
 	int attempt;                    /* posts so far, minus one */
 	uint64_t retry_until_ns;        /* gang member: refusals retried until then; 0: not */
-	unsigned backoff_ms;            /* the next retry's delay */
 };
 
 static void bind_posted(void *arg, int result, const char *msg);
@@ -474,40 +473,38 @@ static void pending_free(struct bind_pending *p)
 	free(p);
 }
 
-/* Post the same Binding again (binder thread). */
-static bool resubmit(struct bind_pending *p)
-{
-	struct cache_binding b = { p->ns, p->name, p->uid, p->node, p->ann };
-
-	p->attempt++;
-	log_info("extender", "bind: pod %s/%s -> node %s: posting again (attempt %d)", p->ns,
-		 p->name, p->node, p->attempt + 1);
-	return cache_binder_submit(p->svc->binder, &b, bind_posted, p) == 0;
-}
-
 enum { BIND_POST_ATTEMPTS = 3, BIND_RETRY_FIRST_MS = 200, BIND_RETRY_MAX_MS = 2000 };
 
-/* A gang member's Binding the API server refused or did not confirm after the
- * gang reached quorum: post it again after a backoff, while the held request
- * still has time (kube-scheduler's httpTimeout less the margin). Its devices
- * stay assumed meanwhile, so the gang is never left partly bound by a
- * transient refusal (a webhook's 403, a 429, a 5xx). A pod that is gone or
- * bound elsewhere is not retried. */
-static bool retry_later(struct bind_pending *p, int result)
+/* Post the same Binding again (binder thread) when that can still help:
+ * - a single pod whose outcome is unknown (timeout, connection error, 5xx): at
+ *   once, up to BIND_POST_ATTEMPTS posts in all;
+ * - a gang member after quorum, refused or unconfirmed (a webhook's 403, a 429,
+ *   a 5xx): after a backoff (200 ms doubling to 2 s) while the held request
+ *   still has time (kube-scheduler's httpTimeout less the margin). Its devices
+ *   stay assumed meanwhile, so a transient refusal never leaves the gang partly
+ *   bound. A pod that is gone or bound elsewhere is not retried. */
+static bool post_again(struct bind_pending *p, int result)
 {
 	struct cache_binding b = { p->ns, p->name, p->uid, p->node, p->ann };
-	unsigned delay;
+	bool ambiguous = result == -ETIMEDOUT || result == -EIO;
+	unsigned delay = 0;
 
-	if (!p->retry_until_ns || result == 0 || result == -ENOENT || result == -EEXIST ||
-	    result == -ECANCELED || result == -ENOMEM)
+	if (p->retry_until_ns) {
+		if (result == 0 || result == -ENOENT || result == -EEXIST || result == -ECANCELED ||
+		    result == -ENOMEM)
+			return false;
+		delay = BIND_RETRY_FIRST_MS << (p->attempt < 4 ? p->attempt : 4);
+		if (delay > BIND_RETRY_MAX_MS)
+			delay = BIND_RETRY_MAX_MS;
+		if (util_now_ns() + (uint64_t)delay * 1000000u >= p->retry_until_ns)
+			return false;
+	} else if (!ambiguous || p->attempt + 1 >= BIND_POST_ATTEMPTS) {
 		return false;
-	delay = p->backoff_ms ? p->backoff_ms : BIND_RETRY_FIRST_MS;
-	if (util_now_ns() + (uint64_t)delay * 1000000u >= p->retry_until_ns)
-		return false;
-	p->backoff_ms = delay * 2 > BIND_RETRY_MAX_MS ? BIND_RETRY_MAX_MS : delay * 2;
+	}
 	p->attempt++;
-	log_info("extender", "bind: gang member %s/%s -> node %s: posting again in %u ms "
-		 "(attempt %d)", p->ns, p->name, p->node, delay, p->attempt + 1);
+	log_info("extender", "bind: %s %s/%s -> node %s: posting again in %u ms (attempt %d)",
+		 p->retry_until_ns ? "gang member" : "pod", p->ns, p->name, p->node, delay,
+		 p->attempt + 1);
 	return cache_binder_submit_after(p->svc->binder, &b, delay, bind_posted, p) == 0;
 }
 
@@ -523,9 +520,7 @@ static void bind_posted(void *arg, int result, const char *msg)
 	struct bind_pending *p = arg;
 	bool ambiguous = result == -ETIMEDOUT || result == -EIO;
 
-	if (retry_later(p, result))
-		return;
-	if (!p->retry_until_ns && ambiguous && p->attempt + 1 < BIND_POST_ATTEMPTS && resubmit(p))
+	if (post_again(p, result))
 		return;
 	if (result == 0) {
 		cache_pod_mark_bind(p->svc->cache, p->uid, true);
