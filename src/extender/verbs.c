@@ -148,13 +148,10 @@ static struct cache_pod *request_pod(const struct ext_service *svc, const struct
 static struct gang_member member_of(const struct cache_pod *pod,
 				     const struct placement_request *req)
 {
-	struct gang_member mb = { pod->uid, pod->ns, pod->name, pod->group, pod->min_member, *req,
-				  NULL, pod->priority, pod->queue };
-	char err[8];
-
-	/* An invalid value is reported by filter_gang, which parses it again. */
-	gang_topology_parse(pod->gang_topology, &mb.required_key, err, sizeof(err));
-	return mb;
+	/* required_key stays NULL: filter_gang parses troupe.io/gang-topology
+	 * (and reports a bad value); prioritize's slot lookup does not use it. */
+	return (struct gang_member){ pod->uid, pod->ns, pod->name, pod->group, pod->min_member,
+				     *req, NULL, pod->priority, pod->queue };
 }
 
 /* ---- filter ------------------------------------------------------------ */
@@ -380,6 +377,8 @@ struct prio_ctx {
 	const struct ext_service *svc;
 	const struct cache_pod *pod;
 	struct placement_request req;
+	struct gang_member mb;          /* the pod as a gang member, if it is one */
+	bool gang;                      /* gangs are on and the pod names a group */
 	struct strbuf *out;
 	size_t n;
 };
@@ -390,12 +389,11 @@ static void prioritize_node(const struct node_ref *ref, void *arg)
 	struct placement_fit fit;
 	unsigned score = 0;
 
-	if (ref->view && pc->svc->gangs && pc->pod->group) {
-		struct gang_member mb = member_of(pc->pod, &pc->req);
+	if (ref->view && pc->gang) {
 		bool has;
 
 		/* A planned gang's member: its slots decide (10), nothing else. */
-		if (gang_has_slot(pc->svc->gangs, &mb, ref->name, &has) == GANG_ALLOWED) {
+		if (gang_has_slot(pc->svc->gangs, &pc->mb, ref->name, &has) == GANG_ALLOWED) {
 			score = has ? PLACEMENT_MAX_SCORE : 0;
 			goto emit;
 		}
@@ -439,6 +437,9 @@ void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 		goto out;
 	}
 	pc.pod = pod;
+	pc.gang = svc->gangs && pod->group;
+	if (pc.gang)
+		pc.mb = member_of(pod, &pc.req);
 	strbuf_putc(&r->body, '[');
 	walk_nodes(svc, &a, prioritize_node, &pc);
 	strbuf_putc(&r->body, ']');
@@ -485,7 +486,7 @@ enum { BIND_POST_ATTEMPTS = 3, BIND_RETRY_FIRST_MS = 200, BIND_RETRY_MAX_MS = 20
  *   bound. A pod that is gone or bound elsewhere is not retried. */
 static bool post_again(struct bind_pending *p, int result)
 {
-	struct cache_binding b = { p->ns, p->name, p->uid, p->node, p->ann };
+	struct cache_binding b = { p->ns, p->name, p->uid, p->node, p->ids[0] ? p->ann : NULL };
 	bool ambiguous = result == -ETIMEDOUT || result == -EIO;
 	unsigned delay = 0;
 
@@ -661,12 +662,13 @@ static void gang_released(void *ctx, bool ok, const char *why)
 }
 
 static enum gang_bind_result bind_gang(const struct ext_service *svc,
-				       const struct cache_pod_info *info, const char *uid,
+				       const struct cache_pod_info *info,
+				       const struct placement_request *req, const char *uid,
 				       const char *node, struct ext_reply *r,
 				       const struct ext_async *async)
 {
-	struct gang_member mb = { uid, info->ns, info->name, info->group, info->min_member,
-				  { info->demand, { 0 } }, NULL, info->priority, info->queue };
+	struct gang_member mb = { uid, info->ns, info->name, info->group, info->min_member, *req,
+				  NULL, info->priority, info->queue };
 	struct gang_hold *h = calloc(1, sizeof(*h));
 	enum gang_bind_result gr;
 	char reason[512], err[256];
@@ -675,8 +677,6 @@ static enum gang_bind_result bind_gang(const struct ext_service *svc,
 		reply_error(r, 200, "troupe: out of memory binding pod %s/%s", info->ns, info->name);
 		return GANG_BIND_REFUSED;
 	}
-	if (placement_policy_parse(info->topology, &mb.req.policy, err, sizeof(err)) < 0)
-		mb.req.policy.kind = PLACEMENT_POLICY_PREFERRED;
 	gang_topology_parse(info->gang_topology, &mb.required_key, err, sizeof(err));
 	h->svc = svc;
 	h->r = r;
@@ -748,7 +748,8 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	}
 	if (svc->gangs && info.group[0] && async && info.state == CACHE_POD_STATE_PENDING &&
 	    info.demand.gpus > 0) {
-		enum gang_bind_result gr = bind_gang(svc, &info, b.pod_uid, b.node, r, async);
+		enum gang_bind_result gr = bind_gang(svc, &info, &req, b.pod_uid, b.node, r,
+							     async);
 
 		if (gr == GANG_BIND_HELD) {
 			complete = false;

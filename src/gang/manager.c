@@ -1122,6 +1122,18 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 			 "node cannot take one without breaking the plan", g->key, node);
 		goto out;
 	}
+	/* Room to hold the bind first: after the claim nothing may fail. */
+	if (g->n_held == g->cap_held) {
+		unsigned cap = g->cap_held ? g->cap_held * 2 : 8;
+		struct held *h = realloc(g->held, cap * sizeof(*h));
+
+		if (!h) {
+			snprintf(reason, reasonlen, "troupe: out of memory holding a gang bind");
+			goto out;
+		}
+		g->held = h;
+		g->cap_held = cap;
+	}
 	rc = cache_reservation_claim(m->cache, slot->res_key, mb->uid);
 	if (rc < 0) {
 		snprintf(reason, reasonlen, "troupe: gang %s: pod %s/%s cannot take its slot on "
@@ -1130,19 +1142,6 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 	}
 	snprintf(slot->member, sizeof(slot->member), "%s", mb->uid);
 	*devices = slot->devices;
-	if (g->n_held == g->cap_held) {
-		unsigned cap = g->cap_held ? g->cap_held * 2 : 8;
-		struct held *h = realloc(g->held, cap * sizeof(*h));
-
-		if (!h) {
-			cache_pod_forget(m->cache, mb->uid);
-			slot->member[0] = '\0';
-			snprintf(reason, reasonlen, "troupe: out of memory holding a gang bind");
-			goto out;
-		}
-		g->held = h;
-		g->cap_held = cap;
-	}
 	snprintf(g->held[g->n_held].uid, sizeof(g->held[0].uid), "%s", mb->uid);
 	g->held[g->n_held].release = release;
 	g->held[g->n_held].ctx = ctx;
@@ -1163,7 +1162,14 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 	cache_group_count(m->cache, mb->ns, mb->group, &exist, &bound);
 	if (bound >= g->quorum) {
 		rel = calloc(g->n_held, sizeof(*rel));
-		for (unsigned i = 0; rel && i < g->n_held; i++) {
+		if (!rel) {
+			/* Nothing posted: the binds stay held and the expiry thread
+			 * answers them, so the gang is not left partly bound. */
+			log_error("gang", "gang %s: out of memory releasing %u held binds; they "
+				  "stay held until the plan expires", g->key, g->n_held);
+			goto out;
+		}
+		for (unsigned i = 0; i < g->n_held; i++) {
 			rel[n_rel].release = g->held[i].release;
 			rel[n_rel].ctx = g->held[i].ctx;
 			rel[n_rel].ok = true;

@@ -229,7 +229,6 @@ int gang_plan_make(const struct cache_node_view *views, unsigned n, unsigned mem
 		if (!best_nodes)
 			goto out;
 		memcpy(best_nodes, order, ncand * sizeof(*order));
-		best_count = nodes_needed(best_nodes, ncand, members, &best_spare);
 		best_level = -1;
 		best_name = "";
 	}
