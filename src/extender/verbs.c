@@ -66,12 +66,35 @@ struct node_ref {
 
 typedef void (*node_fn)(const struct node_ref *ref, void *arg);
 
+/* A node object from a full-Nodes request, as a view: the request's object
+ * decides capacity and state; the topology class is the watched node's (derived
+ * on the writer, valid for this read section); usage is the cache's. Returns
+ * the parsed node (the caller frees it), or NULL when it does not parse.
+ * Inside a cache read section. */
+static struct cache_node *request_node_view(const struct ext_service *svc, const cJSON *it,
+					    struct cache_node_view *v)
+{
+	char err[CACHE_ERR_LEN];
+	struct cache_node *node = cache_node_parse(it, cache_get_opts(svc->cache), err,
+						   sizeof(err));
+	struct cache_node_view known;
+	size_t len;
+
+	if (!node)
+		return NULL;
+	len = strlen(node->name);
+	if (cache_node_lookup(svc->cache, node->name, len, &known))
+		node->derived = known.node->derived;
+	v->node = node;
+	cache_usage_lookup(svc->cache, node->name, len, &v->used, &v->unattributed);
+	return node;
+}
+
 /* Call <fn> for every node of the request, in request order. */
 static void walk_nodes(const struct ext_service *svc, const struct ext_args *a, node_fn fn,
 		       void *arg)
 {
 	const cJSON *it;
-	char err[CACHE_ERR_LEN];
 
 	cache_read_begin(svc->cache);
 	if (!a->full_nodes) {
@@ -86,24 +109,13 @@ static void walk_nodes(const struct ext_service *svc, const struct ext_args *a, 
 		}
 	} else {
 		cJSON_ArrayForEach(it, a->node_items) {
-			struct cache_node *node = cache_node_parse(it, cache_get_opts(svc->cache),
-								   err, sizeof(err));
 			struct cache_node_view v = { 0 };
+			struct cache_node *node = request_node_view(svc, it, &v);
 			struct node_ref ref = { "", 0, it, NULL, "troupe: node object has no name" };
 
 			if (node) {
-				struct cache_node_view known;
-
 				ref.name = node->name;
 				ref.len = strlen(node->name);
-				/* The request's object decides capacity and state; the
-				 * topology class is the watched node's (it is derived on
-				 * the writer, and valid for this read section). */
-				if (cache_node_lookup(svc->cache, ref.name, ref.len, &known))
-					node->derived = known.node->derived;
-				v.node = node;
-				cache_usage_lookup(svc->cache, ref.name, ref.len, &v.used,
-						   &v.unattributed);
 				ref.view = &v;
 			}
 			fn(&ref, arg);
@@ -226,7 +238,7 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 	struct cache_node **parsed = NULL;
 	unsigned *index = NULL, n = 0, total = (unsigned)a->n_nodes;
 	enum gang_verdict verdict = GANG_NOT_A_GANG;
-	char reason[640], err[CACHE_ERR_LEN];
+	char reason[640];
 	bool *allowed = NULL;
 	const cJSON *it;
 	unsigned i = 0;
@@ -256,18 +268,9 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 	/* The candidates troupe knows, in request order; index[] maps back. */
 	cJSON_ArrayForEach(it, (a->full_nodes ? a->node_items : a->node_names)) {
 		if (a->full_nodes) {
-			struct cache_node_view known;
-
-			parsed[i] = cache_node_parse(it, cache_get_opts(svc->cache), err, sizeof(err));
-			if (parsed[i]) {
-				if (cache_node_lookup(svc->cache, parsed[i]->name,
-						      strlen(parsed[i]->name), &known))
-					parsed[i]->derived = known.node->derived;
-				views[n].node = parsed[i];
-				cache_usage_lookup(svc->cache, parsed[i]->name, strlen(parsed[i]->name),
-						   &views[n].used, &views[n].unattributed);
+			parsed[i] = request_node_view(svc, it, &views[n]);
+			if (parsed[i])
 				index[n++] = i;
-			}
 		} else if (cache_node_lookup(svc->cache, it->valuestring, strlen(it->valuestring),
 					     &views[n])) {
 			index[n++] = i;

@@ -534,16 +534,12 @@ static void discover_waiting(struct gang_manager *m, uint64_t now)
 	cache_pod_foreach(m->cache, collect_gang_pods, &map);
 	while (strmap_next(&map, &pos, NULL, &v)) {
 		struct seen_gang *sg = v;
-		struct cache_podgroup pg;
-		char buf[320];
-		unsigned quorum = sg->min_member;
+		struct gang_member who = { .ns = sg->ns, .group = sg->group,
+					   .pod_min_member = sg->min_member };
+		unsigned quorum, timeout_s;
 		struct gang *g;
 
-		if (cache_podgroup_get(m->cache, sg->ns, sg->group, &pg, buf, sizeof(buf)) == 0 &&
-		    pg.min_member > 0)
-			quorum = (unsigned)pg.min_member;
-		if (!quorum)
-			quorum = sg->exist;
+		gang_terms(m, &who, sg->exist, &quorum, &timeout_s);
 		if (quorum <= 1 || sg->exist < quorum || sg->bound >= quorum || !sg->demand.gpus)
 			continue;
 		g = gang_get(m, sg->ns, sg->group, true);
