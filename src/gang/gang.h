@@ -37,10 +37,19 @@ struct gang_levels {
  * NVLink domain (topograph's accelerator labels, GFD's nvidia.com/gpu.clique). */
 extern const struct gang_levels gang_default_levels;
 
-/* One member's place: a node (index into the candidates) and its devices. */
+/* Members asking the same: <count> of them, each asking <req>. */
+enum { GANG_MAX_NEEDS = 8 };
+struct gang_need {
+	struct placement_request req;
+	unsigned count;
+};
+
+/* One member's place: a node (index into the candidates), its devices, and
+ * which need it is for (index into the needs). */
 struct gang_slot {
 	unsigned node;
 	uint64_t devices;
+	unsigned need;
 };
 
 struct gang_plan {
@@ -51,13 +60,20 @@ struct gang_plan {
 	unsigned nodes_used;
 };
 
-/* Plan <members> members, each asking <req>, over the candidate nodes <views>
- * (n of them: the nodes kube-scheduler offered): the finest domain level that can
- * hold the whole gang, within it the domain needing the fewest nodes, the
- * fullest-fitting nodes first, and on each node the best device sets from
- * placement_node_choose. Returns 0 with <out> filled (free with gang_plan_fini),
- * or -ENOSPC with a reason a person can act on in <why>, or -ENOMEM. Pure: reads
- * its arguments only. Thread: any, inside the caller's cache read section. */
+/* Plan a gang whose members ask <needs> (n_needs ≤ GANG_MAX_NEEDS kinds of
+ * request, each with a count) over the candidate nodes <views> (n of them: the
+ * nodes kube-scheduler offered): the finest domain level that can hold the
+ * whole gang, within it the domain needing the fewest nodes, the nodes taking
+ * the most GPUs first, and on each node the best device sets from
+ * placement_node_choose, largest need first. Returns 0 with <out> filled (free
+ * with gang_plan_fini), or -ENOSPC with a reason a person can act on in <why>,
+ * or -ENOMEM. Pure: reads its arguments only. Thread: any, inside the caller's
+ * cache read section. */
+int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
+		    const struct gang_need *needs, unsigned n_needs,
+		    const struct gang_levels *levels, struct gang_plan *out, char *why,
+		    size_t whylen);
+/* gang_plan_mixed for <members> members all asking <req>. */
 int gang_plan_make(const struct cache_node_view *views, unsigned n, unsigned members,
 		   const struct placement_request *req, const struct gang_levels *levels,
 		   struct gang_plan *out, char *why, size_t whylen);

@@ -1,20 +1,26 @@
-/* Placing a whole gang at once.
+/* Placing a whole gang at once. Members asking the same are one *need*
+ * (gang_need: a request and how many ask it); a gang may have several.
  *
- *   1. Capacity: for each candidate node, how many members it can take, by
- *      taking the best set for one member after another from its free devices
- *      (placement_node_choose, so a topology policy holds for every member).
+ *   1. Capacity: for each candidate node, what it could take alone: its best
+ *      set for one member after another from its free devices
+ *      (placement_node_choose, so every member's topology policy holds),
+ *      the largest need first.
  *   2. Domain: from the finest network level to the coarsest, group the nodes
- *      by that level's label and keep the domains whose capacity holds the whole
- *      gang; the first level with one wins, and within it the domain that needs
- *      the fewest nodes (ties: the one with the least capacity left over, so big
- *      domains stay whole). With no common domain at any level the cluster as a
- *      whole is tried.
- *   3. Nodes: inside the domain, the nodes that take the most members first
- *      (ties: less left over, then candidate order), until every member has a
- *      place; each member's devices are the sets found in step 1.
+ *      by that level's label and fill each domain (step 3) to see whether it
+ *      holds the whole gang; the first level with one wins, and within it the
+ *      domain that needs the fewest nodes (ties: the one with the least
+ *      capacity left over, so big domains stay whole). With no common domain
+ *      at any level the cluster as a whole is tried.
+ *   3. Fill: the nodes that take the most GPUs first (ties: the fewest GPUs
+ *      left over, then candidate order). A node whose step-1 sets fit in what
+ *      is still to place gives them as they are; the node where a need runs
+ *      out is packed again with what is left (so its spare room takes the
+ *      smaller needs). Largest first, first fit: a heuristic for mixed needs,
+ *      exact for one.
  *
- * Cost: step 1 is a memoised choice per member slot; steps 2 and 3 sort the
- * candidates once per level.
+ * Cost: step 1 is a memoised choice per member slot; a fill touches at most
+ * as many nodes as members and packs again only where a need runs out; the
+ * candidates are sorted once.
  */
 #include "gang/gang.h"
 
@@ -37,11 +43,57 @@ const struct gang_levels gang_default_levels = {
 	},
 };
 
+/* What one node takes: up to 64 sets (a node has at most 64 GPUs). */
+struct pack {
+	unsigned n;                     /* sets */
+	unsigned gpus;                  /* GPUs in them */
+	uint8_t per_need[GANG_MAX_NEEDS];
+	uint64_t sets[64];
+	uint8_t need[64];               /* each set's need */
+};
+
 struct cand {
 	unsigned idx;                   /* into the caller's views */
-	unsigned cap;                   /* members it can take */
-	uint64_t sets[64];              /* their devices, best first */
+	unsigned left;                  /* free GPUs left after its pack */
+	struct pack pack;               /* what it takes alone (step 1) */
 };
+
+struct planner {
+	const struct cache_node_view *views;
+	const struct gang_need *needs;
+	unsigned n_needs;
+	unsigned order[GANG_MAX_NEEDS];         /* needs, most GPUs first */
+	unsigned members, gpus;                 /* the whole gang */
+};
+
+/* Pack <v> with at most limit[j] members of each need, largest need first. */
+static void pack_node(const struct planner *pl, const struct cache_node_view *v,
+		      const unsigned *limit, struct pack *out)
+{
+	uint64_t free_mask = cache_view_free_mask(v);
+	unsigned free_n = cache_view_free_gpus(v);
+
+	memset(out, 0, sizeof(*out));
+	for (unsigned o = 0; o < pl->n_needs; o++) {
+		unsigned j = pl->order[o];
+		const struct placement_request *r = &pl->needs[j].req;
+		unsigned k = r->demand.gpus, taken = 0;
+		struct placement_choice ch;
+
+		if (v->node->gpu_resource != r->demand.gpu_resource)
+			continue;
+		while (taken < limit[j] && out->n < 64 && free_n >= k &&
+		       placement_node_choose(v, free_mask, k, &r->policy, &ch) == 0) {
+			out->sets[out->n] = ch.set;
+			out->need[out->n++] = (uint8_t)j;
+			out->per_need[j]++;
+			out->gpus += k;
+			free_mask &= ~ch.set;
+			free_n -= k;
+			taken++;
+		}
+	}
+}
 
 static const char *domain_of(const struct cache_node *n, const struct gang_levels *lv,
 			     unsigned level)
@@ -59,52 +111,122 @@ static int by_capacity(const void *a, const void *b)
 {
 	const struct cand *x = *(const struct cand *const *)a, *y = *(const struct cand *const *)b;
 
-	if (x->cap != y->cap)
-		return x->cap > y->cap ? -1 : 1;
+	if (x->pack.gpus != y->pack.gpus)
+		return x->pack.gpus > y->pack.gpus ? -1 : 1;
+	if (x->left != y->left)
+		return x->left < y->left ? -1 : 1;
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* How many of <members> the nodes in <group> (sorted) need, or 0 if too few. */
-static unsigned nodes_needed(struct cand *const *group, unsigned n, unsigned members,
-			     unsigned *spare)
-{
-	unsigned got = 0;
+struct fill {
+	unsigned placed, nodes, spare;  /* members placed, nodes used, GPUs left over */
+};
 
-	for (unsigned i = 0; i < n; i++) {
-		got += group[i]->cap;
-		if (got >= members) {
-			*spare = got - members;
-			return i + 1;
+/* Fill the gang into <nodes> (sorted) in order; with <slots>, write each
+ * member's place there. */
+static struct fill fill(const struct planner *pl, struct cand *const *nodes, unsigned n,
+			struct gang_slot *slots)
+{
+	unsigned rem[GANG_MAX_NEEDS];
+	struct fill f = { 0 };
+	struct pack again;
+
+	for (unsigned j = 0; j < pl->n_needs; j++)
+		rem[j] = pl->needs[j].count;
+	for (unsigned i = 0; i < n && f.placed < pl->members; i++) {
+		const struct pack *p = &nodes[i]->pack;
+		unsigned gpus = 0;
+
+		for (unsigned j = 0; j < pl->n_needs; j++)
+			if (p->per_need[j] > rem[j]) {
+				pack_node(pl, &pl->views[nodes[i]->idx], rem, &again);
+				p = &again;
+				break;
+			}
+		if (!p->n)
+			continue;
+		for (unsigned s = 0; s < p->n; s++) {
+			if (slots) {
+				slots[f.placed].node = nodes[i]->idx;
+				slots[f.placed].devices = p->sets[s];
+				slots[f.placed].need = p->need[s];
+			}
+			rem[p->need[s]]--;
+			gpus += pl->needs[p->need[s]].req.demand.gpus;
+			f.placed++;
 		}
+		f.nodes++;
+		f.spare += nodes[i]->pack.gpus - gpus;
 	}
-	return 0;
+	return f;
+}
+
+/* "32 pods x 8 GPUs", or "1 pod x 8 GPUs + 4 pods x 2 GPUs" for mixed needs. */
+static void describe(const struct planner *pl, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (unsigned o = 0; o < pl->n_needs && at < len; o++) {
+		const struct gang_need *nd = &pl->needs[pl->order[o]];
+		int w = snprintf(buf + at, len - at, "%s%u pod%s x %u GPU%s", o ? " + " : "",
+				 nd->count, nd->count == 1 && pl->n_needs > 1 ? "" : "s",
+				 nd->req.demand.gpus, nd->req.demand.gpus == 1 ? "" : "s");
+
+		if (w < 0)
+			break;
+		at += (size_t)w;
+	}
 }
 
 struct domain {
 	const char *name;
 	struct cand **nodes;
-	unsigned n, cap;
+	unsigned n, gpus;
 };
 
-int gang_plan_make(const struct cache_node_view *views, unsigned n, unsigned members,
-		   const struct placement_request *req, const struct gang_levels *levels,
-		   struct gang_plan *out, char *why, size_t whylen)
+int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
+		    const struct gang_need *needs, unsigned n_needs,
+		    const struct gang_levels *levels, struct gang_plan *out, char *why,
+		    size_t whylen)
 {
+	struct planner pl = { .views = views, .needs = needs, .n_needs = n_needs };
 	struct cand *cands = NULL, **order = NULL, **best_nodes = NULL;
 	struct domain *doms = NULL;
-	unsigned ncand = 0, total = 0, best_count = 0, best_spare = 0, k = req->demand.gpus;
-	const char *best_name = NULL;
+	unsigned ncand = 0, limit[GANG_MAX_NEEDS], most = 0;
+	const char *best_name = NULL, *most_where = NULL;
+	struct fill best = { 0 }, all;
 	int best_level = -2, ret = -ENOMEM;
-	bool oom = false;
+	char what[160];
 	struct strmap index;
 
 	memset(out, 0, sizeof(*out));
 	strmap_init(&index);
-	if (members == 0 || k == 0 || k > 64) {
-		snprintf(why, whylen, "nothing to place");
+	if (n_needs == 0 || n_needs > GANG_MAX_NEEDS) {
+		snprintf(why, whylen, n_needs ? "more than %u different member requests"
+				      : "nothing to place", GANG_MAX_NEEDS);
 		ret = -ENOSPC;
 		goto out;
 	}
+	for (unsigned j = 0; j < n_needs; j++) {
+		unsigned k = needs[j].req.demand.gpus, o = j;
+
+		if (k == 0 || k > 64 || needs[j].count == 0) {
+			snprintf(why, whylen, "nothing to place");
+			ret = -ENOSPC;
+			goto out;
+		}
+		/* Insertion sort: most GPUs first, stable. */
+		while (o > 0 && needs[pl.order[o - 1]].req.demand.gpus < k) {
+			pl.order[o] = pl.order[o - 1];
+			o--;
+		}
+		pl.order[o] = j;
+		limit[j] = needs[j].count;
+		pl.members += needs[j].count;
+		pl.gpus += needs[j].count * k;
+	}
+	describe(&pl, what, sizeof(what));
 	cands = calloc(n ? n : 1, sizeof(*cands));
 	order = calloc(n ? n : 1, sizeof(*order));
 	doms = calloc(n ? n : 1, sizeof(*doms));
@@ -113,39 +235,30 @@ int gang_plan_make(const struct cache_node_view *views, unsigned n, unsigned mem
 	/* 1. What each node can take. */
 	for (unsigned i = 0; i < n; i++) {
 		struct cand *c = &cands[ncand];
-		uint64_t free_mask = cache_view_free_mask(&views[i]);
-		unsigned free_n = cache_view_free_gpus(&views[i]);
-		struct placement_choice ch;
 
-		if (views[i].node->gpu_resource != req->demand.gpu_resource || !views[i].node->ready ||
-		    views[i].node->unschedulable)
+		if (!views[i].node->ready || views[i].node->unschedulable)
 			continue;
 		c->idx = i;
-		while (c->cap < members && c->cap < 64 && free_n >= k &&
-		       placement_node_choose(&views[i], free_mask, k, &req->policy, &ch) == 0) {
-			c->sets[c->cap++] = ch.set;
-			free_mask &= ~ch.set;
-			free_n -= k;
-		}
-		if (c->cap) {
+		pack_node(&pl, &views[i], limit, &c->pack);
+		c->left = cache_view_free_gpus(&views[i]) - c->pack.gpus;
+		if (c->pack.n)
 			order[ncand++] = c;
-			total += c->cap;
-		}
 	}
-	if (total < members) {
-		snprintf(why, whylen, "%u pods x %u GPUs; the offered nodes hold %u", members, k,
-			 total);
+	qsort(order, ncand, sizeof(*order), by_capacity);
+	all = fill(&pl, order, ncand, NULL);
+	if (all.placed < pl.members) {
+		snprintf(why, whylen, "%s; the offered nodes hold %u", what, all.placed);
 		ret = -ENOSPC;
 		goto out;
 	}
-	qsort(order, ncand, sizeof(*order), by_capacity);
 	/* 2. The finest level with a domain that holds the whole gang. */
 	for (int level = (int)levels->n - 1; level >= 0 && best_level == -2; level--) {
 		unsigned ndom = 0;
+		bool oom = false;
 
 		strmap_fini(&index);
 		strmap_init(&index);
-		for (unsigned i = 0; i < ncand; i++) {
+		for (unsigned i = 0; i < ncand && !oom; i++) {
 			const char *d = domain_of(views[order[i]->idx].node, levels, (unsigned)level);
 			struct domain *dom;
 
@@ -157,27 +270,34 @@ int gang_plan_make(const struct cache_node_view *views, unsigned n, unsigned mem
 				memset(dom, 0, sizeof(*dom));
 				dom->name = d;
 				dom->nodes = calloc(ncand, sizeof(*dom->nodes));
-				if (!dom->nodes || strmap_put(&index, d, strlen(d), dom, NULL) < 0) {
+				if (!dom->nodes || strmap_put(&index, d, strlen(d), dom, NULL) < 0)
 					oom = true;
-					break;
-				}
 			}
-			dom->nodes[dom->n++] = order[i];        /* stays sorted */
-			dom->cap += order[i]->cap;
+			if (!oom) {
+				dom->nodes[dom->n++] = order[i];        /* stays sorted */
+				dom->gpus += order[i]->pack.gpus;
+			}
 		}
 		for (unsigned d = 0; d < ndom && !oom; d++) {
-			unsigned spare = 0, need;
+			struct fill f;
 
-			if (doms[d].cap < members)
+			/* Too few GPUs cannot hold it; the finest level of a strict
+			 * plan is filled all the same, to say how close it came. */
+			if (doms[d].gpus < pl.gpus && !(levels->strict && level == (int)levels->n - 1))
 				continue;
-			need = nodes_needed(doms[d].nodes, doms[d].n, members, &spare);
-			if (best_level == -2 || need < best_count ||
-			    (need == best_count && spare < best_spare)) {
+			f = fill(&pl, doms[d].nodes, doms[d].n, NULL);
+			if (f.placed > most) {
+				most = f.placed;
+				most_where = doms[d].name;
+			}
+			if (f.placed < pl.members)
+				continue;
+			if (best_level == -2 || f.nodes < best.nodes ||
+			    (f.nodes == best.nodes && f.spare < best.spare)) {
 				free(best_nodes);
 				best_nodes = doms[d].nodes;
 				doms[d].nodes = NULL;
-				best_count = need;
-				best_spare = spare;
+				best = f;
 				best_name = doms[d].name;
 				best_level = level;
 			}
@@ -188,38 +308,12 @@ int gang_plan_make(const struct cache_node_view *views, unsigned n, unsigned mem
 			goto out;
 	}
 	if (best_level == -2 && levels->strict) {
-		/* Say how close the best domain came. */
-		unsigned most = 0;
-		const char *where = NULL;
-
-		strmap_fini(&index);
-		strmap_init(&index);
-		for (unsigned i = 0, nd = 0; i < ncand; i++) {
-			const char *d = domain_of(views[order[i]->idx].node, levels, levels->n - 1);
-			struct domain *dom;
-
-			if (!d)
-				continue;
-			dom = strmap_get(&index, d, strlen(d));
-			if (!dom) {
-				dom = &doms[nd++];
-				memset(dom, 0, sizeof(*dom));
-				dom->name = d;
-				if (strmap_put(&index, d, strlen(d), dom, NULL) < 0)
-					goto out;
-			}
-			dom->cap += order[i]->cap;
-			if (dom->cap > most) {
-				most = dom->cap;
-				where = d;
-			}
-		}
-		if (where)
-			snprintf(why, whylen, "%u pods x %u GPUs; largest free %s domain %s holds %u pods",
-				 members, k, levels->keys[levels->n - 1][0], where, most);
+		if (most_where)
+			snprintf(why, whylen, "%s; largest free %s domain %s holds %u pods", what,
+				 levels->keys[levels->n - 1][0], most_where, most);
 		else
-			snprintf(why, whylen, "%u pods x %u GPUs; no offered node has the label %s",
-				 members, k, levels->keys[levels->n - 1][0]);
+			snprintf(why, whylen, "%s; no offered node has the label %s", what,
+				 levels->keys[levels->n - 1][0]);
 		ret = -ENOSPC;
 		goto out;
 	}
@@ -231,20 +325,15 @@ int gang_plan_make(const struct cache_node_view *views, unsigned n, unsigned mem
 		memcpy(best_nodes, order, ncand * sizeof(*order));
 		best_level = -1;
 		best_name = "";
+		best.nodes = ncand;
 	}
-	/* 3. Members onto the chosen nodes, fullest-fitting first. */
-	out->slots = calloc(members, sizeof(*out->slots));
+	/* 3. Members onto the chosen nodes. */
+	out->slots = calloc(pl.members, sizeof(*out->slots));
 	if (!out->slots)
 		goto out;
-	for (unsigned i = 0, placed = 0; placed < members; i++) {
-		for (unsigned s = 0; s < best_nodes[i]->cap && placed < members; s++) {
-			out->slots[placed].node = best_nodes[i]->idx;
-			out->slots[placed].devices = best_nodes[i]->sets[s];
-			placed++;
-		}
-		out->nodes_used = i + 1;
-	}
-	out->n_slots = members;
+	all = fill(&pl, best_nodes, best.nodes, out->slots);
+	out->n_slots = all.placed;
+	out->nodes_used = all.nodes;
 	out->level = best_level;
 	snprintf(out->domain, sizeof(out->domain), "%s", best_name);
 	ret = 0;
@@ -257,6 +346,15 @@ out:
 	free(order);
 	free(cands);
 	return ret;
+}
+
+int gang_plan_make(const struct cache_node_view *views, unsigned n, unsigned members,
+		   const struct placement_request *req, const struct gang_levels *levels,
+		   struct gang_plan *out, char *why, size_t whylen)
+{
+	struct gang_need one = { .req = *req, .count = members };
+
+	return gang_plan_mixed(views, n, &one, 1, levels, out, why, whylen);
 }
 
 void gang_plan_fini(struct gang_plan *p)

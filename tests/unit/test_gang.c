@@ -402,6 +402,128 @@ static void test_gang_plan_random_clusters_keep_the_invariants(void **state)
 	assert_true(planned > 50 && refused > 10);
 }
 
+/* A plan for mixed needs: every slot's devices are free, disjoint and as many
+ * as its need asks, each need gets exactly its count, all inside the domain. */
+static void check_mixed_plan(const struct cluster *c, const struct gang_plan *p,
+			     const struct gang_need *needs, unsigned n_needs)
+{
+	uint64_t taken[64] = { 0 };
+	unsigned got[GANG_MAX_NEEDS] = { 0 }, members = 0;
+
+	for (unsigned j = 0; j < n_needs; j++)
+		members += needs[j].count;
+	assert_int_equal(p->n_slots, members);
+	for (unsigned s = 0; s < p->n_slots; s++) {
+		const struct gang_slot *sl = &p->slots[s];
+
+		assert_true(sl->node < c->n);
+		assert_true(sl->need < n_needs);
+		got[sl->need]++;
+		assert_int_equal(__builtin_popcountll(sl->devices), needs[sl->need].req.demand.gpus);
+		assert_true((sl->devices & c->views[sl->node].used) == 0);
+		assert_true((sl->devices & taken[sl->node]) == 0);
+		taken[sl->node] |= sl->devices;
+		if (p->level >= 0)
+			assert_string_equal(cache_node_label(c->nodes[sl->node],
+							     gang_default_levels.keys[p->level][0]),
+					    p->domain);
+	}
+	for (unsigned j = 0; j < n_needs; j++)
+		assert_int_equal(got[j], needs[j].count);
+}
+
+static void test_gang_plan_mixed_needs_share_nodes(void **state)
+{
+	struct cluster c = { 0 };
+	struct gang_plan p;
+	char why[256];
+	struct gang_need leader_workers[2] = { { gpus(2), 4 }, { gpus(8), 1 } };
+	struct gang_need small_first[2] = { { gpus(2), 2 }, { gpus(4), 1 } };
+	struct gang_need too_big[2] = { { gpus(8), 3 }, { gpus(1), 2 } };
+
+	(void)state;
+	add_node(&c, "n0", 8, "s", "rack-a", 0, true);
+	add_node(&c, "n1", 8, "s", "rack-a", 0, true);
+	add_node(&c, "n2", 8, "s", "rack-b", 0xF, true);        /* 4 free */
+	/* One 8-GPU member and four 2-GPU members: two empty nodes of one rack. */
+	assert_int_equal(gang_plan_mixed(c.views, c.n, leader_workers, 2, &gang_default_levels,
+					 &p, why, sizeof(why)), 0);
+	check_mixed_plan(&c, &p, leader_workers, 2);
+	assert_int_equal(p.nodes_used, 2);
+	assert_string_equal(p.domain, "rack-a");
+	gang_plan_fini(&p);
+	/* 4 + 2 + 2 GPUs: the 4-GPU member first, the 2-GPU ones in the room
+	 * left beside it: one node, not the half-used one and another. */
+	assert_int_equal(gang_plan_mixed(c.views, c.n, small_first, 2, &gang_default_levels, &p,
+					 why, sizeof(why)), 0);
+	check_mixed_plan(&c, &p, small_first, 2);
+	assert_int_equal(p.nodes_used, 1);
+	gang_plan_fini(&p);
+	/* Three 8-GPU members cannot fit; the reason names both kinds. */
+	assert_int_equal(gang_plan_mixed(c.views, c.n, too_big, 2, &gang_default_levels, &p, why,
+					 sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "3 pods x 8 GPUs + 2 pods x 1 GPU; the offered nodes hold 4");
+	assert_int_equal(p.n_slots, 0);
+	cluster_free(&c);
+}
+
+/* Random clusters and random mixes of 1, 2, 4 and 8-GPU members: any plan is
+ * valid; a gang that would fit even with every member as large as the largest
+ * is never refused; one asking more GPUs than are free always is. */
+static void test_gang_plan_mixed_random_clusters_keep_the_invariants(void **state)
+{
+	unsigned seed = 2026, planned = 0, refused = 0;
+
+	(void)state;
+	for (unsigned round = 0; round < 300; round++) {
+		struct cluster c = { 0 };
+		struct gang_need needs[3];
+		unsigned n_needs = 1 + (unsigned)rand_r(&seed) % 3, kmax = 0, demand = 0, free_all = 0;
+		unsigned fit_as_max = 0, members = 0;
+		struct gang_plan p;
+		char why[256];
+		int ret;
+
+		for (unsigned j = 0; j < n_needs; j++) {
+			needs[j] = (struct gang_need){ gpus(1u << (rand_r(&seed) % 4)),
+						       1 + (unsigned)rand_r(&seed) % 8 };
+			if (needs[j].req.demand.gpus > kmax)
+				kmax = needs[j].req.demand.gpus;
+			demand += needs[j].count * needs[j].req.demand.gpus;
+			members += needs[j].count;
+		}
+		for (unsigned i = 0; i < 1 + (unsigned)rand_r(&seed) % 30; i++) {
+			char name[16], block[16], spine[16];
+			uint64_t used = (uint64_t)rand_r(&seed) & 0xFF & (uint64_t)rand_r(&seed);
+			unsigned f = 8u - (unsigned)__builtin_popcountll(used);
+
+			snprintf(name, sizeof(name), "n%u", i);
+			snprintf(block, sizeof(block), "b%u", (unsigned)rand_r(&seed) % 4);
+			snprintf(spine, sizeof(spine), "s%u", (unsigned)rand_r(&seed) % 2);
+			add_node(&c, name, 8, spine, block, used, true);
+			free_all += f;
+			fit_as_max += f / kmax;
+		}
+		ret = gang_plan_mixed(c.views, c.n, needs, n_needs, &gang_default_levels, &p, why,
+				      sizeof(why));
+		if (ret == 0) {
+			check_mixed_plan(&c, &p, needs, n_needs);
+			gang_plan_fini(&p);
+			planned++;
+		} else {
+			assert_int_equal(ret, -ENOSPC);
+			if (fit_as_max >= members)
+				fail_msg("round %u: refused though every member fits as %u GPUs: %s",
+					 round, kmax, why);
+			refused++;
+		}
+		if (demand > free_all)
+			assert_int_equal(ret, -ENOSPC);
+		cluster_free(&c);
+	}
+	assert_true(planned > 50 && refused > 10);
+}
+
 /* ---- Model-based test: the gang manager over a real cache ------------------------
  *
  * A real struct cache (5 nodes of 8 GPUs) and a real gang manager with a 1 s
@@ -1608,6 +1730,8 @@ int main(void)
 		cmocka_unit_test(test_gang_plan_prefers_the_domain_needing_fewest_nodes),
 		cmocka_unit_test(test_gang_plan_refuses_with_a_reason_and_skips_unusable_nodes),
 		cmocka_unit_test(test_gang_plan_random_clusters_keep_the_invariants),
+		cmocka_unit_test(test_gang_plan_mixed_needs_share_nodes),
+		cmocka_unit_test(test_gang_plan_mixed_random_clusters_keep_the_invariants),
 		cmocka_unit_test(test_gang_pod_group_table),
 		cmocka_unit_test(test_gang_pod_group_intermediate_label_is_recognised),
 		cmocka_unit_test(test_gang_pod_group_absent_pod_is_no_group),
