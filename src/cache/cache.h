@@ -268,9 +268,16 @@ int cache_pod_forget(struct cache *c, const char *uid);
 
 /* Any: count the pods of pod group <ns>/<group> troupe knows: <exist> those not
  * finished or being deleted, <bound> those of them on a node (bound or
- * assumed). Visits every pod (cost grows with the pod count). */
+ * assumed). Costs the group's members (a member index kept per group). */
 void cache_group_count(struct cache *c, const char *ns, const char *group, unsigned *exist,
 		       unsigned *bound);
+/* Any: call <fn> for every pod of pod group <ns>/<group> troupe knows (finished
+ * ones too: see cache_pod_info.active), each copied under its own stripe's
+ * lock, no lock held during <fn>. Costs the group's members, or every pod if
+ * the index ever ran out of memory. */
+void cache_group_foreach(struct cache *c, const char *ns, const char *group,
+			 void (*fn)(const struct cache_pod_info *, const char *uid, void *arg),
+			 void *arg);
 
 /* Any: hold <devices> on <node> for a future pod, under the name <key> (a
  * reservation: counted as used by everyone, never swept by a relist). Returns

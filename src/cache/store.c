@@ -107,6 +107,17 @@ struct cache {
 	struct stripe pods[POD_STRIPES];
 	pthread_mutex_t groups_lock;
 	struct strmap groups;           /* "ns/name" -> struct podgroup; guarded by groups_lock */
+	/* Pod-group members by group, so a gang's counts cost its members, not
+	 * every pod. Lock order: a stripe's lock, then members_lock. */
+	pthread_mutex_t members_lock;
+	struct strmap members;          /* "ns/group" -> struct members; guarded by members_lock */
+	bool members_lost;              /* an update failed (no memory): scan every pod */
+};
+
+struct members {
+	char key[320];                  /* "ns/group" */
+	char **uids;                    /* owned */
+	unsigned n, cap;
 };
 
 struct podgroup {
@@ -246,6 +257,8 @@ struct cache *cache_new(const struct cache_opts *opts)
 	pthread_mutex_init(&c->readers_lock, NULL);
 	pthread_mutex_init(&c->groups_lock, NULL);
 	strmap_init(&c->groups);
+	pthread_mutex_init(&c->members_lock, NULL);
+	strmap_init(&c->members);
 	for (int i = 0; i < POD_STRIPES; i++) {
 		pthread_mutex_init(&c->pods[i].lock, NULL);
 		strmap_init(&c->pods[i].map);
@@ -266,6 +279,81 @@ static void pod_entry_free(struct pod_entry *e)
 	cache_pod_free(e->pod);
 	free(e->uid);
 	free(e);
+}
+
+/* ---- Pod-group members ------------------------------------------------------ */
+
+static int members_key(const struct cache_pod *p, char *key, size_t len)
+{
+	if (!p || !p->group)
+		return 0;
+	return snprintf(key, len, "%s/%s", p->ns ? p->ns : "", p->group);
+}
+
+/* Pod <uid> was <old> (NULL: new) and is now <now> (NULL: gone): move it
+ * between the member lists of their groups. The caller holds the pod's stripe
+ * lock. On failure the index is marked lost and member walks scan every pod. */
+static void members_move(struct cache *c, const char *uid, const struct cache_pod *old,
+			 const struct cache_pod *now)
+{
+	char ko[320], kn[320];
+	int lo = members_key(old, ko, sizeof(ko)), ln = members_key(now, kn, sizeof(kn));
+	struct members *m;
+
+	if (lo == ln && (lo == 0 || strcmp(ko, kn) == 0))
+		return;
+	pthread_mutex_lock(&c->members_lock);
+	if (lo > 0 && (m = strmap_get(&c->members, ko, (size_t)lo))) {
+		for (unsigned i = 0; i < m->n; i++)
+			if (strcmp(m->uids[i], uid) == 0) {
+				free(m->uids[i]);
+				m->uids[i] = m->uids[--m->n];
+				break;
+			}
+		if (!m->n) {
+			strmap_del(&c->members, ko, (size_t)lo);
+			free(m->uids);
+			free(m);
+		}
+	}
+	if (ln > 0) {
+		char *u = strdup(uid);
+
+		m = strmap_get(&c->members, kn, (size_t)ln);
+		if (!m && (m = calloc(1, sizeof(*m)))) {
+			snprintf(m->key, sizeof(m->key), "%s", kn);
+			if (strmap_put(&c->members, m->key, strlen(m->key), m, NULL) < 0) {
+				free(m);
+				m = NULL;
+			}
+		}
+		if (m && m->n == m->cap) {
+			unsigned cap = m->cap ? m->cap * 2 : 8;
+			char **g = realloc(m->uids, cap * sizeof(*g));
+
+			if (g) {
+				m->uids = g;
+				m->cap = cap;
+			}
+		}
+		for (unsigned i = 0; m && u && i < m->n; i++)
+			if (strcmp(m->uids[i], uid) == 0) {
+				free(u);        /* listed already: never twice */
+				u = NULL;
+				goto done;
+			}
+		if (m && u && m->n < m->cap) {
+			m->uids[m->n++] = u;
+		} else {
+			free(u);
+			if (!c->members_lost)
+				log_error("cache", "out of memory indexing pod-group members; counting "
+					  "gang members by scanning every pod from now on");
+			c->members_lost = true;
+		}
+	}
+done:
+	pthread_mutex_unlock(&c->members_lock);
 }
 
 void cache_free(struct cache *c)
@@ -305,6 +393,17 @@ void cache_free(struct cache *c)
 		}
 		strmap_fini(&c->groups);
 		pthread_mutex_destroy(&c->groups_lock);
+		pos = 0;
+		while (strmap_next(&c->members, &pos, NULL, &v)) {
+			struct members *m = v;
+
+			for (unsigned i = 0; i < m->n; i++)
+				free(m->uids[i]);
+			free(m->uids);
+			free(m);
+		}
+		strmap_fini(&c->members);
+		pthread_mutex_destroy(&c->members_lock);
 	}
 	ck_ht_destroy(&c->nodes);
 	ck_epoch_barrier(c->writer);
@@ -771,6 +870,7 @@ int cache_pod_apply(struct cache *c, struct cache_pod *pod)
 		entry_release(c, e);
 		e->state = CACHE_POD_STATE_PENDING;
 	}
+	members_move(c, e->uid, e->pod, pod);
 	cache_pod_free(e->pod);
 	e->pod = pod;
 out:
@@ -787,8 +887,10 @@ int cache_pod_delete(struct cache *c, const char *uid)
 	tl_writer = c;
 	pthread_mutex_lock(&st->lock);
 	e = strmap_del(&st->map, uid, len);
-	if (e)
+	if (e) {
 		entry_release(c, e);
+		members_move(c, e->uid, e->pod, NULL);
+	}
 	pthread_mutex_unlock(&st->lock);
 	pod_entry_free(e);
 	return e ? 0 : -ENOENT;
@@ -814,6 +916,7 @@ int cache_pod_remember(struct cache *c, struct cache_pod *pod)
 	}
 	e->pod = pod;
 	e->seen_ns = util_now_ns();
+	members_move(c, e->uid, NULL, pod);
 	pod = NULL;
 out:
 	pthread_mutex_unlock(&st->lock);
@@ -826,24 +929,15 @@ static void copy_str(char *dst, size_t n, const char *src)
 	snprintf(dst, n, "%s", src ? src : "");
 }
 
-int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out)
+/* What the cache holds for <e>, copied out. The pod's stripe lock held. */
+static void entry_info(const struct pod_entry *e, struct cache_pod_info *out)
 {
-	size_t len = strlen(uid);
-	struct stripe *st = stripe_of(c, uid, len);
-	struct pod_entry *e;
-	int ret = 0;
-
 	memset(out, 0, sizeof(*out));
-	pthread_mutex_lock(&st->lock);
-	e = strmap_get(&st->map, uid, len);
-	if (!e || !e->pod) {
-		ret = -ENOENT;
-		goto out;
-	}
 	out->state = e->state;
 	out->from_api = e->from_api;
 	out->posted = e->posted;
 	out->uncertain = e->uncertain_ns != 0;
+	out->reservation = e->reservation;
 	copy_str(out->ns, sizeof(out->ns), e->pod->ns);
 	copy_str(out->name, sizeof(out->name), e->pod->name);
 	copy_str(out->node, sizeof(out->node), e->slot ? e->slot->name : e->pod->node);
@@ -859,7 +953,22 @@ int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out)
 	out->demand_valid = e->pod->demand_error == NULL;
 	out->devices = e->hold_devices;
 	out->unattributed = e->hold_unattr;
-out:
+}
+
+int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out)
+{
+	size_t len = strlen(uid);
+	struct stripe *st = stripe_of(c, uid, len);
+	struct pod_entry *e;
+	int ret = 0;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&st->lock);
+	e = strmap_get(&st->map, uid, len);
+	if (!e || !e->pod)
+		ret = -ENOENT;
+	else
+		entry_info(e, out);
 	pthread_mutex_unlock(&st->lock);
 	return ret;
 }
@@ -1024,23 +1133,7 @@ void cache_pod_foreach(struct cache *c, void (*fn)(const struct cache_pod_info *
 
 			if (!e->pod)
 				continue;
-			memset(&info, 0, sizeof(info));
-			info.state = e->state;
-			info.from_api = e->from_api;
-			info.reservation = e->reservation;
-			copy_str(info.queue, sizeof(info.queue), e->pod->queue);
-			copy_str(info.group, sizeof(info.group), e->pod->group);
-			info.min_member = e->pod->min_member;
-			info.priority = e->pod->priority;
-			info.active = !e->pod->deleting && e->pod->phase != CACHE_POD_SUCCEEDED &&
-				      e->pod->phase != CACHE_POD_FAILED;
-			copy_str(info.ns, sizeof(info.ns), e->pod->ns);
-			copy_str(info.name, sizeof(info.name), e->pod->name);
-			copy_str(info.node, sizeof(info.node), e->slot ? e->slot->name : e->pod->node);
-			info.demand = e->pod->demand;
-			info.demand_valid = e->pod->demand_error == NULL;
-			info.devices = e->hold_devices;
-			info.unattributed = e->hold_unattr;
+			entry_info(e, &info);
 			fn(&info, e->uid, arg);
 		}
 		pthread_mutex_unlock(&c->pods[i].lock);
@@ -1116,6 +1209,7 @@ void cache__pod_sweep(struct cache *c, bool (*keep)(const char *uid, void *arg),
 		for (size_t k = 0; k < n; k++) {
 			strmap_del(&st->map, gone[k]->uid, strlen(gone[k]->uid));
 			entry_release(c, gone[k]);
+			members_move(c, gone[k]->uid, gone[k]->pod, NULL);
 		}
 		pthread_mutex_unlock(&st->lock);
 		for (size_t k = 0; k < n; k++)
@@ -1234,29 +1328,99 @@ int cache_node_pods(struct cache *c, const char *node, void (*fn)(const char *ui
 
 /* ---- Gangs ------------------------------------------------------------------ */
 
+/* Every pod, for a walk of one group when the member index was lost. */
+struct group_scan {
+	const char *ns, *group;
+	void (*fn)(const struct cache_pod_info *, const char *uid, void *arg);
+	void *arg;
+};
+
+static void group_scan_one(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	const struct group_scan *gs = arg;
+
+	if (!p->reservation && strcmp(p->group, gs->group) == 0 && strcmp(p->ns, gs->ns) == 0)
+		gs->fn(p, uid, gs->arg);
+}
+
+void cache_group_foreach(struct cache *c, const char *ns, const char *group,
+			 void (*fn)(const struct cache_pod_info *, const char *uid, void *arg),
+			 void *arg)
+{
+	char key[320], **uids = NULL;
+	unsigned n = 0;
+	struct members *m;
+	bool lost;
+	int len = snprintf(key, sizeof(key), "%s/%s", ns, group);
+
+	pthread_mutex_lock(&c->members_lock);
+	lost = c->members_lost;
+	m = lost || len <= 0 ? NULL : strmap_get(&c->members, key, (size_t)len);
+	if (m && (uids = calloc(m->n, sizeof(*uids)))) {
+		for (unsigned i = 0; i < m->n; i++)
+			if ((uids[n] = strdup(m->uids[i])))
+				n++;
+		lost = n < m->n;
+	} else if (m) {
+		lost = true;
+	}
+	pthread_mutex_unlock(&c->members_lock);
+	if (lost) {
+		struct group_scan gs = { ns, group, fn, arg };
+
+		for (unsigned i = 0; i < n; i++)
+			free(uids[i]);
+		free(uids);
+		cache_pod_foreach(c, group_scan_one, &gs);
+		return;
+	}
+	/* Each member under its own stripe's lock; one that changed group or went
+	 * meanwhile is skipped. */
+	for (unsigned i = 0; i < n; i++) {
+		size_t ulen = strlen(uids[i]);
+		struct stripe *st = stripe_of(c, uids[i], ulen);
+		struct cache_pod_info info;
+		struct pod_entry *e;
+		bool member;
+
+		pthread_mutex_lock(&st->lock);
+		e = strmap_get(&st->map, uids[i], ulen);
+		member = e && e->pod && !e->reservation && e->pod->group && e->pod->ns &&
+			 strcmp(e->pod->group, group) == 0 && strcmp(e->pod->ns, ns) == 0;
+		if (member)
+			entry_info(e, &info);
+		pthread_mutex_unlock(&st->lock);
+		if (member)
+			fn(&info, uids[i], arg);
+		free(uids[i]);
+	}
+	free(uids);
+}
+
+struct group_counts {
+	unsigned exist, bound;
+};
+
+static void count_member(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct group_counts *gc = arg;
+
+	(void)uid;
+	if (!p->active)
+		return;
+	gc->exist++;
+	if (p->node[0])
+		gc->bound++;
+}
+
 void cache_group_count(struct cache *c, const char *ns, const char *group, unsigned *exist,
 		       unsigned *bound)
 {
-	*exist = *bound = 0;
-	for (int i = 0; i < POD_STRIPES; i++) {
-		size_t pos = 0;
-		void *v;
+	struct group_counts gc = { 0 };
 
-		pthread_mutex_lock(&c->pods[i].lock);
-		while (strmap_next(&c->pods[i].map, &pos, NULL, &v)) {
-			const struct pod_entry *e = v;
-			const struct cache_pod *p = e->pod;
-
-			if (!p || e->reservation || !p->group || strcmp(p->group, group) ||
-			    strcmp(p->ns, ns) || p->deleting || p->phase == CACHE_POD_SUCCEEDED ||
-			    p->phase == CACHE_POD_FAILED)
-				continue;
-			(*exist)++;
-			if (e->slot || p->node)
-				(*bound)++;
-		}
-		pthread_mutex_unlock(&c->pods[i].lock);
-	}
+	cache_group_foreach(c, ns, group, count_member, &gc);
+	*exist = gc.exist;
+	*bound = gc.bound;
 }
 
 int cache_reserve(struct cache *c, const char *key, const char *node, uint64_t devices)
@@ -1456,8 +1620,10 @@ void cache_pod_expire(struct cache *c, uint64_t uncertain_ns, uint64_t remembere
 				gone[n++] = e;
 			}
 		}
-		for (size_t k = 0; k < n; k++)
+		for (size_t k = 0; k < n; k++) {
 			strmap_del(&st->map, gone[k]->uid, strlen(gone[k]->uid));
+			members_move(c, gone[k]->uid, gone[k]->pod, NULL);
+		}
 		pthread_mutex_unlock(&st->lock);
 		for (size_t k = 0; k < n; k++)
 			pod_entry_free(gone[k]);

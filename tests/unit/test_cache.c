@@ -3979,10 +3979,112 @@ static void test_cache_node_uuids_by_index(void **state)
 	}
 }
 
+/* ---- Pod-group member index -------------------------------------------------- */
+
+struct brute_count {
+	const char *group;
+	unsigned exist, bound;
+};
+
+static void brute_one(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct brute_count *b = arg;
+
+	(void)uid;
+	if (p->reservation || strcmp(p->ns, "ml") || strcmp(p->group, b->group) || !p->active)
+		return;
+	b->exist++;
+	b->bound += p->node[0] != '\0';
+}
+
+static struct cache_pod *group_pod(const char *uid, const char *group, const char *node,
+				   const char *phase, bool deleting)
+{
+	char text[1024], labels[128] = "", err[CACHE_ERR_LEN] = "";
+	struct cache_pod *p;
+	cJSON *j;
+
+	if (group)
+		snprintf(labels, sizeof(labels), ",'labels':{'scheduling.x-k8s.io/pod-group':'%s'}",
+			 group);
+	snprintf(text, sizeof(text),
+		 "{'kind':'Pod','metadata':{'name':'%s','namespace':'ml','uid':'%s'%s%s},"
+		 "'spec':{%s%s%s'containers':[{'name':'main','resources':"
+		 "{'limits':{'nvidia.com/gpu':'1'}}}]},'status':{'phase':'%s'}}",
+		 uid, uid, labels, deleting ? ",'deletionTimestamp':'2024-01-01T00:00:00Z'" : "",
+		 node ? "'nodeName':'" : "", node ? node : "", node ? "'," : "", phase);
+	j = json_sq(text);
+	p = cache_pod_parse(j, &OPTS, err, sizeof(err));
+	if (!p)
+		fail_msg("cache_pod_parse(%s): %s", uid, err);
+	cJSON_Delete(j);
+	return p;
+}
+
+/* Random pods joining, leaving and changing groups (apply, remember, delete,
+ * assume/forget, a relist sweep, the remembered-pod expiry): after every step
+ * the indexed counts and walks agree with a scan of every pod. */
+static void test_cache_group_index_matches_a_full_scan(void **state)
+{
+	static const char *const groups[] = { "a", "b", "c" };
+	struct cache *c = cache_new(&OPTS);
+	unsigned seed = 11, checks = 0;
+
+	(void)state;
+	assert_non_null(c);
+	add_node(c, "n0", 8, 8);
+	add_node(c, "n1", 8, 8);
+	for (unsigned step = 0; step < 3000; step++) {
+		char uid[16];
+		const char *group = rand_r(&seed) % 4 ? groups[rand_r(&seed) % 3] : NULL;
+		unsigned op = (unsigned)rand_r(&seed) % 10;
+
+		snprintf(uid, sizeof(uid), "p%u", (unsigned)rand_r(&seed) % 40);
+		if (op < 4) {
+			static const char *const phases[] = { "Pending", "Running", "Succeeded" };
+			const char *node = rand_r(&seed) % 2 ? "n0" : NULL;
+
+			cache_pod_apply(c, group_pod(uid, group, node,
+						     phases[node ? 1 + rand_r(&seed) % 2 : 0],
+						     rand_r(&seed) % 8 == 0));
+		} else if (op < 6) {
+			cache_pod_remember(c, group_pod(uid, group, NULL, "Pending", false));
+		} else if (op < 7) {
+			uint64_t dev = 1ULL << (rand_r(&seed) % 8);
+
+			if (cache_pod_assume(c, uid, "n1", &dev) == 0 && rand_r(&seed) % 2)
+				cache_pod_forget(c, uid);
+		} else if (op < 9) {
+			cache_pod_delete(c, uid);
+		} else if (rand_r(&seed) % 2) {
+			const char *const keep[] = { "p1", "p2", "p3", "p4", "p5", NULL };
+			struct keep_set ks = { keep };
+
+			cache__pod_sweep(c, keep_listed, &ks);
+		} else {
+			cache_pod_expire(c, UINT64_MAX, 0);     /* forgets remembered pods */
+		}
+		for (unsigned g = 0; g < 3; g++) {
+			struct brute_count b = { .group = groups[g] };
+			unsigned exist, bound;
+
+			cache_pod_foreach(c, brute_one, &b);
+			cache_group_count(c, "ml", groups[g], &exist, &bound);
+			if (exist != b.exist || bound != b.bound)
+				fail_msg("step %u group %s: index %u/%u, scan %u/%u", step, groups[g],
+					 exist, bound, b.exist, b.bound);
+			checks += b.exist > 0;
+		}
+	}
+	assert_true(checks > 1000);
+	cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cache_node_uuids_by_index),
+		cmocka_unit_test(test_cache_group_index_matches_a_full_scan),
 		cmocka_unit_test(test_cache_node_parse_gpu_capacity_and_allocatable),
 		cmocka_unit_test(test_cache_node_parse_picks_first_advertised_resource),
 		cmocka_unit_test(test_cache_node_parse_cpu_and_memory_are_allocatable),
