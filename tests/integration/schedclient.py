@@ -35,6 +35,10 @@ It follows kube-interfaces.md (pkg/scheduler/schedule_one.go and extender.go):
   whose request went out: a bind whose connection breaks while troupe holds it
   fails).
 * In-tree NodeAffinity: spec.nodeSelector must match the node's labels.
+* A pod the extender does not bind (not interested, or no bindVerb) is bound by
+  the DefaultBinder: POST pods/{name}/binding to the API server when the client
+  is given its URL (api_url); without one the bind only happens in the
+  client's own cache.
 """
 import copy
 import http.client
@@ -84,10 +88,12 @@ class Scheduler:
     MAX_IDLE_CONNS = 25    # utilnet.SetTransportDefaults: MaxIdleConnsPerHost
 
     def __init__(self, host, port, cluster, ext=None, seed=1, percentage_of_nodes_to_score=0,
-                 time_scale=1.0, in_tree_score: Optional[Callable] = None, bind_workers=None):
+                 time_scale=1.0, in_tree_score: Optional[Callable] = None, bind_workers=None,
+                 api_url: Optional[str] = None):
         """bind_workers is accepted for compatibility and ignored: every bind runs
         in its own thread, as kube-scheduler's binding goroutines do."""
         self.host, self.port = host, port
+        self.api_url = api_url
         self.ext = ext or ExtenderConfig()
         self.rng = random.Random(seed)
         self.percentage = percentage_of_nodes_to_score
@@ -421,6 +427,8 @@ class Scheduler:
                     "PodName": md["name"], "PodNamespace": md.get("namespace", "default"),
                     "PodUID": md.get("uid", ""), "Node": host})
                 err = res.get("Error") or ""
+            elif self.api_url:
+                err = self._default_bind(md, host)
         except Exception as e:
             err = str(e)
         with self.lock:
@@ -434,6 +442,25 @@ class Scheduler:
                 self._cluster_event()
         if err:
             self._requeue_backoff(uid)
+
+    def _default_bind(self, md, host):
+        """kube-scheduler's DefaultBinder: POST a Binding; "" or the error."""
+        import urllib.error
+        import urllib.request
+        ns = md.get("namespace", "default")
+        body = json.dumps({"apiVersion": "v1", "kind": "Binding",
+                           "metadata": {"name": md["name"], "namespace": ns,
+                                        "uid": md.get("uid", "")},
+                           "target": {"apiVersion": "v1", "kind": "Node", "name": host}})
+        req = urllib.request.Request(
+            f"{self.api_url}/api/v1/namespaces/{ns}/pods/{md['name']}/binding",
+            data=body.encode(), method="POST", headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                r.read()
+            return ""
+        except urllib.error.HTTPError as e:
+            return f"binding rejected: {e.code} {e.read()[:200]!r}"
 
     def run(self, deadline_s=60.0):
         """Cycle until no pod is ready and no bind is in flight, or the deadline."""
