@@ -45,12 +45,14 @@
 #include "common/strmap.h"
 #include "common/util.h"
 
-enum gang_state { G_IDLE = 0, G_PLANNED };
-
+/* A held bind, and how it is to be answered: the answer is written in place,
+ * so releasing a gang's binds needs no memory. */
 struct held {
 	char uid[129];
 	gang_release_fn release;
 	void *ctx;
+	bool ok;
+	char why[512];
 };
 
 struct hold {
@@ -62,6 +64,7 @@ struct hold {
 struct gslot {
 	char node[254];
 	uint64_t devices;
+	unsigned gpus;                  /* the member request it was planned for */
 	char res_key[400];              /* the reservation while unclaimed */
 	char member[129];               /* the pod that claimed it, "" when open */
 };
@@ -70,14 +73,13 @@ struct gang {
 	char key[320];                  /* "ns/name" */
 	char ns[64];
 	char name[254];
-	enum gang_state state;
 	unsigned quorum;
 	unsigned timeout_s;
-	struct gslot *slots;
+	struct gslot *slots;            /* the plan; NULL when it has none */
 	unsigned n_slots;
 	struct held *held;
 	unsigned n_held, cap_held;
-	uint64_t planned_ns, deadline_ns;
+	uint64_t deadline_ns;
 	bool deadline_is_http;          /* the held-bind limit, not the group's timeout */
 	unsigned generation;            /* bumped per plan, names reservations */
 	unsigned moves;                 /* slots moved, names their reservations */
@@ -88,7 +90,8 @@ struct gang {
 	int32_t priority;
 	char queue[254];
 	unsigned need;                  /* members to place */
-	struct placement_request req;
+	uint64_t need_gpus;             /* GPUs they ask in all */
+	struct placement_request req;   /* the largest member request (holds) */
 	struct hold *holds;             /* capacity held while it starves */
 	unsigned n_holds, cap_holds, hold_seq;
 	char (*targets)[254];           /* nodes whose freed GPUs are kept for it */
@@ -108,15 +111,8 @@ struct gang_manager {
 	pthread_t thread;
 };
 
-/* A release to run once the lock is dropped. */
-struct pending_release {
-	gang_release_fn release;
-	void *ctx;
-	bool ok;
-	char why[512];
-};
-
-static void run_releases(struct pending_release *r, unsigned n)
+/* Answer held binds taken out of a gang, once the lock is dropped. */
+static void run_releases(struct held *r, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
 		r[i].release(r[i].ctx, r[i].ok, r[i].why);
@@ -178,39 +174,81 @@ static void gang_terms(struct gang_manager *m, const struct gang_member *mb, uns
 	gang_terms_ex(m, mb, exist, quorum, timeout_s, NULL);
 }
 
-/* Drop a gang's plan: free unclaimed reservations; hand back the held binds to
- * release with an error (their devices freed). Lock held. */
-static unsigned gang_rollback(struct gang_manager *m, struct gang *g, const char *why,
-			      struct pending_release **out)
+static bool planned(const struct gang *g)
 {
-	struct pending_release *rel = NULL;
-	unsigned n = 0;
+	return g->slots != NULL;
+}
 
+/* Forget a gang's plan: its unclaimed reservations freed. Lock held. */
+static void plan_drop(struct gang_manager *m, struct gang *g)
+{
 	for (unsigned i = 0; i < g->n_slots; i++)
 		if (!g->slots[i].member[0])
 			cache_reservation_release(m->cache, g->slots[i].res_key);
-	if (g->n_held) {
-		rel = calloc(g->n_held, sizeof(*rel));
-		for (unsigned i = 0; i < g->n_held; i++) {
-			/* Not bound: its devices go back now. */
-			cache_pod_forget(m->cache, g->held[i].uid);
-			if (rel) {
-				rel[n].release = g->held[i].release;
-				rel[n].ctx = g->held[i].ctx;
-				rel[n].ok = false;
-				snprintf(rel[n].why, sizeof(rel[n].why), "%s", why);
-				n++;
-			}
-		}
-	}
 	free(g->slots);
 	g->slots = NULL;
 	g->n_slots = 0;
+}
+
+/* Take a gang's held binds out to be answered <ok>/<why> once the lock is
+ * dropped: the list passes to the caller, so this cannot fail. Lock held. */
+static unsigned take_held(struct gang *g, bool ok, const char *why, struct held **out)
+{
+	unsigned n = g->n_held;
+
+	for (unsigned i = 0; i < n; i++) {
+		g->held[i].ok = ok;
+		snprintf(g->held[i].why, sizeof(g->held[i].why), "%s", why);
+	}
+	*out = n ? g->held : NULL;
+	if (n) {
+		g->held = NULL;
+		g->cap_held = 0;
+	}
 	g->n_held = 0;
-	g->state = G_IDLE;
-	snprintf(g->reason, sizeof(g->reason), "%s", why);
-	*out = rel;
 	return n;
+}
+
+/* Drop a gang's plan: free unclaimed reservations; hand back the held binds to
+ * release with an error (their devices freed). Lock held. */
+static unsigned gang_rollback(struct gang_manager *m, struct gang *g, const char *why,
+			      struct held **out)
+{
+	for (unsigned i = 0; i < g->n_held; i++)
+		cache_pod_forget(m->cache, g->held[i].uid);     /* not bound: devices back */
+	plan_drop(m, g);
+	snprintf(g->reason, sizeof(g->reason), "%s", why);
+	return take_held(g, false, why, out);
+}
+
+/* Quorum: members held here plus those already bound (the cache counts both,
+ * including members troupe never sees, such as CPU-only launchers that
+ * kube-scheduler binds itself). When it is reached, take every held bind out to
+ * be posted and drop the plan's open places. Returns how many were taken.
+ * Lock held. */
+static unsigned quorum_release(struct gang_manager *m, struct gang *g, struct held **out)
+{
+	unsigned exist, bound;
+
+	*out = NULL;
+	if (!planned(g) || !g->n_held)
+		return 0;
+	cache_group_count(m->cache, g->ns, g->name, &exist, &bound);
+	if (bound < g->quorum)
+		return 0;
+	log_info("gang", "gang %s: quorum of %u reached; posting %u held bindings", g->key,
+		 g->quorum, g->n_held);
+	m->stats.released++;
+	plan_drop(m, g);        /* open places beyond the quorum are not needed */
+	return take_held(g, true, "", out);
+}
+
+static void mark_waiting(struct gang *g, uint64_t now)
+{
+	if (!g->waiting) {
+		g->waiting = true;
+		g->waiting_since_ns = now;
+	}
 }
 
 /* ---- Fairness: shares, order, holds --------------------------------------------- */
@@ -485,7 +523,8 @@ struct seen_gang {
 	char queue[254];
 	unsigned exist, bound, min_member;
 	int32_t priority;
-	struct cache_demand demand;
+	struct cache_demand demand;     /* the largest unbound member's */
+	uint64_t unbound_gpus;          /* what the unbound members ask in all */
 };
 
 static void collect_gang_pods(const struct cache_pod_info *p, const char *uid, void *arg)
@@ -515,8 +554,11 @@ static void collect_gang_pods(const struct cache_pod_info *p, const char *uid, v
 	sg->exist++;
 	if (p->state == CACHE_POD_STATE_ASSUMED || p->state == CACHE_POD_STATE_BOUND)
 		sg->bound++;
-	else if (p->demand.gpus > sg->demand.gpus)
-		sg->demand = p->demand;
+	else {
+		sg->unbound_gpus += p->demand.gpus;
+		if (p->demand.gpus > sg->demand.gpus)
+			sg->demand = p->demand;
+	}
 	if (p->min_member > sg->min_member)
 		sg->min_member = p->min_member;
 	if (p->priority > sg->priority)
@@ -543,14 +585,12 @@ static void discover_waiting(struct gang_manager *m, uint64_t now)
 		if (quorum <= 1 || sg->exist < quorum || sg->bound >= quorum || !sg->demand.gpus)
 			continue;
 		g = gang_get(m, sg->ns, sg->group, true);
-		if (!g || g->state == G_PLANNED)
+		if (!g || planned(g))
 			continue;
-		if (!g->waiting) {
-			g->waiting = true;
-			g->waiting_since_ns = now;
-		}
+		mark_waiting(g, now);
 		g->quorum = quorum;
 		g->need = quorum - sg->bound;
+		g->need_gpus = sg->unbound_gpus;
 		g->priority = sg->priority;
 		snprintf(g->queue, sizeof(g->queue), "%s", sg->queue);
 		g->req.demand = sg->demand;
@@ -650,11 +690,21 @@ static void *expiry_main(void *arg)
 
 		while (strmap_next(&m->gangs, &pos, NULL, &v)) {
 			struct gang *g = v;
-			struct pending_release *rel;
+			struct held *rel;
 			char why[512];
 			unsigned n;
 
-			if (g->state != G_PLANNED || now < g->deadline_ns)
+			/* A member bound without troupe (seen on the watch) may be
+			 * the one that completes the quorum. */
+			n = quorum_release(m, g, &rel);
+			if (n) {
+				pthread_mutex_unlock(&m->lock);
+				run_releases(rel, n);
+				pthread_mutex_lock(&m->lock);
+				pos = 0;
+				continue;
+			}
+			if (!planned(g) || now < g->deadline_ns)
 				continue;
 			if (g->deadline_is_http)
 				snprintf(why, sizeof(why), "gang %s: the plan expired with only %u of "
@@ -722,8 +772,6 @@ struct gang_manager *gang_manager_new(struct cache *c, const struct gang_config 
 
 void gang_manager_shutdown(struct gang_manager *m)
 {
-	struct pending_release *all = NULL;
-	unsigned n_all = 0;
 	size_t pos = 0;
 	void *v;
 	bool joined;
@@ -741,22 +789,21 @@ void gang_manager_shutdown(struct gang_manager *m)
 	pthread_mutex_lock(&m->lock);
 	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
 		struct gang *g = v;
-		struct pending_release *rel, *grown;
+		struct held *rel;
 		unsigned n = gang_rollback(m, g, "troupe is stopping", &rel);
 
 		holds_release(m, g);
 		g->waiting = false;
-		/* Gather every release; they run once the lock is dropped. */
-		grown = n ? realloc(all, (n_all + n) * sizeof(*all)) : all;
-		if (grown) {
-			all = grown;
-			memcpy(all + n_all, rel, n * sizeof(*rel));
-			n_all += n;
+		if (n) {
+			/* Answered with the lock dropped; nothing new arrives once
+			 * stopping, so the walk starts again and finds no more. */
+			pthread_mutex_unlock(&m->lock);
+			run_releases(rel, n);
+			pthread_mutex_lock(&m->lock);
+			pos = 0;
 		}
-		free(rel);
 	}
 	pthread_mutex_unlock(&m->lock);
-	run_releases(all, n_all);
 }
 
 void gang_manager_free(struct gang_manager *m)
@@ -795,11 +842,121 @@ void gang_get_stats(struct gang_manager *m, struct gang_stats *out)
 	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
 		struct gang *g = v;
 
-		out->active += g->state == G_PLANNED;
+		out->active += planned(g);
 		out->waiting += g->waiting;
 		out->held_sets += g->n_holds;
 	}
 	pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- What a gang asks: its members' needs ------------------------------------ */
+
+struct member_ask {
+	char uid[129];
+	struct placement_request req;
+};
+
+struct asks {
+	const struct gang_member *mb;
+	struct member_ask *list;        /* the other members that still need a place */
+	unsigned n, cap;
+	unsigned cpu_only;              /* members asking no GPU: bound without troupe */
+	bool oom;
+};
+
+static void collect_ask(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct asks *a = arg;
+	struct member_ask *x;
+	char err[200];
+
+	if (!p->active || p->node[0] || strcmp(uid, a->mb->uid) == 0)
+		return;
+	if (p->demand_valid && p->demand.gpus == 0) {
+		a->cpu_only++;
+		return;
+	}
+	if (a->n == a->cap) {
+		unsigned cap = a->cap ? a->cap * 2 : 16;
+		struct member_ask *l = realloc(a->list, cap * sizeof(*l));
+
+		if (!l) {
+			a->oom = true;
+			return;
+		}
+		a->list = l;
+		a->cap = cap;
+	}
+	x = &a->list[a->n++];
+	snprintf(x->uid, sizeof(x->uid), "%s", uid);
+	/* A member whose request troupe cannot read is assumed to ask what this
+	 * one asks; so is its policy when its annotation is bad. */
+	x->req = a->mb->req;
+	if (p->demand_valid) {
+		x->req.demand = p->demand;
+		if (placement_policy_parse(p->topology[0] ? p->topology : NULL, &x->req.policy, err,
+					   sizeof(err)) < 0)
+			x->req.policy = a->mb->req.policy;
+	}
+}
+
+static int by_gpus_desc(const void *a, const void *b)
+{
+	const struct member_ask *x = a, *y = b;
+
+	if (x->req.demand.gpus != y->req.demand.gpus)
+		return x->req.demand.gpus > y->req.demand.gpus ? -1 : 1;
+	return strcmp(x->uid, y->uid);
+}
+
+static bool same_request(const struct placement_request *a, const struct placement_request *b)
+{
+	return a->demand.gpus == b->demand.gpus && a->demand.gpu_resource == b->demand.gpu_resource &&
+	       a->policy.kind == b->policy.kind && a->policy.min_level == b->policy.min_level;
+}
+
+/* The needs of the <members> places gang <g> still wants, as the cache knows
+ * its members: this member's own request; each other member not yet bound its
+ * own (the largest first when more exist than the quorum needs); members asking
+ * no GPU take no place, as they bind without troupe; any member the cache does
+ * not know is assumed to ask what this one asks. Returns the number of needs,
+ * or 0 with <reason> set. Lock held (the cache walk takes only cache locks). */
+static unsigned gang_needs(struct gang_manager *m, const struct gang *g,
+			   const struct gang_member *mb, unsigned members, struct gang_need *needs,
+			   char *reason, size_t reasonlen)
+{
+	struct asks a = { .mb = mb };
+	unsigned places, n_needs = 0;
+
+	cache_group_foreach(m->cache, mb->ns, mb->group, collect_ask, &a);
+	if (a.oom) {
+		snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
+		free(a.list);
+		return 0;
+	}
+	qsort(a.list, a.n, sizeof(*a.list), by_gpus_desc);
+	places = members - (a.cpu_only < members ? a.cpu_only : members - 1);
+	for (unsigned i = 0; i < places; i++) {
+		/* This member first; then the others; then the unknown. */
+		const struct placement_request *r = i == 0 ? &mb->req
+						    : i - 1 < a.n ? &a.list[i - 1].req : &mb->req;
+		unsigned j = 0;
+
+		while (j < n_needs && !same_request(&needs[j].req, r))
+			j++;
+		if (j == GANG_MAX_NEEDS) {
+			snprintf(reason, reasonlen, "troupe: gang %s: its members ask for more than %u "
+				 "different GPU requests; troupe cannot plan it", g->key,
+				 GANG_MAX_NEEDS);
+			free(a.list);
+			return 0;
+		}
+		if (j == n_needs)
+			needs[n_needs++] = (struct gang_need){ *r, 0 };
+		needs[j].count++;
+	}
+	free(a.list);
+	return n_needs;
 }
 
 /* ---- Filter ------------------------------------------------------------------- */
@@ -818,22 +975,146 @@ int gang_topology_parse(const char *s, const char **key, char *err, size_t errle
 	return -EINVAL;
 }
 
-static bool slot_open_for(const struct gslot *s, const char *uid)
+/* Whether slot <s> can be this member's: its own already, or open and sized
+ * for its request. */
+static bool slot_for(const struct gslot *s, const struct gang_member *mb)
 {
-	return !s->member[0] || strcmp(s->member, uid) == 0;
+	if (s->member[0])
+		return strcmp(s->member, mb->uid) == 0;
+	return s->gpus == mb->req.demand.gpus;
+}
+
+/* Plan gang <g> whole over the offered <views> and reserve every place. True
+ * when it is planned; false with <reason> set when it must wait. Lock held. */
+static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang_member *mb,
+		       const struct cache_node_view *views, unsigned n, unsigned members,
+		       unsigned timeout_s, uint32_t min_gpus, char *reason, size_t reasonlen)
+{
+	struct gang_need needs[GANG_MAX_NEEDS];
+	struct gang_levels one = { .n = 1, .strict = true };
+	const struct gang_levels *levels = m->cfg.levels.n ? &m->cfg.levels : &gang_default_levels;
+	struct cache_node_view *own = NULL;
+	struct gang_plan plan = { 0 };
+	uint64_t offered_free = 0, now;
+	unsigned n_needs, i;
+	struct gang *w;
+	struct shares sh;
+	bool ok = false;
+	char why[200];
+
+	n_needs = gang_needs(m, g, mb, members, needs, reason, reasonlen);
+	if (!n_needs)
+		return false;
+	g->timeout_s = timeout_s;
+	g->need = 0;
+	g->need_gpus = 0;
+	g->req = needs[0].req;
+	for (unsigned j = 0; j < n_needs; j++) {
+		g->need += needs[j].count;
+		g->need_gpus += needs[j].count * needs[j].req.demand.gpus;
+		if (needs[j].req.demand.gpus > g->req.demand.gpus)
+			g->req = needs[j].req;
+	}
+	for (unsigned j = 0; j < n; j++)
+		offered_free += cache_view_free_gpus(&views[j]);
+	/* The PodGroup's minResources, when it names GPUs, must fit too. */
+	if (min_gpus && offered_free < min_gpus && !g->n_holds) {
+		snprintf(reason, reasonlen, "troupe: gang %s: its PodGroup's minResources needs %u "
+			 "GPUs; the offered nodes have %llu free", g->key, min_gpus,
+			 (unsigned long long)offered_free);
+		return false;
+	}
+	/* Fair order: a waiting gang before this one that would fit in what is
+	 * offered gets it first; this one is told behind whom. Every gang whose
+	 * members wait takes part, also those kube-scheduler has not shown troupe. */
+	now = util_now_ns();
+	discover_waiting(m, now);
+	shares_load(m, &sh);
+	w = head_waiting(m, &sh, g);
+	if (w && precedes(m, &sh, w, g) > 0 && w->need_gpus <= offered_free) {
+		snprintf(reason, reasonlen, "troupe: gang %s waits behind gang %s (priority %d, queue "
+			 "%s at share %.2f, ours %.2f); it fits now and goes first", g->key, w->key,
+			 w->priority, w->queue, share_of(m, &sh, w->queue),
+			 share_of(m, &sh, g->queue));
+		shares_fini(&sh);
+		m->stats.deferred++;
+		mark_waiting(g, now);
+		return false;
+	}
+	shares_fini(&sh);
+	/* Capacity held for this gang while it starved is its own to plan on: the
+	 * candidates' views count it free, and the holds are dropped just before
+	 * the plan is reserved in their place. */
+	if (g->n_holds && (own = malloc(n * sizeof(*own)))) {
+		memcpy(own, views, n * sizeof(*own));
+		for (unsigned h = 0; h < g->n_holds; h++)
+			for (unsigned j = 0; j < n; j++)
+				if (strcmp(own[j].node->name, g->holds[h].node) == 0)
+					own[j].used &= ~g->holds[h].devices;
+		views = own;
+	}
+	one.keys[0][0] = mb->required_key;
+	if (gang_plan_mixed(views, n, needs, n_needs, mb->required_key ? &one : levels, &plan, why,
+			    sizeof(why)) < 0) {
+		snprintf(g->reason, sizeof(g->reason), "troupe: gang %s: %s", g->key, why);
+		snprintf(reason, reasonlen, "%s", g->reason);
+		m->stats.refused++;
+		mark_waiting(g, now);
+		goto out;
+	}
+	g->slots = calloc(plan.n_slots, sizeof(*g->slots));
+	if (!g->slots) {
+		snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
+		goto out;
+	}
+	/* The plan stands: what was held for it is now the plan's to reserve. */
+	holds_release(m, g);
+	g->generation++;
+	g->n_slots = plan.n_slots;
+	for (i = 0; i < plan.n_slots; i++) {
+		struct gslot *s = &g->slots[i];
+
+		snprintf(s->node, sizeof(s->node), "%s", views[plan.slots[i].node].node->name);
+		s->devices = plan.slots[i].devices;
+		s->gpus = needs[plan.slots[i].need].req.demand.gpus;
+		snprintf(s->res_key, sizeof(s->res_key), "gang-reservation/%s/%u/%u", g->key,
+			 g->generation, i);
+		if (cache_reserve(m->cache, s->res_key, s->node, s->devices) < 0)
+			break;
+	}
+	if (i < plan.n_slots) {
+		/* Something took a device between planning and reserving. */
+		g->n_slots = i;
+		plan_drop(m, g);
+		snprintf(reason, reasonlen, "troupe: gang %s: capacity changed while it was being "
+			 "reserved; it will be planned again", g->key);
+		goto out;
+	}
+	g->waiting = false;
+	g->deadline_ns = now + (uint64_t)timeout_s * 1000000000ULL;
+	g->deadline_is_http = false;
+	g->reason[0] = '\0';
+	m->stats.planned++;
+	log_info("gang", "gang %s: %u members (%llu GPUs, %u kinds of request) planned on %u nodes "
+		 "(%s%s); reserved for %us", g->key, g->need, (unsigned long long)g->need_gpus,
+		 n_needs, plan.nodes_used, plan.level >= 0 ? "one domain: " : "no common domain",
+		 plan.level >= 0 ? plan.domain : "", timeout_s);
+	ok = true;
+out:
+	gang_plan_fini(&plan);
+	free(own);
+	return ok;
 }
 
 enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *mb,
 			      const struct cache_node_view *views, unsigned n, bool *allowed,
 			      char *reason, size_t reasonlen)
 {
-	unsigned exist, bound, quorum, timeout_s, any = 0;
+	unsigned exist, bound, quorum, timeout_s, any = 0, sized = 0;
 	uint32_t min_gpus;
 	enum gang_verdict ret = GANG_REFUSED;
-	struct gang_plan plan = { 0 };
-	struct cache_node_view *own = NULL;
+	struct strmap open_nodes;
 	struct gang *g;
-	char why[200];
 
 	for (unsigned i = 0; i < n; i++)
 		allowed[i] = false;
@@ -855,7 +1136,7 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 			 mb->group);
 		goto out;
 	}
-	if (g->state != G_PLANNED && bound >= quorum) {
+	if (!planned(g) && bound >= quorum) {
 		/* Complete already (or rebuilt after a restart): extra members are
 		 * single pods. */
 		ret = GANG_NOT_A_GANG;
@@ -869,135 +1150,31 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 	g->last_seen_ns = util_now_ns();
 	g->priority = mb->priority;
 	snprintf(g->queue, sizeof(g->queue), "%s", mb->queue ? mb->queue : mb->ns);
-	g->req = mb->req;
-	if (g->state != G_PLANNED) {
-		unsigned members = quorum - bound, i;
-		uint64_t offered_free = 0;
-		struct gang *w;
-		struct shares sh;
-
+	if (!planned(g)) {
 		g->quorum = quorum;
-		g->timeout_s = timeout_s;
-		g->need = members;
-		/* Fair order: a waiting gang before this one that would fit in what is
-		 * offered gets it first; this one is told behind whom. */
-		for (unsigned j = 0; j < n; j++)
-			offered_free += cache_view_free_gpus(&views[j]);
-		/* The PodGroup's minResources, when it names GPUs, must fit too. */
-		if (min_gpus && offered_free < min_gpus && !g->n_holds) {
-			snprintf(reason, reasonlen, "troupe: gang %s: its PodGroup's minResources "
-				 "needs %u GPUs; the offered nodes have %llu free", g->key, min_gpus,
-				 (unsigned long long)offered_free);
+		if (!gang_admit(m, g, mb, views, n, quorum - bound, timeout_s, min_gpus, reason,
+				reasonlen))
 			goto out;
-		}
-		/* Every gang whose members wait, also those kube-scheduler has not
-		 * shown troupe yet, takes part in the order. */
-		discover_waiting(m, util_now_ns());
-		shares_load(m, &sh);
-		w = head_waiting(m, &sh, g);
-		if (w && precedes(m, &sh, w, g) > 0 &&
-		    (uint64_t)w->need * w->req.demand.gpus <= offered_free) {
-			snprintf(reason, reasonlen, "troupe: gang %s waits behind gang %s (priority %d, "
-				 "queue %s at share %.2f, ours %.2f); it fits now and goes first",
-				 g->key, w->key, w->priority, w->queue, share_of(m, &sh, w->queue),
-				 share_of(m, &sh, g->queue));
-			shares_fini(&sh);
-			m->stats.deferred++;
-			if (!g->waiting) {
-				g->waiting = true;
-				g->waiting_since_ns = util_now_ns();
-			}
-			goto out;
-		}
-		shares_fini(&sh);
-		/* Capacity held for this gang while it starved is its own to plan on:
-		 * the candidates' views count it free, and the holds are dropped just
-		 * before the plan is reserved in their place. */
-		if (g->n_holds) {
-			own = malloc(n * sizeof(*own));
-			if (own) {
-				memcpy(own, views, n * sizeof(*own));
-				for (unsigned h = 0; h < g->n_holds; h++)
-					for (unsigned j = 0; j < n; j++)
-						if (strcmp(own[j].node->name, g->holds[h].node) == 0)
-							own[j].used &= ~g->holds[h].devices;
-				views = own;
-			}
-		}
-		struct gang_levels one = { .n = 1, .strict = true };
-		const struct gang_levels *levels = m->cfg.levels.n ? &m->cfg.levels
-								   : &gang_default_levels;
-
-		one.keys[0][0] = mb->required_key;
-		if (gang_plan_make(views, n, members, &mb->req, mb->required_key ? &one : levels,
-				   &plan, why, sizeof(why)) < 0) {
-			snprintf(g->reason, sizeof(g->reason), "troupe: gang %s: %s", g->key, why);
-			snprintf(reason, reasonlen, "%s", g->reason);
-			m->stats.refused++;
-			if (!g->waiting) {
-				g->waiting = true;
-				g->waiting_since_ns = util_now_ns();
-			}
-			goto out;
-		}
-		g->slots = calloc(plan.n_slots, sizeof(*g->slots));
-		if (!g->slots) {
-			snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
-			goto out;
-		}
-		/* The plan stands: what was held for it is now the plan's to reserve. */
-		holds_release(m, g);
-		g->generation++;
-		for (i = 0; i < plan.n_slots; i++) {
-			struct gslot *s = &g->slots[i];
-
-			snprintf(s->node, sizeof(s->node), "%s", views[plan.slots[i].node].node->name);
-			s->devices = plan.slots[i].devices;
-			snprintf(s->res_key, sizeof(s->res_key), "gang-reservation/%s/%u/%u", g->key,
-				 g->generation, i);
-			if (cache_reserve(m->cache, s->res_key, s->node, s->devices) < 0)
-				break;
-		}
-		if (i < plan.n_slots) {
-			/* Something took a device between planning and reserving. */
-			for (unsigned j = 0; j < i; j++)
-				cache_reservation_release(m->cache, g->slots[j].res_key);
-			free(g->slots);
-			g->slots = NULL;
-			snprintf(reason, reasonlen, "troupe: gang %s: capacity changed while it was "
-				 "being reserved; it will be planned again", g->key);
-			goto out;
-		}
-		g->n_slots = plan.n_slots;
-		g->state = G_PLANNED;
-		g->waiting = false;
-		g->planned_ns = util_now_ns();
-		g->deadline_ns = g->planned_ns + (uint64_t)timeout_s * 1000000000ULL;
-		g->deadline_is_http = false;
-		g->reason[0] = '\0';
-		m->stats.planned++;
-		log_info("gang", "gang %s: %u members x %u GPUs planned on %u nodes (%s%s%s); "
-			 "reserved for %us", g->key, members, mb->req.demand.gpus, plan.nodes_used,
-			 plan.level >= 0 ? "one domain: " : "no common domain",
-			 plan.level >= 0 ? plan.domain : "", "", timeout_s);
 	}
-	{
-		/* The nodes with an open slot for this member, as a set: one lookup
-		 * per candidate instead of a scan of every slot. */
-		struct strmap open_nodes;
-
-		strmap_init(&open_nodes);
-		for (unsigned s = 0; s < g->n_slots; s++)
-			if (slot_open_for(&g->slots[s], mb->uid))
-				strmap_put(&open_nodes, g->slots[s].node, strlen(g->slots[s].node),
-					   &g->slots[s], NULL);
-		for (unsigned i = 0; i < n; i++)
-			if (strmap_get(&open_nodes, views[i].node->name,
-				       strlen(views[i].node->name))) {
-				allowed[i] = true;
-				any++;
-			}
-		strmap_fini(&open_nodes);
+	/* The nodes with a slot for this member, as a set: one lookup per
+	 * candidate instead of a scan of every slot. */
+	strmap_init(&open_nodes);
+	for (unsigned s = 0; s < g->n_slots; s++)
+		if (slot_for(&g->slots[s], mb) &&
+		    strmap_put(&open_nodes, g->slots[s].node, strlen(g->slots[s].node),
+			       &g->slots[s], NULL) == 0)
+			sized++;
+	for (unsigned i = 0; i < n; i++)
+		if (strmap_get(&open_nodes, views[i].node->name, strlen(views[i].node->name))) {
+			allowed[i] = true;
+			any++;
+		}
+	strmap_fini(&open_nodes);
+	if (!sized) {
+		snprintf(reason, reasonlen, "troupe: gang %s has no open place for a member asking "
+			 "%u GPUs; its plan was made for the members' requests at the time", g->key,
+			 mb->req.demand.gpus);
+		goto out;
 	}
 	if (!any) {
 		snprintf(reason, reasonlen, "troupe: gang %s is planned on other nodes", g->key);
@@ -1006,8 +1183,6 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 	ret = GANG_ALLOWED;
 out:
 	pthread_mutex_unlock(&m->lock);
-	gang_plan_fini(&plan);
-	free(own);
 	return ret;
 }
 
@@ -1022,11 +1197,10 @@ enum gang_verdict gang_has_slot(struct gang_manager *m, const struct gang_member
 		return ret;
 	pthread_mutex_lock(&m->lock);
 	g = gang_get(m, mb->ns, mb->group, false);
-	if (g && g->state == G_PLANNED) {
+	if (g && planned(g)) {
 		ret = GANG_ALLOWED;
 		for (unsigned s = 0; s < g->n_slots && !*has; s++)
-			*has = slot_open_for(&g->slots[s], mb->uid) &&
-			       strcmp(g->slots[s].node, node) == 0;
+			*has = slot_for(&g->slots[s], mb) && strcmp(g->slots[s].node, node) == 0;
 	}
 	pthread_mutex_unlock(&m->lock);
 	return ret;
@@ -1034,8 +1208,9 @@ enum gang_verdict gang_has_slot(struct gang_manager *m, const struct gang_member
 
 /* ---- Bind ------------------------------------------------------------------ */
 
-/* Move one open slot of <g> onto <node>, when the node has room for the member
- * now: reserve there, then drop the slot's old reservation. Lock held. */
+/* Move one open slot of <g> sized for this member onto <node>, when the node
+ * has room for the member now: reserve there, then drop the slot's old
+ * reservation. Lock held. */
 static struct gslot *replan_slot(struct gang_manager *m, struct gang *g,
 				 const struct gang_member *mb, const char *node)
 {
@@ -1046,7 +1221,7 @@ static struct gslot *replan_slot(struct gang_manager *m, struct gang *g,
 	bool found;
 
 	for (unsigned s = 0; s < g->n_slots && !open; s++)
-		if (!g->slots[s].member[0])
+		if (slot_for(&g->slots[s], mb))
 			open = &g->slots[s];
 	if (!open)
 		return NULL;
@@ -1075,7 +1250,7 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 				uint64_t *devices, char *reason, size_t reasonlen)
 {
 	enum gang_bind_result ret = GANG_BIND_NOT_A_GANG;
-	struct pending_release *rel = NULL;
+	struct held *rel = NULL;
 	struct gslot *slot = NULL;
 	unsigned n_rel = 0, exist, bound;
 	struct gang *g;
@@ -1091,7 +1266,7 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 		goto out;
 	}
 	g = gang_get(m, mb->ns, mb->group, false);
-	if (!g || g->state != G_PLANNED) {
+	if (!g || !planned(g)) {
 		unsigned quorum, timeout_s;
 
 		/* No plan: a single pod when the gang is complete or no gang at all;
@@ -1109,7 +1284,8 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 	}
 	ret = GANG_BIND_REFUSED;
 	for (unsigned s = 0; s < g->n_slots && !slot; s++)
-		if (!g->slots[s].member[0] && strcmp(g->slots[s].node, node) == 0)
+		if (!g->slots[s].member[0] && g->slots[s].gpus == mb->req.demand.gpus &&
+		    strcmp(g->slots[s].node, node) == 0)
 			slot = &g->slots[s];
 	if (!slot)
 		slot = replan_slot(m, g, mb, node);
@@ -1153,37 +1329,7 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 		}
 	}
 	ret = GANG_BIND_HELD;
-	/* Quorum: members held here plus those already bound (the cache counts
-	 * both, including members troupe never saw, such as CPU-only launchers). */
-	cache_group_count(m->cache, mb->ns, mb->group, &exist, &bound);
-	if (bound >= g->quorum) {
-		rel = calloc(g->n_held, sizeof(*rel));
-		if (!rel) {
-			/* Nothing posted: the binds stay held and the expiry thread
-			 * answers them, so the gang is not left partly bound. */
-			log_error("gang", "gang %s: out of memory releasing %u held binds; they "
-				  "stay held until the plan expires", g->key, g->n_held);
-			goto out;
-		}
-		for (unsigned i = 0; i < g->n_held; i++) {
-			rel[n_rel].release = g->held[i].release;
-			rel[n_rel].ctx = g->held[i].ctx;
-			rel[n_rel].ok = true;
-			n_rel++;
-		}
-		log_info("gang", "gang %s: quorum of %u reached; posting %u held bindings", g->key,
-			 g->quorum, g->n_held);
-		m->stats.released++;
-		/* Open slots beyond the quorum are not needed any more. */
-		for (unsigned s = 0; s < g->n_slots; s++)
-			if (!g->slots[s].member[0])
-				cache_reservation_release(m->cache, g->slots[s].res_key);
-		free(g->slots);
-		g->slots = NULL;
-		g->n_slots = 0;
-		g->n_held = 0;
-		g->state = G_IDLE;
-	}
+	n_rel = quorum_release(m, g, &rel);
 out:
 	pthread_mutex_unlock(&m->lock);
 	run_releases(rel, n_rel);

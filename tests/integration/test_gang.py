@@ -26,6 +26,8 @@ objects, and that troupe's cache converges to the server.
       only that member, at the held request's deadline (d4)
   e   troupe killed (e1) or stopped (e2, e3) while members are held
   f   a bind arriving after its plan expired
+  g   a gang whose members ask different amounts (an 8-GPU leader, 4-GPU
+      workers) and a CPU-only launcher kube-scheduler binds without troupe
 
 Queue fairness (DRF) and starvation protection are not tested here.
 """
@@ -717,6 +719,44 @@ class GangTest(unittest.TestCase):
                          f"(bind answered {b!r})")
         self.assertNotEqual(b["Error"], "")
 
+
+    # ---- g. members asking different amounts ----------------------------------------------
+
+    def test_g_a_mixed_gang_with_a_cpu_launcher_binds_completely(self):
+        """One 8-GPU leader, four 4-GPU workers and a CPU-only launcher (not
+        routed to troupe: managedResources lists only GPUs) on three 8-GPU
+        nodes: exactly enough, but only if each member gets a place of its own
+        size and the launcher takes none. Whichever member is filtered first,
+        the plan holds 24 GPUs, everything binds, nothing is left reserved."""
+        self.add_nodes(3)
+        self.srv.create("podgroups", pod_group(NS, "mix", 6))
+        pods = {0: self.create_member("mix", 0, 0, cpu="1")}         # the launcher
+        for i in range(1, 5):
+            pods[i] = self.create_member("mix", i, 4)
+        pods[5] = self.create_member("mix", 5, 8)                     # the leader
+        t = self.start_troupe()
+        self.wait_cache_sees(t, pods.values(), ["mix"])
+        sched = self.scheduler(t, seed=5, api_url=self.srv.url)
+        for i in (1, 5, 0, 2, 3, 4):            # a 4-GPU worker is filtered first
+            sched.add_pod(pods[i])
+        with CacheMonitor(t, {"mix": {p["metadata"]["uid"] for p in pods.values()}}) as mon:
+            self.drive_until(sched, lambda: len(sched.bound()) == 6, 30,
+                             "every member of gang mix is bound")
+        on = self.server_nodes_of("mix", 6)
+        self.assertTrue(all(on.values()), f"members without a node: {on}")
+        for i, want in ((1, 4), (2, 4), (3, 4), (4, 4), (5, 8)):
+            ann = self.server_pod(member_name("mix", i))["metadata"].get("annotations", {})
+            ids = [d for d in ann.get("troupe.io/gpu-ids", "").split(",") if d]
+            self.assertEqual(len(ids), want, f"member {i}: troupe.io/gpu-ids={ids}")
+        self.assertNotIn("troupe.io/gpu-ids",
+                         self.server_pod(member_name("mix", 0))["metadata"].get("annotations", {}))
+        failed = [o for o in sched.outcomes if o.result in ("error", "bind-error")]
+        self.assertEqual(failed, [], "no bind or filter failed")
+        self.assertEqual(mon.double, [], "a device was held twice during the run")
+        self.assertGreaterEqual(mon.samples, 1, "the cache was watched during the run")
+        assert_converges(self, t, self.srv, timeout=20)
+        assert_no_device_twice(self, t)
+        self.assertEqual(self.reservations(t), [], "reservations left after the gang bound")
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

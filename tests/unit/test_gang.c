@@ -576,6 +576,7 @@ struct mpod {
 struct mgang {
 	const char *name;
 	unsigned quorum, size, gpus;
+	unsigned lead_gpus;             /* member 0 asks this many (mixed gangs) */
 	int member[MSLOTS];             /* pod index of each member, -1: none */
 	bool planned;                   /* a plan the model saw made and not yet end */
 	double plan_t;
@@ -1320,7 +1321,8 @@ static void m_step(struct model *m, unsigned r)
 
 		for (unsigned s = 0; s < m->gangs[gi].size; s++)
 			if (m->gangs[gi].member[s] < 0) {
-				m_new_pod(m, gi, (int)s, m->gangs[gi].gpus);
+				m_new_pod(m, gi, (int)s,
+					  s ? m->gangs[gi].gpus : m->gangs[gi].lead_gpus);
 				break;
 			}
 	} else if (r < 92) {                            /* a single pod arrives */
@@ -1404,10 +1406,13 @@ static const struct gang_config m_gang_cfg = {
  * created; the others have a PodGroup only. */
 static struct model *m_new(unsigned seed, unsigned with_pods)
 {
-	static const struct { const char *name; unsigned quorum, size, gpus; } gangs[MGANGS] = {
-		{ "g1", 3, 4, 4 },      /* one member more than the quorum */
-		{ "g2", 2, 2, 8 },      /* whole nodes */
-		{ "g3", 4, 4, 2 },
+	static const struct {
+		const char *name;
+		unsigned quorum, size, gpus, lead_gpus;
+	} gangs[MGANGS] = {
+		{ "g1", 3, 4, 4, 4 },   /* one member more than the quorum */
+		{ "g2", 2, 2, 8, 8 },   /* whole nodes */
+		{ "g3", 4, 4, 2, 4 },   /* mixed: a 4-GPU member and three of 2 */
 	};
 	struct model *m = calloc(1, sizeof(*m));
 
@@ -1429,11 +1434,12 @@ static struct model *m_new(unsigned seed, unsigned with_pods)
 		g->quorum = gangs[gi].quorum;
 		g->size = gangs[gi].size;
 		g->gpus = gangs[gi].gpus;
+		g->lead_gpus = gangs[gi].lead_gpus;
 		for (int s = 0; s < MSLOTS; s++)
 			g->member[s] = -1;
 		m_add_group(m, g->name, g->quorum);
 		for (unsigned s = 0; s < g->size && (with_pods & (1u << gi)); s++)
-			m_new_pod(m, gi, (int)s, g->gpus);
+			m_new_pod(m, gi, (int)s, s ? g->gpus : g->lead_gpus);
 	}
 	return m;
 }
@@ -1661,6 +1667,72 @@ static void test_gang_quorum_and_expiry_are_all_or_nothing(void **state)
 	m_free(m);
 }
 
+/* A gang whose members ask different amounts (g3: one 4-GPU member, three of
+ * 2): the first member's filter plans a place of each member's own size, so
+ * every member, the larger one included, finds a place of its size, binds
+ * there, and the last completes the quorum. */
+static void test_gang_mixed_members_each_get_a_place_of_their_size(void **state)
+{
+	struct model *m = m_new(9, 1u << 2);
+	static const unsigned order[] = { 1, 2, 0, 3 };         /* a 2-GPU member first */
+	struct cache_stats before, after;
+	unsigned ok = 0;
+
+	(void)state;
+	cache_get_stats(m->c, &before);
+	for (unsigned o = 0; o < 4; o++) {
+		int pi = m->gangs[2].member[order[o]];
+		struct mpod *p = &m->pods[pi];
+		struct gang_member mb = { .uid = p->uid, .ns = "ml", .name = p->name, .group = "g3",
+					  .req = { .demand = { .gpu_resource = 0, .gpus = p->gpus } } };
+		struct cache_node_view views[MN];
+		bool allowed[MN];
+		char reason[640];
+		unsigned n = 0;
+		int node = -1;
+		uint64_t dev = 0;
+
+		cache_read_begin(m->c);
+		for (int i = 0; i < MN; i++)
+			if (cache_node_lookup(m->c, m_nodes[i], strlen(m_nodes[i]), &views[n]))
+				n++;
+		if (gang_filter(m->gm, &mb, views, n, allowed, reason, sizeof(reason)) !=
+		    GANG_ALLOWED)
+			fail_msg("member %u (%u GPUs) refused: %s", order[o], p->gpus, reason);
+		cache_read_end(m->c);
+		if (o == 0) {
+			m->gangs[2].planned = true;
+			m->gangs[2].plan_t = m_now();
+			m->gangs[2].round = 1;
+			assert_int_equal(m_reservations(m, 2, -1), 4);
+			cache_get_stats(m->c, &after);
+			/* 4 + 2 + 2 + 2 GPUs reserved, not four of the first one's size. */
+			assert_int_equal(after.gpus_held - before.gpus_held, 10);
+		}
+		for (unsigned i = 0; i < n && node < 0; i++)
+			if (allowed[i])
+				node = (int)i;
+		assert_true(node >= 0);
+		if (gang_bind(m->gm, &mb, m_nodes[node], m_release, m_hold_ctx(m, pi), &dev, reason,
+			      sizeof(reason)) != GANG_BIND_HELD)
+			fail_msg("member %u (%u GPUs) not held on %s: %s", order[o], p->gpus,
+				 m_nodes[node], reason);
+		assert_int_equal(__builtin_popcountll(dev), p->gpus);
+		p->held = true;
+		p->round = 1;
+		pthread_mutex_lock(&m->lock);
+		/* Nothing released before the last member; then all four, ok. */
+		assert_int_equal(m->n_rel, o < 3 ? 0 : 4);
+		for (unsigned i = 0; i < m->n_rel; i++)
+			ok += m->rel[i].ok;
+		pthread_mutex_unlock(&m->lock);
+		m_check(m, false);
+	}
+	assert_int_equal(ok, 4);
+	assert_int_equal(m_reservations(m, 2, -1), 0);
+	m_free(m);
+}
+
 /* A PodGroup's minResources that the offered nodes cannot hold refuses the gang
  * before anything is planned or reserved. */
 static void test_gang_filter_checks_the_podgroup_min_resources(void **state)
@@ -1738,6 +1810,7 @@ int main(void)
 		cmocka_unit_test(test_gang_pod_group_no_group_leaves_output_alone),
 		cmocka_unit_test(test_gang_pod_group_short_buffer_stays_terminated),
 		cmocka_unit_test(test_gang_quorum_and_expiry_are_all_or_nothing),
+		cmocka_unit_test(test_gang_mixed_members_each_get_a_place_of_their_size),
 		cmocka_unit_test(test_gang_bind_after_the_plan_expired_is_not_a_single_pod),
 		cmocka_unit_test(test_gang_model_random_interleavings_keep_the_invariants),
 	};
