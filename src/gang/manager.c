@@ -1079,7 +1079,7 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 		s->gpus = needs[plan.slots[i].need].req.demand.gpus;
 		snprintf(s->res_key, sizeof(s->res_key), "gang-reservation/%s/%u/%u", g->key,
 			 g->generation, i);
-		if (cache_reserve(m->cache, s->res_key, s->node, s->devices) < 0)
+		if (cache_reserve_for(m->cache, s->res_key, s->node, s->devices, g->queue) < 0)
 			break;
 	}
 	if (i < plan.n_slots) {
@@ -1234,7 +1234,7 @@ static struct gslot *replan_slot(struct gang_manager *m, struct gang *g,
 		return NULL;
 	snprintf(key, sizeof(key), "gang-reservation/%s/%u/moved-%u", g->key, g->generation,
 		 ++g->moves);
-	if (cache_reserve(m->cache, key, node, c.set) < 0)
+	if (cache_reserve_for(m->cache, key, node, c.set, g->queue) < 0)
 		return NULL;
 	cache_reservation_release(m->cache, open->res_key);
 	snprintf(open->res_key, sizeof(open->res_key), "%s", key);

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1706,8 +1707,10 @@ static void test_gang_mixed_members_each_get_a_place_of_their_size(void **state)
 			m->gangs[2].round = 1;
 			assert_int_equal(m_reservations(m, 2, -1), 4);
 			cache_get_stats(m->c, &after);
-			/* 4 + 2 + 2 + 2 GPUs reserved, not four of the first one's size. */
+			/* 4 + 2 + 2 + 2 GPUs reserved, not four of the first one's size,
+			 * and charged to the gang's queue (its namespace): 10 of 40. */
 			assert_int_equal(after.gpus_held - before.gpus_held, 10);
+			assert_true(fabs(gang_queue_share(m->gm, "ml") - 0.25) < 1e-9);
 		}
 		for (unsigned i = 0; i < n && node < 0; i++)
 			if (allowed[i])
