@@ -238,6 +238,7 @@ struct cache_pod_info {
 	bool demand_valid;
 	uint64_t devices;               /* held devices (attributed) */
 	uint32_t unattributed;          /* held GPUs of unknown devices */
+	uint64_t known_ns;              /* when troupe first learnt of it (util_now_ns) */
 };
 
 /* Writer: apply a pod's current state (from a snapshot or the watch): update

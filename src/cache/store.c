@@ -74,6 +74,7 @@ struct pod_entry {
 	bool posted;                    /* troupe's Binding was accepted (201/409 same node) */
 	uint64_t uncertain_ns;          /* a Binding's outcome is unknown since; 0: not */
 	uint64_t seen_ns;               /* when a filter remembered it (not from the API) */
+	uint64_t known_ns;              /* when troupe first learnt of it */
 	struct cache_pod *pod;          /* latest parsed object; owned */
 	struct slot *slot;              /* holding on this node (a ref), or NULL */
 	struct pod_entry *node_prev;    /* in slot->pods; guarded by slot->pods_lock */
@@ -839,6 +840,7 @@ static struct pod_entry *entry_new(struct stripe *st, const char *uid)
 		return NULL;
 	}
 	e->state = CACHE_POD_STATE_PENDING;
+	e->known_ns = util_now_ns();
 	return e;
 }
 
@@ -953,6 +955,7 @@ static void entry_info(const struct pod_entry *e, struct cache_pod_info *out)
 	out->demand_valid = e->pod->demand_error == NULL;
 	out->devices = e->hold_devices;
 	out->unattributed = e->hold_unattr;
+	out->known_ns = e->known_ns;
 }
 
 int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out)

@@ -70,6 +70,7 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->gang.http_timeout_s = 30;
 	cfg->gang.margin_s = 3;
 	cfg->gang.starvation_s = 30;
+	cfg->gang.settle_s = 2;
 }
 
 int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen)
@@ -155,6 +156,7 @@ static const struct key keys[] = {
 	{ "gang.scheduler_http_timeout_seconds", K_UINT, F(gang.http_timeout_s), 0 },
 	{ "gang.margin_seconds", K_UINT, F(gang.margin_s), 0 },
 	{ "gang.starvation_seconds", K_UINT, F(gang.starvation_s), 0 },
+	{ "gang.settle_seconds", K_UINT, F(gang.settle_s), 0 },
 	{ "gang.allow_partial_preemption", K_BOOL, F(gang.allow_partial_preemption), 0 },
 	{ "gang.domain_levels", K_LEVELS, 0, 0 },
 	{ "queues", K_QUEUES, 0, 0 },

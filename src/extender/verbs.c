@@ -174,6 +174,7 @@ struct filter_ctx {
 	struct placement_request req;
 	struct ext_filter_out out;
 	char last_reason[PLACEMENT_REASON_LEN];
+	char retry[640];                /* answer with this error: kube-scheduler retries */
 };
 
 static void filter_node(const struct node_ref *ref, void *arg)
@@ -278,7 +279,9 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 		i++;
 	}
 	verdict = gang_filter(svc->gangs, &mb, views, n, allowed, reason, sizeof(reason));
-	if (verdict != GANG_NOT_A_GANG) {
+	if (verdict == GANG_RETRY)
+		snprintf(fc->retry, sizeof(fc->retry), "%s", reason);
+	else if (verdict != GANG_NOT_A_GANG) {
 		unsigned k = 0;
 
 		i = 0;
@@ -357,6 +360,13 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 		pass_all(&a, &fc.out);
 	else if (!filter_gang(svc, &a, &fc))
 		walk_nodes(svc, &a, filter_node, &fc);
+	if (fc.retry[0]) {
+		/* An error, not "no node fits": kube-scheduler retries it after its
+		 * backoff instead of waiting for a cluster event. */
+		log_info("extender", "filter: pod %s/%s: %s", pod->ns, pod->name, fc.retry);
+		reply_error(r, 200, "%s", fc.retry);
+		goto out;
+	}
 	ext_filter_out_encode(&fc.out, a.full_nodes, &r->body);
 	if (fc.out.n_pass == 0 && a.n_nodes > 0)
 		log_info("extender", "filter: pod %s/%s (%u GPUs): none of %zu nodes fit (%zu never "

@@ -90,6 +90,9 @@ struct gang_config {
 	unsigned http_timeout_s;        /* kube-scheduler's extender httpTimeout (30) */
 	unsigned margin_s;              /* answer held binds this long before it (3) */
 	unsigned starvation_s;          /* a waiting gang at the head gets capacity held (30) */
+	/* A gang naming no quorum counts the members that exist once none has
+	 * arrived for this long (troupe's config default 2; 0: at once). */
+	unsigned settle_s;
 	bool allow_partial_preemption;  /* may preempt propose evicting part of a bound gang */
 	/* Network-domain levels, coarse to fine; n == 0: gang_default_levels. The
 	 * keys point into level_keys. */
@@ -129,6 +132,8 @@ enum gang_verdict {
 	GANG_NOT_A_GANG = 0,            /* place it as a single pod */
 	GANG_ALLOWED,                   /* only the candidates marked allowed */
 	GANG_REFUSED,                   /* no candidate; <reason> says why */
+	GANG_RETRY,                     /* not yet: answer with an error (<reason>), so
+					 * kube-scheduler retries after its backoff */
 };
 
 /* Filter for a gang member over the candidate nodes <views> (inside the

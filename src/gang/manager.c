@@ -145,8 +145,9 @@ static struct gang *gang_get(struct gang_manager *m, const char *ns, const char 
 }
 
 /* Quorum and timeout: the PodGroup first, then the pod's own annotations.
- * <min_gpus> (may be NULL) receives the PodGroup's minResources GPUs. */
-static void gang_terms_ex(struct gang_manager *m, const struct gang_member *mb, unsigned exist,
+ * <min_gpus> (may be NULL) receives the PodGroup's minResources GPUs. Returns
+ * whether a quorum was named; if not, it is the <exist> members. */
+static bool gang_terms_ex(struct gang_manager *m, const struct gang_member *mb, unsigned exist,
 			  unsigned *quorum, unsigned *timeout_s, uint32_t *min_gpus)
 {
 	struct cache_podgroup pg;
@@ -164,14 +165,16 @@ static void gang_terms_ex(struct gang_manager *m, const struct gang_member *mb, 
 		if (min_gpus)
 			*min_gpus = pg.min_gpus;
 	}
-	if (*quorum == 0)
-		*quorum = exist;        /* no quorum named: the members that exist */
+	if (*quorum > 0)
+		return true;
+	*quorum = exist;        /* no quorum named: the members that exist */
+	return false;
 }
 
 static void gang_terms(struct gang_manager *m, const struct gang_member *mb, unsigned exist,
 		       unsigned *quorum, unsigned *timeout_s)
 {
-	gang_terms_ex(m, mb, exist, quorum, timeout_s, NULL);
+	(void)gang_terms_ex(m, mb, exist, quorum, timeout_s, NULL);
 }
 
 static bool planned(const struct gang *g)
@@ -934,7 +937,8 @@ static unsigned gang_needs(struct gang_manager *m, const struct gang *g,
 		free(a.list);
 		return 0;
 	}
-	qsort(a.list, a.n, sizeof(*a.list), by_gpus_desc);
+	if (a.n)
+		qsort(a.list, a.n, sizeof(*a.list), by_gpus_desc);
 	places = members - (a.cpu_only < members ? a.cpu_only : members - 1);
 	for (unsigned i = 0; i < places; i++) {
 		/* This member first; then the others; then the unknown. */
@@ -1106,12 +1110,22 @@ out:
 	return ok;
 }
 
+static void newest_member(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	uint64_t *newest = arg;
+
+	(void)uid;
+	if (p->active && p->known_ns > *newest)
+		*newest = p->known_ns;
+}
+
 enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *mb,
 			      const struct cache_node_view *views, unsigned n, bool *allowed,
 			      char *reason, size_t reasonlen)
 {
 	unsigned exist, bound, quorum, timeout_s, any = 0, sized = 0;
 	uint32_t min_gpus;
+	bool named, settling;
 	enum gang_verdict ret = GANG_REFUSED;
 	struct strmap open_nodes;
 	struct gang *g;
@@ -1122,8 +1136,9 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 	if (!mb->group)
 		return GANG_NOT_A_GANG;
 	cache_group_count(m->cache, mb->ns, mb->group, &exist, &bound);
-	gang_terms_ex(m, mb, exist, &quorum, &timeout_s, &min_gpus);
-	if (quorum <= 1)
+	named = gang_terms_ex(m, mb, exist, &quorum, &timeout_s, &min_gpus);
+	settling = !named && bound < exist && m->cfg.settle_s;
+	if (quorum <= 1 && !settling)
 		return GANG_NOT_A_GANG;
 	pthread_mutex_lock(&m->lock);
 	if (m->stop) {
@@ -1136,9 +1151,27 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 			 mb->group);
 		goto out;
 	}
-	if (!planned(g) && bound >= quorum) {
-		/* Complete already (or rebuilt after a restart): extra members are
-		 * single pods. */
+	if (!planned(g) && settling) {
+		/* The members that exist are the quorum: wait until they stop
+		 * arriving, or the first ones would be planned (or placed alone)
+		 * before the rest are created. */
+		uint64_t newest = 0, settle = (uint64_t)m->cfg.settle_s * 1000000000ULL, now;
+
+		cache_group_foreach(m->cache, mb->ns, mb->group, newest_member, &newest);
+		now = util_now_ns();
+		if (now - newest < settle) {
+			snprintf(reason, reasonlen, "troupe: gang %s names no quorum (no PodGroup "
+				 "minMember, min-available label or min-member annotation), so it is "
+				 "the members that exist, %u so far; it is planned once none has "
+				 "arrived for %us (%.1fs to go)", g->key, exist, m->cfg.settle_s,
+				 (double)(settle - (now - newest)) / 1e9);
+			ret = GANG_RETRY;
+			goto out;
+		}
+	}
+	if (quorum <= 1 || (!planned(g) && bound >= quorum)) {
+		/* A gang of one, or complete already (or rebuilt after a restart):
+		 * extra members are single pods. */
 		ret = GANG_NOT_A_GANG;
 		goto out;
 	}

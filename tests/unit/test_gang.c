@@ -1797,10 +1797,111 @@ static void test_gang_filter_checks_the_podgroup_min_resources(void **state)
 	cache_free(c);
 }
 
+/* Apply pod <uid> of group "team" (label only: no PodGroup, no quorum named)
+ * asking 8 GPUs. */
+static void settle_pod(struct cache *c, const char *uid)
+{
+	char json[512], err[CACHE_ERR_LEN];
+	cJSON *o;
+
+	snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\","
+		 "\"uid\":\"%s\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"team\"}},"
+		 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+		 "{\"nvidia.com/gpu\":\"8\"}}}]}}", uid, uid);
+	o = cJSON_Parse(json);
+	assert_int_equal(cache_pod_apply(c, cache_pod_parse(o, &gpu_opts, err, sizeof(err))), 0);
+	cJSON_Delete(o);
+}
+
+static enum gang_verdict settle_filter(struct gang_manager *gm, struct cache *c, const char *uid,
+				       bool *allowed, char *reason, size_t len)
+{
+	struct gang_member mb = { .uid = uid, .ns = "ml", .name = uid, .group = "team",
+				  .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
+	struct cache_node_view views[3];
+	enum gang_verdict v;
+	unsigned n = 0;
+
+	cache_read_begin(c);
+	for (int i = 0; i < 3; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "n%d", i);
+		if (cache_node_lookup(c, name, strlen(name), &views[n]))
+			n++;
+	}
+	assert_int_equal(n, 3);
+	v = gang_filter(gm, &mb, views, n, allowed, reason, len);
+	cache_read_end(c);
+	return v;
+}
+
+/* A gang naming no quorum (label only) is the members that exist; the first
+ * member's filter must not plan (or place alone) a gang whose other members
+ * are still being created: it is asked to retry until none has arrived for
+ * gang.settle_seconds, then the whole gang is planned. */
+static void test_gang_without_a_quorum_waits_for_its_members_to_settle(void **state)
+{
+	struct gang_config cfg = { .default_timeout_s = 10, .http_timeout_s = 30, .margin_s = 3,
+				   .settle_s = 2 };
+	struct cache *c = cache_new(&gpu_opts);
+	struct gang_manager *gm;
+	char reason[640], err[CACHE_ERR_LEN];
+	bool allowed[3];
+
+	(void)state;
+	assert_non_null(c);
+	for (int i = 0; i < 3; i++) {
+		char json[512];
+		cJSON *o;
+
+		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"n%d\"},\"status\":{\"allocatable\":"
+			 "{\"nvidia.com/gpu\":\"8\"},\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
+			 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}", i);
+		o = cJSON_Parse(json);
+		assert_int_equal(cache_node_upsert(c, cache_node_parse(o, &gpu_opts, err, sizeof(err))), 0);
+		cJSON_Delete(o);
+	}
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	/* One member so far: not placed alone as a gang of one. */
+	settle_pod(c, "t0");
+	assert_int_equal(settle_filter(gm, c, "t0", allowed, reason, sizeof(reason)), GANG_RETRY);
+	assert_non_null(strstr(reason, "names no quorum"));
+	assert_non_null(strstr(reason, "1 so far"));
+	usleep(1500 * 1000);
+	/* A second arrives: the wait starts again from it, so 2.5 s after the
+	 * first (past the 2 s) it is still waiting. (A stall only makes the ages
+	 * larger; this holds unless the machine stalls for a whole second.) */
+	settle_pod(c, "t1");
+	usleep(1000 * 1000);
+	assert_int_equal(settle_filter(gm, c, "t0", allowed, reason, sizeof(reason)), GANG_RETRY);
+	assert_non_null(strstr(reason, "2 so far"));
+	/* Settled: planned for both, one node each (8 GPUs a member). */
+	for (int i = 0; i < 100 && settle_filter(gm, c, "t0", allowed, reason,
+						 sizeof(reason)) == GANG_RETRY; i++)
+		usleep(100 * 1000);
+	assert_int_equal(settle_filter(gm, c, "t0", allowed, reason, sizeof(reason)),
+			 GANG_ALLOWED);
+	{
+		struct cache_stats st;
+
+		cache_get_stats(c, &st);
+		assert_int_equal(st.gpus_held, 16);
+	}
+	/* Another member created after the plan does not stop the planned gang. */
+	settle_pod(c, "t2");
+	assert_int_equal(settle_filter(gm, c, "t1", allowed, reason, sizeof(reason)),
+			 GANG_ALLOWED);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gang_filter_checks_the_podgroup_min_resources),
+		cmocka_unit_test(test_gang_without_a_quorum_waits_for_its_members_to_settle),
 		cmocka_unit_test(test_gang_plan_uses_the_finest_domain_that_holds_the_gang),
 		cmocka_unit_test(test_gang_plan_prefers_the_domain_needing_fewest_nodes),
 		cmocka_unit_test(test_gang_plan_refuses_with_a_reason_and_skips_unusable_nodes),
