@@ -279,6 +279,10 @@ void cache_group_count(struct cache *c, const char *ns, const char *group, unsig
 void cache_group_foreach(struct cache *c, const char *ns, const char *group,
 			 void (*fn)(const struct cache_pod_info *, const char *uid, void *arg),
 			 void *arg);
+/* Any: call <fn> for every pod group that has members troupe knows (from the
+ * member index; namespaces hold no '/'), no lock held during <fn>. */
+void cache_groups_foreach(struct cache *c, void (*fn)(const char *ns, const char *group, void *arg),
+			  void *arg);
 
 /* Any: hold <devices> on <node> for a future pod, under the name <key> (a
  * reservation: counted as used by everyone, never swept by a relist). Returns

@@ -1400,6 +1400,70 @@ void cache_group_foreach(struct cache *c, const char *ns, const char *group,
 	free(uids);
 }
 
+/* The group keys of every pod, for cache_groups_foreach once the index is lost. */
+static void scan_group_key(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct strmap *seen = arg;
+	char key[320];
+	int len;
+
+	(void)uid;
+	if (p->reservation || !p->group[0])
+		return;
+	len = snprintf(key, sizeof(key), "%s/%s", p->ns, p->group);
+	if (len > 0 && (size_t)len < sizeof(key) && !strmap_get(seen, key, (size_t)len)) {
+		char *k = strdup(key);
+
+		if (k && strmap_put(seen, k, (size_t)len, k, NULL) < 0)
+			free(k);
+	}
+}
+
+void cache_groups_foreach(struct cache *c, void (*fn)(const char *ns, const char *group, void *arg),
+			  void *arg)
+{
+	char **keys = NULL;
+	unsigned n = 0, cap = 0;
+	struct strmap seen;
+	size_t pos = 0;
+	void *v;
+	bool lost;
+
+	pthread_mutex_lock(&c->members_lock);
+	lost = c->members_lost;
+	pthread_mutex_unlock(&c->members_lock);
+	strmap_init(&seen);
+	if (lost)
+		cache_pod_foreach(c, scan_group_key, &seen);
+	pthread_mutex_lock(&c->members_lock);
+	while (strmap_next(lost ? &seen : &c->members, &pos, NULL, &v)) {
+		if (n == cap) {
+			char **k = realloc(keys, (cap = cap ? cap * 2 : 16) * sizeof(*k));
+
+			if (!k)
+				break;
+			keys = k;
+		}
+		if ((keys[n] = strdup(lost ? (const char *)v : ((struct members *)v)->key)))
+			n++;
+	}
+	pthread_mutex_unlock(&c->members_lock);
+	pos = 0;
+	while (strmap_next(&seen, &pos, NULL, &v))
+		free(v);
+	strmap_fini(&seen);
+	for (unsigned i = 0; i < n; i++) {
+		char *slash = strchr(keys[i], '/');
+
+		if (slash) {
+			*slash = '\0';
+			fn(keys[i], slash + 1, arg);
+		}
+		free(keys[i]);
+	}
+	free(keys);
+}
+
 struct group_counts {
 	unsigned exist, bound;
 };

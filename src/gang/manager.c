@@ -520,9 +520,6 @@ static void holds_grow(struct gang_manager *m, struct gang *g)
  * watch shows their pods all the same: a gang whose members exist and are not
  * bound is waiting. */
 struct seen_gang {
-	char key[320];
-	char ns[64];
-	char group[254];
 	char queue[254];
 	unsigned exist, bound, min_member;
 	int32_t priority;
@@ -532,32 +529,17 @@ struct seen_gang {
 
 static void collect_gang_pods(const struct cache_pod_info *p, const char *uid, void *arg)
 {
-	struct strmap *map = arg;
-	struct seen_gang *sg;
-	char key[320];
+	struct seen_gang *sg = arg;
 
 	(void)uid;
-	if (!p->group[0] || p->reservation || !p->active)
+	if (!p->active)
 		return;
-	snprintf(key, sizeof(key), "%s/%s", p->ns, p->group);
-	sg = strmap_get(map, key, strlen(key));
-	if (!sg) {
-		sg = calloc(1, sizeof(*sg));
-		if (!sg)
-			return;
-		snprintf(sg->key, sizeof(sg->key), "%s", key);
-		snprintf(sg->ns, sizeof(sg->ns), "%s", p->ns);
-		snprintf(sg->group, sizeof(sg->group), "%s", p->group);
+	if (!sg->exist)
 		snprintf(sg->queue, sizeof(sg->queue), "%s", p->queue);
-		if (strmap_put(map, sg->key, strlen(sg->key), sg, NULL) < 0) {
-			free(sg);
-			return;
-		}
-	}
 	sg->exist++;
-	if (p->state == CACHE_POD_STATE_ASSUMED || p->state == CACHE_POD_STATE_BOUND)
-		sg->bound++;
-	else {
+	if (p->node[0]) {
+		sg->bound++;            /* as cache_group_count counts it */
+	} else {
 		sg->unbound_gpus += p->demand.gpus;
 		if (p->demand.gpus > sg->demand.gpus)
 			sg->demand = p->demand;
@@ -568,41 +550,46 @@ static void collect_gang_pods(const struct cache_pod_info *p, const char *uid, v
 		sg->priority = p->priority;
 }
 
-/* Register gangs seen waiting in the cache. Lock held. */
+struct discover {
+	struct gang_manager *m;
+	uint64_t now;
+};
+
+/* One pod group from the cache's member index: waiting if every member of its
+ * quorum exists and the quorum is not bound. Lock held. */
+static void discover_group(const char *ns, const char *group, void *arg)
+{
+	struct discover *d = arg;
+	struct seen_gang sg = { 0 };
+	struct gang_member who = { .ns = ns, .group = group };
+	unsigned quorum, timeout_s;
+	struct gang *g;
+
+	cache_group_foreach(d->m->cache, ns, group, collect_gang_pods, &sg);
+	who.pod_min_member = sg.min_member;
+	gang_terms(d->m, &who, sg.exist, &quorum, &timeout_s);
+	if (quorum <= 1 || sg.exist < quorum || sg.bound >= quorum || !sg.demand.gpus)
+		return;
+	g = gang_get(d->m, ns, group, true);
+	if (!g || planned(g))
+		return;
+	mark_waiting(g, d->now);
+	g->quorum = quorum;
+	g->need = quorum - sg.bound;
+	g->need_gpus = sg.unbound_gpus;
+	g->priority = sg.priority;
+	snprintf(g->queue, sizeof(g->queue), "%s", sg.queue);
+	g->req.demand = sg.demand;
+	g->last_seen_ns = d->now;
+}
+
+/* Register gangs seen waiting in the cache (each pod group's members, not
+ * every pod). Lock held. */
 static void discover_waiting(struct gang_manager *m, uint64_t now)
 {
-	struct strmap map;
-	size_t pos = 0;
-	void *v;
+	struct discover d = { m, now };
 
-	strmap_init(&map);
-	cache_pod_foreach(m->cache, collect_gang_pods, &map);
-	while (strmap_next(&map, &pos, NULL, &v)) {
-		struct seen_gang *sg = v;
-		struct gang_member who = { .ns = sg->ns, .group = sg->group,
-					   .pod_min_member = sg->min_member };
-		unsigned quorum, timeout_s;
-		struct gang *g;
-
-		gang_terms(m, &who, sg->exist, &quorum, &timeout_s);
-		if (quorum <= 1 || sg->exist < quorum || sg->bound >= quorum || !sg->demand.gpus)
-			continue;
-		g = gang_get(m, sg->ns, sg->group, true);
-		if (!g || planned(g))
-			continue;
-		mark_waiting(g, now);
-		g->quorum = quorum;
-		g->need = quorum - sg->bound;
-		g->need_gpus = sg->unbound_gpus;
-		g->priority = sg->priority;
-		snprintf(g->queue, sizeof(g->queue), "%s", sg->queue);
-		g->req.demand = sg->demand;
-		g->last_seen_ns = now;
-	}
-	pos = 0;
-	while (strmap_next(&map, &pos, NULL, &v))
-		free(v);
-	strmap_fini(&map);
+	cache_groups_foreach(m->cache, discover_group, &d);
 }
 
 /* One fairness pass: drop waiting gangs nobody wants any more, and hold

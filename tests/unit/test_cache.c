@@ -3983,15 +3983,29 @@ static void test_cache_node_uuids_by_index(void **state)
 
 struct brute_count {
 	const char *group;
+	bool any;                       /* count finished pods too */
 	unsigned exist, bound;
 };
+
+/* cache_groups_foreach's callback: a bit per group a, b, c. */
+static void list_group(const char *ns, const char *group, void *arg)
+{
+	unsigned *bits = arg;
+
+	assert_string_equal(ns, "ml");
+	assert_int_equal(strlen(group), 1);
+	assert_true(group[0] >= 'a' && group[0] <= 'c');
+	assert_false(*bits & (1u << (group[0] - 'a')));      /* once each */
+	*bits |= 1u << (group[0] - 'a');
+}
 
 static void brute_one(const struct cache_pod_info *p, const char *uid, void *arg)
 {
 	struct brute_count *b = arg;
 
 	(void)uid;
-	if (p->reservation || strcmp(p->ns, "ml") || strcmp(p->group, b->group) || !p->active)
+	if (p->reservation || strcmp(p->ns, "ml") || strcmp(p->group, b->group) ||
+	    (!p->active && !b->any))
 		return;
 	b->exist++;
 	b->bound += p->node[0] != '\0';
@@ -4074,6 +4088,20 @@ static void test_cache_group_index_matches_a_full_scan(void **state)
 				fail_msg("step %u group %s: index %u/%u, scan %u/%u", step, groups[g],
 					 exist, bound, b.exist, b.bound);
 			checks += b.exist > 0;
+		}
+		{
+			/* The groups listed are exactly those with a member known. */
+			unsigned listed = 0, want = 0;
+
+			cache_groups_foreach(c, list_group, &listed);
+			for (unsigned g = 0; g < 3; g++) {
+				struct brute_count b = { .group = groups[g], .any = true };
+
+				cache_pod_foreach(c, brute_one, &b);
+				want |= (b.exist > 0) << g;
+			}
+			if (listed != want)
+				fail_msg("step %u: groups listed %#x, known %#x", step, listed, want);
 		}
 	}
 	assert_true(checks > 1000);
