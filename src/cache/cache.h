@@ -252,6 +252,8 @@ int cache_pod_delete(struct cache *c, const char *uid);
  * known. Takes ownership of <pod>. */
 int cache_pod_remember(struct cache *c, struct cache_pod *pod);
 
+/* Any: whether the cache has an entry for pod <uid> (cheap: no copy). */
+bool cache_pod_known(struct cache *c, const char *uid);
 /* Any: copy what the cache knows of pod <uid>. Returns -ENOENT when unknown. */
 int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out);
 

@@ -931,6 +931,18 @@ static void copy_str(char *dst, size_t n, const char *src)
 	snprintf(dst, n, "%s", src ? src : "");
 }
 
+bool cache_pod_known(struct cache *c, const char *uid)
+{
+	size_t len = strlen(uid);
+	struct stripe *st = stripe_of(c, uid, len);
+	bool known;
+
+	pthread_mutex_lock(&st->lock);
+	known = strmap_get(&st->map, uid, len) != NULL;
+	pthread_mutex_unlock(&st->lock);
+	return known;
+}
+
 /* What the cache holds for <e>, copied out. The pod's stripe lock held. */
 static void entry_info(const struct pod_entry *e, struct cache_pod_info *out)
 {

@@ -347,9 +347,10 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 	if (!pod)
 		goto out;
 	fc.pod = pod;
-	if (pod->demand.gpus > 0) {
+	if (pod->demand.gpus > 0 && !cache_pod_known(svc->cache, pod->uid)) {
 		/* Remember (a copy of) the pod first: bind needs its demand, and a
-		 * gang counts its members from the cache. */
+		 * gang counts its members from the cache. A pod the cache knows
+		 * (the watch, an earlier filter) is not parsed again. */
 		struct cache_pod *copy = cache_pod_parse(a.pod, cache_get_opts(svc->cache), err,
 							 sizeof(err));
 

@@ -4078,6 +4078,12 @@ static void test_cache_group_index_matches_a_full_scan(void **state)
 		} else {
 			cache_pod_expire(c, UINT64_MAX, 0);     /* forgets remembered pods */
 		}
+		{
+			struct cache_pod_info pi;
+
+			/* cache_pod_known agrees with a full copy. */
+			assert_int_equal(cache_pod_known(c, uid), cache_pod_get(c, uid, &pi) == 0);
+		}
 		for (unsigned g = 0; g < 3; g++) {
 			struct brute_count b = { .group = groups[g] };
 			unsigned exist, bound;
