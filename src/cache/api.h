@@ -96,8 +96,10 @@ struct cache_binding {
  * is on another node or the UID precondition failed; -ENOENT the pod is gone;
  * -EACCES 401/403; -EINVAL another 4xx (429 included: refused, not committed);
  * -ETIMEDOUT; -EIO a 5xx or a connection error (the outcome is unknown). <msg>
- * says what the API server said. */
-typedef void (*cache_bind_done_fn)(void *arg, int result, const char *msg);
+ * says what the API server said; <retry_after_ms> is its Retry-After header
+ * (sent with 429 and some 503s), 0 when absent. */
+typedef void (*cache_bind_done_fn)(void *arg, int result, const char *msg,
+				   unsigned retry_after_ms);
 
 struct cache_binder *cache_binder_start(struct cache_api *api, unsigned timeout_ms, char *err,
 					size_t errlen);

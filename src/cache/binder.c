@@ -260,7 +260,7 @@ static void *binder_main(void *arg)
 			}
 			if (stopping || job_start(b, q) < 0) {
 				q->done(q->arg, stopping ? -ECANCELED : -ENOMEM,
-					stopping ? "troupe is stopping" : "out of memory");
+					stopping ? "troupe is stopping" : "out of memory", 0);
 				job_free(q);
 			}
 		}
@@ -268,6 +268,7 @@ static void *binder_main(void *arg)
 		while ((m = curl_multi_info_read(b->multi, &left))) {
 			char msg[512];
 			long status = 0;
+			curl_off_t retry_after = 0;
 			int ret;
 
 			if (m->msg != CURLMSG_DONE)
@@ -275,10 +276,16 @@ static void *binder_main(void *arg)
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&j);
 			curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &status);
 			ret = classify(j, m->data.result, status, msg, sizeof(msg));
+			/* Retry-After in seconds (libcurl parses it; an HTTP date too). */
+			if (curl_easy_getinfo(m->easy_handle, CURLINFO_RETRY_AFTER, &retry_after) !=
+			    CURLE_OK || retry_after < 0)
+				retry_after = 0;
+			if (retry_after > 600)
+				retry_after = 600;
 			if (ret == -EACCES && status == 401)
 				cache__api_refresh_token(b->api, true);
 			inflight_remove(b, j);
-			j->done(j->arg, ret, msg);
+			j->done(j->arg, ret, msg, (unsigned)retry_after * 1000u);
 			job_free(j);
 		}
 		if (stopping)
@@ -290,7 +297,7 @@ static void *binder_main(void *arg)
 		struct job *j = b->inflight;
 
 		inflight_remove(b, j);
-		j->done(j->arg, -ECANCELED, "troupe is stopping");
+		j->done(j->arg, -ECANCELED, "troupe is stopping", 0);
 		job_free(j);
 	}
 	return NULL;
@@ -346,7 +353,7 @@ void cache_binder_shutdown(struct cache_binder *b)
 		while (q) {
 			struct job *next = q->next;
 
-			q->done(q->arg, -ECANCELED, "troupe is stopping");
+			q->done(q->arg, -ECANCELED, "troupe is stopping", 0);
 			job_free(q);
 			q = next;
 		}

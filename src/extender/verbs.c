@@ -479,7 +479,7 @@ struct bind_pending {
 	uint64_t retry_until_ns;        /* gang member: refusals retried until then; 0: not */
 };
 
-static void bind_posted(void *arg, int result, const char *msg);
+static void bind_posted(void *arg, int result, const char *msg, unsigned retry_after_ms);
 
 static void pending_free(struct bind_pending *p)
 {
@@ -498,7 +498,7 @@ enum { BIND_POST_ATTEMPTS = 3, BIND_RETRY_FIRST_MS = 200, BIND_RETRY_MAX_MS = 20
  *   still has time (kube-scheduler's httpTimeout less the margin). Its devices
  *   stay assumed meanwhile, so a transient refusal never leaves the gang partly
  *   bound. A pod that is gone or bound elsewhere is not retried. */
-static bool post_again(struct bind_pending *p, int result)
+static bool post_again(struct bind_pending *p, int result, unsigned retry_after_ms)
 {
 	struct cache_binding b = { p->ns, p->name, p->uid, p->node, p->ids[0] ? p->ann : NULL };
 	bool ambiguous = result == -ETIMEDOUT || result == -EIO;
@@ -511,14 +511,17 @@ static bool post_again(struct bind_pending *p, int result)
 		delay = BIND_RETRY_FIRST_MS << (p->attempt < 4 ? p->attempt : 4);
 		if (delay > BIND_RETRY_MAX_MS)
 			delay = BIND_RETRY_MAX_MS;
+		if (retry_after_ms > delay)
+			delay = retry_after_ms;         /* the server said when */
 		if (util_now_ns() + (uint64_t)delay * 1000000u >= p->retry_until_ns)
 			return false;
 	} else if (!ambiguous || p->attempt + 1 >= BIND_POST_ATTEMPTS) {
 		return false;
 	}
 	p->attempt++;
-	log_info("extender", "bind: %s %s/%s -> node %s: posting again in %u ms (attempt %d)",
+	log_info("extender", "bind: %s %s/%s -> node %s: posting again in %u ms%s (attempt %d)",
 		 p->retry_until_ns ? "gang member" : "pod", p->ns, p->name, p->node, delay,
+		 retry_after_ms && delay == retry_after_ms ? " as its Retry-After says" : "",
 		 p->attempt + 1);
 	return cache_binder_submit_after(p->svc->binder, &b, delay, bind_posted, p) == 0;
 }
@@ -530,12 +533,12 @@ static bool post_again(struct bind_pending *p, int result)
  * this node"); if the outcome stays unknown the devices stay held until the
  * watch shows the pod or cache_pod_expire gives up - never free while the pod
  * may be running on them. */
-static void bind_posted(void *arg, int result, const char *msg)
+static void bind_posted(void *arg, int result, const char *msg, unsigned retry_after_ms)
 {
 	struct bind_pending *p = arg;
 	bool ambiguous = result == -ETIMEDOUT || result == -EIO;
 
-	if (post_again(p, result))
+	if (post_again(p, result, retry_after_ms))
 		return;
 	if (result == 0) {
 		cache_pod_mark_bind(p->svc->cache, p->uid, true);

@@ -549,9 +549,11 @@ class GangTest(unittest.TestCase):
     def test_d3_a_binding_throttled_429_three_times_is_retried_and_completes(self):
         """The API server throttles one member's Binding (429 Too Many
         Requests: the request was not processed) three times running; troupe
-        backs off and posts it again until it is accepted."""
+        posts it again after the Retry-After the server sends (1 s, longer than
+        its own first backoffs) until it is accepted."""
         sched, t = self.run_rejected_binding(429, 3, path="/pods/rej-0/binding", deadline_s=15)
-        self.assertGreaterEqual(len(re.findall(r"gang member ml/rej-0 -> node \S+: posting again",
+        self.assertGreaterEqual(len(re.findall(r"gang member ml/rej-0 -> node \S+: posting again "
+                                               r"in 1000 ms as its Retry-After says",
                                                t.log())), 3, t.log()[-3000:])
 
     def test_d4_a_binding_refused_until_the_http_timeout_fails_that_member_only(self):
