@@ -28,6 +28,16 @@ struct ext_service {
 	struct placement_registry *registry;    /* topology classes; may be NULL */
 	struct gang_manager *gangs;             /* gang admission; NULL disables it */
 	struct ext_counters *counters;          /* request counters for /metrics; may be NULL */
+	/* Benchmarks only (bench/http_baseline): answer every POST verb with
+	 * <reply> after reading the body (level 0), or after also parsing it with
+	 * cJSON (level 1); NULL in troupe. */
+	const struct ext_baseline *baseline;
+};
+
+struct ext_baseline {
+	unsigned level;
+	const char *reply;
+	size_t reply_len;
 };
 
 /* Counters the server and the verbs bump (relaxed atomics) and /metrics reads. */

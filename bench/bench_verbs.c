@@ -1,0 +1,313 @@
+/* bench_verbs: troupe's server-side time per request, in process, on a cluster
+ * and request bodies from bench/gen_cluster.py.
+ *
+ *   bench_verbs --data DIR [--reps R]
+ *
+ * Loads DIR/cluster.json into a cache exactly as troupe --cluster does (the
+ * topology registry included), then times, per body in DIR: request decode
+ * (ext_args_decode, with MB/s), the per-node evaluation (placement check of every
+ * named node), response encode (every named node passing), and the whole verbs
+ * (ext_filter, ext_prioritize, their sum) at the sizes generated - what a
+ * request costs troupe between reading the body and handing back the reply,
+ * without HTTP. Memory per node is what the allocator holds after the load
+ * (jemalloc's stats.allocated when linked with it), per node. Prints Markdown;
+ * never fails on a time.
+ */
+#include <dirent.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache/cache.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "extender/codec.h"
+#include "extender/config.h"
+#include "extender/verbs.h"
+#include "gang/gang.h"
+#include "placement/placement.h"
+
+#ifdef TROUPE_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
+static size_t allocated(void)
+{
+#ifdef TROUPE_HAVE_JEMALLOC
+	uint64_t epoch = 1;
+	size_t sz = sizeof(epoch), v = 0, vsz = sizeof(v);
+
+	mallctl("epoch", &epoch, &sz, &epoch, sz);
+	if (mallctl("stats.allocated", &v, &vsz, NULL, 0) == 0)
+		return v;
+#endif
+	return 0;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+		buf[n] = '\0';
+		*len = (size_t)n;
+	} else {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	return buf;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+struct dist {
+	double p50, p99;
+};
+
+static struct dist dist_of(double *t, unsigned n)
+{
+	qsort(t, n, sizeof(*t), cmp_double);
+	return (struct dist){ t[n / 2], t[(size_t)((n - 1) * 0.99)] };
+}
+
+enum what { W_DECODE, W_EVAL, W_ENCODE, W_FILTER, W_PRIORITIZE };
+
+/* One timed operation on <body>, in microseconds. */
+static double once(const struct ext_service *svc, enum what w, const char *body, size_t len)
+{
+	struct ext_args a;
+	struct ext_reply r;
+	char err[256];
+	uint64_t t0 = 0, t1 = 0;
+
+	ext_reply_init(&r);
+	if (w == W_FILTER || w == W_PRIORITIZE) {
+		t0 = util_now_ns();
+		if (w == W_FILTER)
+			ext_filter(svc, body, len, &r);
+		else
+			ext_prioritize(svc, body, len, &r);
+		t1 = util_now_ns();
+		if (r.status != 200 || r.error) {
+			fprintf(stderr, "bench_verbs: the verb answered %u: %.*s\n", r.status,
+				(int)(r.body.len < 300 ? r.body.len : 300), r.body.buf);
+			exit(1);
+		}
+		ext_reply_fini(&r);
+		return (double)(t1 - t0) / 1e3;
+	}
+	ext_reply_fini(&r);
+	if (w == W_DECODE) {
+		t0 = util_now_ns();
+		if (ext_args_decode(body, len, &a, err, sizeof(err)) < 0) {
+			fprintf(stderr, "bench_verbs: %s\n", err);
+			exit(1);
+		}
+		t1 = util_now_ns();
+		ext_args_fini(&a);
+		return (double)(t1 - t0) / 1e3;
+	}
+	if (ext_args_decode(body, len, &a, err, sizeof(err)) < 0 || a.full_nodes) {
+		ext_args_fini(&a);
+		return -1;
+	}
+	if (w == W_EVAL) {
+		struct placement_request req = { .demand = { .gpu_resource = 0, .gpus = 1 } };
+		const char *const *names = cache_get_opts(svc->cache)->gpu_resources;
+		const cJSON *it;
+		unsigned fits = 0;
+
+		t0 = util_now_ns();
+		cache_read_begin(svc->cache);
+		cJSON_ArrayForEach(it, a.node_names) {
+			struct cache_node_view v;
+			struct placement_fit fit;
+
+			if (cache_node_lookup(svc->cache, it->valuestring, strlen(it->valuestring),
+					      &v)) {
+				placement_check_request(&v, &req, names, &fit);
+				fits += fit.verdict == PLACEMENT_FITS;
+			}
+		}
+		cache_read_end(svc->cache);
+		t1 = util_now_ns();
+		ext_args_fini(&a);
+		return fits ? (double)(t1 - t0) / 1e3 : (double)(t1 - t0) / 1e3;
+	} else {
+		struct ext_filter_out out;
+		struct strbuf sb = STRBUF_INIT;
+		const cJSON *it;
+
+		ext_filter_out_init(&out);
+		cJSON_ArrayForEach(it, a.node_names)
+			ext_filter_out_pass_name(&out, it->valuestring, strlen(it->valuestring));
+		t0 = util_now_ns();
+		ext_filter_out_encode(&out, false, &sb);
+		t1 = util_now_ns();
+		strbuf_fini(&sb);
+		ext_filter_out_fini(&out);
+		ext_args_fini(&a);
+		return (double)(t1 - t0) / 1e3;
+	}
+}
+
+static struct dist measure(const struct ext_service *svc, enum what w, const char *body,
+			   size_t len, unsigned reps)
+{
+	double *t = calloc(reps, sizeof(*t));
+	struct dist d;
+
+	if (!t)
+		exit(1);
+	for (unsigned i = 0; i < (reps < 20 ? 2 : reps / 10); i++)
+		(void)once(svc, w, body, len);          /* warm-up */
+	for (unsigned i = 0; i < reps; i++)
+		t[i] = once(svc, w, body, len);
+	d = dist_of(t, reps);
+	free(t);
+	return d;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "data", required_argument, NULL, 'd' }, { "reps", required_argument, NULL, 'r' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *dir = NULL;
+	unsigned reps = 300;
+	struct ext_config cfg;
+	struct ext_service svc = { 0 };
+	struct placement_registry *reg;
+	struct cache_stats st;
+	struct cache *c;
+	char path[4096], err[512], *files[64];
+	unsigned nfiles = 0;
+	size_t before;
+	DIR *dd;
+	struct dirent *de;
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		if (opt == 'd')
+			dir = optarg;
+		else if (opt == 'r')
+			reps = (unsigned)strtoul(optarg, NULL, 10);
+		else
+			goto usage;
+	}
+	if (!dir || !reps) {
+usage:
+		fprintf(stderr, "usage: bench_verbs --data DIR (from bench/gen_cluster.py) "
+			"[--reps R]\n");
+		return 2;
+	}
+	log_set_level(LOG_ERROR);
+	ext_config_defaults(&cfg);
+	reg = placement_registry_new();
+	cfg.cache.node_derive = placement_topo_derive;
+	cfg.cache.node_release = placement_topo_release;
+	cfg.cache.hook_ctx = reg;
+	before = allocated();
+	c = cache_new(&cfg.cache);
+	snprintf(path, sizeof(path), "%s/cluster.json", dir);
+	if (!reg || !c || cache_snapshot_load(c, path, err, sizeof(err)) < 0) {
+		fprintf(stderr, "bench_verbs: %s\n", c ? err : "out of memory");
+		return 1;
+	}
+	cache_set_synced(c, true);
+	cache_get_stats(c, &st);
+	svc.cache = c;
+	svc.cfg = &cfg;
+	svc.score = placement_score_find(cfg.score_policy);
+	svc.source = path;
+	svc.registry = reg;
+	svc.gangs = gang_manager_new(c, &cfg.gang);
+	printf("# bench_verbs: %zu nodes, %zu pods from %s, %u repetitions\n\n", st.nodes, st.pods,
+	       dir, reps);
+	printf("| measure | value |\n|---|---|\n");
+	if (allocated())
+		printf("| memory after loading the cluster, per node (nodes, pods, topology) | %.0f B |\n",
+		       (double)(allocated() - before) / (double)st.nodes);
+	dd = opendir(dir);
+	while (dd && (de = readdir(dd)) && nfiles < 64)
+		if (strncmp(de->d_name, "filter-", 7) == 0)
+			files[nfiles++] = strdup(de->d_name);
+	if (dd)
+		closedir(dd);
+	qsort(files, nfiles, sizeof(*files), by_name);
+	for (unsigned i = 0; i < nfiles; i++) {
+		size_t len = 0;
+		char *body, *pbody = NULL;
+		bool names = strncmp(files[i], "filter-names-", 13) == 0;
+		unsigned k = (unsigned)strtoul(files[i] + (names ? 13 : 13), NULL, 10);
+		unsigned r = reps;
+		struct dist dec, fil;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		body = slurp(path, &len);
+		if (!body)
+			continue;
+		if (len > 4u << 20)
+			r = reps / 10 > 10 ? reps / 10 : 10;    /* megabytes a request */
+		k = (unsigned)strtoul(strrchr(files[i], '-') + 1, NULL, 10);
+		dec = measure(&svc, W_DECODE, body, len, r);
+		printf("| %s (%u %s, %.1f kB): decode p50 / p99 | %.1f / %.1f µs (%.0f MB/s at p50) |\n",
+		       files[i], k, names ? "names" : "full Nodes", (double)len / 1e3, dec.p50, dec.p99,
+		       (double)len / dec.p50);
+		if (names) {
+			struct dist ev = measure(&svc, W_EVAL, body, len, r);
+			struct dist en = measure(&svc, W_ENCODE, body, len, r);
+
+			printf("| %s: per-node evaluation (lookup + fit + topology) | %.0f ns a node |\n",
+			       files[i], ev.p50 * 1e3 / k);
+			printf("| %s: encode, every node passing, p50 | %.1f µs |\n", files[i], en.p50);
+		}
+		fil = measure(&svc, W_FILTER, body, len, r);
+		printf("| %s: ext_filter p50 / p99 | %.1f / %.1f µs |\n", files[i], fil.p50, fil.p99);
+		if (names) {
+			struct dist pr, both;
+			double *t = calloc(r, sizeof(*t));
+
+			snprintf(path, sizeof(path), "%s/prioritize-names-%u.json", dir, k);
+			pbody = slurp(path, &len);
+			if (pbody && t) {
+				pr = measure(&svc, W_PRIORITIZE, pbody, len, r);
+				for (unsigned j = 0; j < r; j++)
+					t[j] = once(&svc, W_FILTER, body, strlen(body)) +
+					       once(&svc, W_PRIORITIZE, pbody, len);
+				both = dist_of(t, r);
+				printf("| %s: ext_prioritize p50 / p99 | %.1f / %.1f µs |\n", files[i],
+				       pr.p50, pr.p99);
+				printf("| %u names: filter + prioritize p50 / p99 | %.1f / %.1f µs |\n", k,
+				       both.p50, both.p99);
+			}
+			free(t);
+			free(pbody);
+		}
+		free(body);
+		free(files[i]);
+	}
+	gang_manager_free(svc.gangs);
+	cache_free(c);
+	placement_registry_free(reg);
+	return 0;
+}
