@@ -513,8 +513,18 @@ static bool post_again(struct bind_pending *p, int result, unsigned retry_after_
 			delay = BIND_RETRY_MAX_MS;
 		if (retry_after_ms > delay)
 			delay = retry_after_ms;         /* the server said when */
-		if (util_now_ns() + (uint64_t)delay * 1000000u >= p->retry_until_ns)
-			return false;
+		{
+			/* Never past the held request's deadline: one last post just
+			 * before it rather than giving up early. */
+			uint64_t now = util_now_ns();
+			uint64_t left_ms = p->retry_until_ns > now ? (p->retry_until_ns - now) / 1000000u
+								    : 0;
+
+			if (left_ms <= BIND_RETRY_FIRST_MS)
+				return false;
+			if (delay > left_ms - BIND_RETRY_FIRST_MS)
+				delay = (unsigned)(left_ms - BIND_RETRY_FIRST_MS);
+		}
 	} else if (!ambiguous || p->attempt + 1 >= BIND_POST_ATTEMPTS) {
 		return false;
 	}

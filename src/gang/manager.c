@@ -64,7 +64,7 @@ struct hold {
 struct gslot {
 	char node[254];
 	uint64_t devices;
-	unsigned gpus;                  /* the member request it was planned for */
+	struct placement_request req;   /* the member request it was planned for */
 	char res_key[400];              /* the reservation while unclaimed */
 	char member[129];               /* the pod that claimed it, "" when open */
 };
@@ -524,8 +524,25 @@ struct seen_gang {
 	unsigned exist, bound, min_member;
 	int32_t priority;
 	struct cache_demand demand;     /* the largest unbound member's */
-	uint64_t unbound_gpus;          /* what the unbound members ask in all */
+	unsigned cpu_only;              /* unbound members asking no GPU */
+	unsigned by_gpus[65];           /* unbound GPU members by GPU count */
 };
+
+/* What the <need> places still to fill ask, as gang_needs counts them: members
+ * asking no GPU take none, the largest GPU members first. */
+static uint64_t seen_need_gpus(const struct seen_gang *sg, unsigned need)
+{
+	unsigned places = need - (sg->cpu_only < need ? sg->cpu_only : need - 1);
+	uint64_t gpus = 0;
+
+	for (unsigned k = 64; k > 0 && places; k--) {
+		unsigned take = sg->by_gpus[k] < places ? sg->by_gpus[k] : places;
+
+		gpus += (uint64_t)take * k;
+		places -= take;
+	}
+	return gpus;
+}
 
 static void collect_gang_pods(const struct cache_pod_info *p, const char *uid, void *arg)
 {
@@ -539,8 +556,11 @@ static void collect_gang_pods(const struct cache_pod_info *p, const char *uid, v
 	sg->exist++;
 	if (p->node[0]) {
 		sg->bound++;            /* as cache_group_count counts it */
+	} else if (p->demand_valid && p->demand.gpus == 0) {
+		sg->cpu_only++;
 	} else {
-		sg->unbound_gpus += p->demand.gpus;
+		if (p->demand.gpus <= 64)
+			sg->by_gpus[p->demand.gpus]++;
 		if (p->demand.gpus > sg->demand.gpus)
 			sg->demand = p->demand;
 	}
@@ -576,7 +596,7 @@ static void discover_group(const char *ns, const char *group, void *arg)
 	mark_waiting(g, d->now);
 	g->quorum = quorum;
 	g->need = quorum - sg.bound;
-	g->need_gpus = sg.unbound_gpus;
+	g->need_gpus = seen_need_gpus(&sg, g->need);
 	g->priority = sg.priority;
 	snprintf(g->queue, sizeof(g->queue), "%s", sg.queue);
 	g->req.demand = sg.demand;
@@ -966,13 +986,19 @@ int gang_topology_parse(const char *s, const char **key, char *err, size_t errle
 	return -EINVAL;
 }
 
-/* Whether slot <s> can be this member's: its own already, or open and sized
- * for its request. */
+/* Whether slot <s> is open and planned for a request like this member's (GPU
+ * count, kind and topology policy). */
+static bool slot_open_for(const struct gslot *s, const struct gang_member *mb)
+{
+	return !s->member[0] && same_request(&s->req, &mb->req);
+}
+
+/* Whether slot <s> can be this member's: its own already, or open for it. */
 static bool slot_for(const struct gslot *s, const struct gang_member *mb)
 {
 	if (s->member[0])
 		return strcmp(s->member, mb->uid) == 0;
-	return s->gpus == mb->req.demand.gpus;
+	return slot_open_for(s, mb);
 }
 
 /* Plan gang <g> whole over the offered <views> and reserve every place. True
@@ -1067,7 +1093,7 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 
 		snprintf(s->node, sizeof(s->node), "%s", views[plan.slots[i].node].node->name);
 		s->devices = plan.slots[i].devices;
-		s->gpus = needs[plan.slots[i].need].req.demand.gpus;
+		s->req = needs[plan.slots[i].need].req;
 		snprintf(s->res_key, sizeof(s->res_key), "gang-reservation/%s/%u/%u", g->key,
 			 g->generation, i);
 		if (cache_reserve_for(m->cache, s->res_key, s->node, s->devices, g->queue) < 0)
@@ -1192,8 +1218,8 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 	strmap_fini(&open_nodes);
 	if (!sized) {
 		snprintf(reason, reasonlen, "troupe: gang %s has no open place for a member asking "
-			 "%u GPUs; its plan was made for the members' requests at the time", g->key,
-			 mb->req.demand.gpus);
+			 "%u GPUs with its topology policy; its plan was made for the members' "
+			 "requests at the time", g->key, mb->req.demand.gpus);
 		goto out;
 	}
 	if (!any) {
@@ -1241,7 +1267,7 @@ static struct gslot *replan_slot(struct gang_manager *m, struct gang *g,
 	bool found;
 
 	for (unsigned s = 0; s < g->n_slots && !open; s++)
-		if (slot_for(&g->slots[s], mb))
+		if (slot_open_for(&g->slots[s], mb))
 			open = &g->slots[s];
 	if (!open)
 		return NULL;
@@ -1304,8 +1330,7 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 	}
 	ret = GANG_BIND_REFUSED;
 	for (unsigned s = 0; s < g->n_slots && !slot; s++)
-		if (!g->slots[s].member[0] && g->slots[s].gpus == mb->req.demand.gpus &&
-		    strcmp(g->slots[s].node, node) == 0)
+		if (slot_open_for(&g->slots[s], mb) && strcmp(g->slots[s].node, node) == 0)
 			slot = &g->slots[s];
 	if (!slot)
 		slot = replan_slot(m, g, mb, node);

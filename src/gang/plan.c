@@ -122,6 +122,12 @@ struct fill {
 	unsigned placed, nodes, spare;  /* members placed, nodes used, GPUs left over */
 };
 
+/* A candidate's free GPUs (what its pack took and what it left). */
+static unsigned cand_free(const struct cand *c)
+{
+	return c->left + c->pack.gpus;
+}
+
 /* Fill the gang into <nodes> (sorted) in order; with <slots>, write each
  * member's place there. */
 static struct fill fill(const struct planner *pl, struct cand *const *nodes, unsigned n,
@@ -156,7 +162,7 @@ static struct fill fill(const struct planner *pl, struct cand *const *nodes, uns
 			f.placed++;
 		}
 		f.nodes++;
-		f.spare += nodes[i]->pack.gpus - gpus;
+		f.spare += cand_free(nodes[i]) - gpus;  /* a repack may take more than the pack */
 	}
 	return f;
 }
@@ -182,7 +188,7 @@ static void describe(const struct planner *pl, char *buf, size_t len)
 struct domain {
 	const char *name;
 	struct cand **nodes;
-	unsigned n, gpus;
+	unsigned n, gpus;               /* gpus: free on its candidates */
 };
 
 int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
@@ -193,7 +199,7 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 	struct planner pl = { .views = views, .needs = needs, .n_needs = n_needs };
 	struct cand *cands = NULL, **order = NULL, **best_nodes = NULL;
 	struct domain *doms = NULL;
-	unsigned ncand = 0, limit[GANG_MAX_NEEDS], most = 0;
+	unsigned ncand = 0, limit[GANG_MAX_NEEDS], most = 0, best_n = 0;
 	const char *best_name = NULL, *most_where = NULL;
 	struct fill best = { 0 }, all;
 	int best_level = -2, ret = -ENOMEM;
@@ -275,7 +281,7 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 			}
 			if (!oom) {
 				dom->nodes[dom->n++] = order[i];        /* stays sorted */
-				dom->gpus += order[i]->pack.gpus;
+				dom->gpus += cand_free(order[i]);
 			}
 		}
 		for (unsigned d = 0; d < ndom && !oom; d++) {
@@ -298,6 +304,7 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 				best_nodes = doms[d].nodes;
 				doms[d].nodes = NULL;
 				best = f;
+				best_n = doms[d].n;
 				best_name = doms[d].name;
 				best_level = level;
 			}
@@ -325,13 +332,22 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 		memcpy(best_nodes, order, ncand * sizeof(*order));
 		best_level = -1;
 		best_name = "";
-		best.nodes = ncand;
+		best_n = ncand;
 	}
 	/* 3. Members onto the chosen nodes. */
 	out->slots = calloc(pl.members, sizeof(*out->slots));
 	if (!out->slots)
 		goto out;
-	all = fill(&pl, best_nodes, best.nodes, out->slots);
+	/* The same fill as the one that chose the domain (a node may give
+	 * nothing in it, so every node of the domain is offered again). */
+	all = fill(&pl, best_nodes, best_n, out->slots);
+	if (all.placed < pl.members) {
+		snprintf(why, whylen, "%s; internal error: the chosen domain holds %u", what,
+			 all.placed);
+		gang_plan_fini(out);
+		ret = -ENOSPC;
+		goto out;
+	}
 	out->n_slots = all.placed;
 	out->nodes_used = all.nodes;
 	out->level = best_level;

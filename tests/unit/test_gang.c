@@ -468,6 +468,72 @@ static void test_gang_plan_mixed_needs_share_nodes(void **state)
 	cluster_free(&c);
 }
 
+static const struct cache_opts two_kinds_opts = {
+	.gpu_resources = { "nvidia.com/gpu", "amd.com/gpu" }, .n_gpu_resources = 2 };
+
+/* A node advertising 8 of resource <res> (index into two_kinds_opts) in block
+ * <block>. */
+static void add_kind_node(struct cluster *c, const char *name, unsigned res, const char *block)
+{
+	char json[1024], err[CACHE_ERR_LEN];
+	const char *rn = two_kinds_opts.gpu_resources[res];
+	cJSON *o;
+
+	snprintf(json, sizeof(json),
+		 "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"network.topology.nvidia.com/block\":"
+		 "\"%s\"}},\"status\":{\"allocatable\":{\"%s\":\"8\"},\"capacity\":{\"%s\":\"8\"},"
+		 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}", name, block, rn, rn);
+	o = cJSON_Parse(json);
+	assert_non_null(o);
+	c->nodes[c->n] = cache_node_parse(o, &two_kinds_opts, err, sizeof(err));
+	assert_non_null(c->nodes[c->n]);
+	cJSON_Delete(o);
+	c->views[c->n] = (struct cache_node_view){ c->nodes[c->n], 0, 0 };
+	c->n++;
+}
+
+/* Regressions found in review: (1) a node that gives nothing in a domain's
+ * fill must not cut the final fill short (a plan with places missing); (2) a
+ * domain whose nodes' first packs add up to less than the gang can still hold
+ * it once packed again, and must not be passed over for no common domain. */
+static void test_gang_plan_mixed_fills_every_member_into_the_finest_domain(void **state)
+{
+	struct cluster c = { 0 };
+	struct gang_plan p;
+	char why[256];
+	struct gang_need two_kinds[2] = { { gpus(8), 1 }, { gpus(8), 1 } };
+	struct gang_need six_four_four[2] = { { gpus(6), 1 }, { gpus(4), 2 } };
+
+	(void)state;
+	two_kinds[1].req.demand.gpu_resource = 1;               /* amd.com/gpu */
+	add_kind_node(&c, "nv0", 0, "b0");
+	add_kind_node(&c, "nv1", 0, "b0");
+	add_kind_node(&c, "amd0", 1, "b0");
+	assert_int_equal(gang_plan_mixed(c.views, c.n, two_kinds, 2, &gang_default_levels, &p, why,
+					 sizeof(why)), 0);
+	check_mixed_plan(&c, &p, two_kinds, 2);
+	assert_string_equal(p.domain, "b0");
+	for (unsigned s = 0; s < p.n_slots; s++)
+		assert_int_equal(c.nodes[p.slots[s].node]->gpu_resource,
+				 two_kinds[p.slots[s].need].req.demand.gpu_resource);
+	gang_plan_fini(&p);
+	cluster_free(&c);
+
+	/* 6 + 4 + 4 GPUs on two empty 8-GPU nodes of block b0: step 1 packs 6
+	 * (then nothing) on each, 12 GPUs in all, yet b0 holds the gang. */
+	memset(&c, 0, sizeof(c));
+	add_node(&c, "a", 8, "s0", "b0", 0, true);
+	add_node(&c, "b", 8, "s0", "b0", 0, true);
+	add_node(&c, "far", 8, "s1", "b1", 0, true);
+	assert_int_equal(gang_plan_mixed(c.views, c.n, six_four_four, 2, &gang_default_levels, &p,
+					 why, sizeof(why)), 0);
+	check_mixed_plan(&c, &p, six_four_four, 2);
+	assert_int_equal(p.level, 3);
+	assert_string_equal(p.domain, "b0");
+	gang_plan_fini(&p);
+	cluster_free(&c);
+}
+
 /* Random clusters and random mixes of 1, 2, 4 and 8-GPU members: any plan is
  * valid; a gang that would fit even with every member as large as the largest
  * is never refused; one asking more GPUs than are free always is. */
@@ -480,13 +546,15 @@ static void test_gang_plan_mixed_random_clusters_keep_the_invariants(void **stat
 		struct cluster c = { 0 };
 		struct gang_need needs[3];
 		unsigned n_needs = 1 + (unsigned)rand_r(&seed) % 3, kmax = 0, demand = 0, free_all = 0;
-		unsigned fit_as_max = 0, members = 0;
+		unsigned fit_as_max = 0, members = 0, block_fit[4] = { 0 };
 		struct gang_plan p;
 		char why[256];
 		int ret;
 
 		for (unsigned j = 0; j < n_needs; j++) {
-			needs[j] = (struct gang_need){ gpus(1u << (rand_r(&seed) % 4)),
+			static const unsigned sizes[] = { 1, 2, 3, 4, 6, 8 };
+
+			needs[j] = (struct gang_need){ gpus(sizes[rand_r(&seed) % 6]),
 						       1 + (unsigned)rand_r(&seed) % 8 };
 			if (needs[j].req.demand.gpus > kmax)
 				kmax = needs[j].req.demand.gpus;
@@ -499,16 +567,25 @@ static void test_gang_plan_mixed_random_clusters_keep_the_invariants(void **stat
 			unsigned f = 8u - (unsigned)__builtin_popcountll(used);
 
 			snprintf(name, sizeof(name), "n%u", i);
-			snprintf(block, sizeof(block), "b%u", (unsigned)rand_r(&seed) % 4);
+			unsigned b = (unsigned)rand_r(&seed) % 4;
+
+			snprintf(block, sizeof(block), "b%u", b);
 			snprintf(spine, sizeof(spine), "s%u", (unsigned)rand_r(&seed) % 2);
 			add_node(&c, name, 8, spine, block, used, true);
 			free_all += f;
 			fit_as_max += f / kmax;
+			block_fit[b] += f / kmax;
 		}
 		ret = gang_plan_mixed(c.views, c.n, needs, n_needs, &gang_default_levels, &p, why,
 				      sizeof(why));
 		if (ret == 0) {
 			check_mixed_plan(&c, &p, needs, n_needs);
+			/* A block that holds the gang even with every member as large
+			 * as the largest: the plan is in a block (level 3) or finer. */
+			for (unsigned b = 0; b < 4; b++)
+				if (block_fit[b] >= members && p.level < 3)
+					fail_msg("round %u: block b%u holds the gang, plan at level %d",
+						 round, b, p.level);
 			gang_plan_fini(&p);
 			planned++;
 		} else {
@@ -1907,6 +1984,7 @@ int main(void)
 		cmocka_unit_test(test_gang_plan_refuses_with_a_reason_and_skips_unusable_nodes),
 		cmocka_unit_test(test_gang_plan_random_clusters_keep_the_invariants),
 		cmocka_unit_test(test_gang_plan_mixed_needs_share_nodes),
+		cmocka_unit_test(test_gang_plan_mixed_fills_every_member_into_the_finest_domain),
 		cmocka_unit_test(test_gang_plan_mixed_random_clusters_keep_the_invariants),
 		cmocka_unit_test(test_gang_pod_group_table),
 		cmocka_unit_test(test_gang_pod_group_intermediate_label_is_recognised),
