@@ -1,6 +1,7 @@
 /* Growable buffer used by every encoder in troupe. Growth doubles, so
  * appending n bytes costs amortised O(n). */
 #include "common/strbuf.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -140,14 +141,14 @@ void strbuf_put_json_str(struct strbuf *sb, const char *s, size_t len)
 		return;
 	strbuf_putc(sb, '"');
 	while (i < len) {
-		unsigned char c = u[i];
-		size_t sl;
+		unsigned char c;
+		size_t sl, plain = json_plain_run(s + i, len - i);
 
-		if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
-			i++;
-			run++;
-			continue;
-		}
+		i += plain;
+		run += plain;
+		if (i >= len)
+			break;
+		c = u[i];
 		strbuf_append(sb, s + i - run, run);
 		run = 0;
 		if (c >= 0x80 && (sl = utf8_seq_len(u + i, len - i)) > 0) {

@@ -10,6 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <unistd.h>
 
 #include "common/quantity.h"
@@ -104,12 +108,77 @@ bool json_at_end(const char *p, const char *end)
 	return true;
 }
 
+size_t json_plain_run(const char *s, size_t len)
+{
+	size_t i = 0;
+
+#ifdef __SSE2__
+	const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
+	const __m128i ctl = _mm_set1_epi8(0x1f);
+
+	for (; i + 16 <= len; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+		/* v <= 0x1f (unsigned) exactly when max(v, 0x1f) == 0x1f. */
+		__m128i low = _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl);
+		__m128i hit = _mm_or_si128(low, _mm_or_si128(_mm_cmpeq_epi8(v, quote),
+							      _mm_cmpeq_epi8(v, bslash)));
+		/* movemask of v itself: the bytes from 0x80. */
+		unsigned m = (unsigned)_mm_movemask_epi8(hit) | (unsigned)_mm_movemask_epi8(v);
+
+		if (m)
+			return i + (size_t)__builtin_ctz(m);
+	}
+#endif
+	for (; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80)
+			break;
+	}
+	return i;
+}
+
+/* Whether <buf> holds a byte below 0x20 or a backslash: without either, JSON
+ * text can hold nothing json_find_unsafe looks for. */
+static bool has_ctl_or_escape(const char *buf, size_t len)
+{
+	size_t i = 0;
+
+#ifdef __SSE2__
+	const __m128i bslash = _mm_set1_epi8('\\'), ctl = _mm_set1_epi8(0x1f);
+
+	for (; i + 16 <= len; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(buf + i));
+		__m128i hit = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl),
+					   _mm_cmpeq_epi8(v, bslash));
+
+		if (_mm_movemask_epi8(hit))
+			return true;
+	}
+#endif
+	for (; i < len; i++)
+		if ((unsigned char)buf[i] < 0x20 || buf[i] == '\\')
+			return true;
+	return false;
+}
+
 long json_find_unsafe(const char *buf, size_t len)
 {
 	bool in_str = false;
 
+	/* kube-scheduler's bodies are compact (no newlines) and rarely escape
+	 * anything: one pass over the bytes settles it. */
+	if (!has_ctl_or_escape(buf, len))
+		return -1;
+
 	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)buf[i];
+		unsigned char c;
+
+		/* Plain bytes never matter, in a string or out of one. */
+		i += json_plain_run(buf + i, len - i);
+		if (i >= len)
+			break;
+		c = (unsigned char)buf[i];
 
 		if (c < 0x20 && (in_str || (c != ' ' && c != '\t' && c != '\n' && c != '\r')))
 			return (long)i;

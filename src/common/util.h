@@ -34,6 +34,10 @@ bool json_at_end(const char *p, const char *end);
  * escape \u0000 (cJSON cuts the string there, so "a\u0000b" would read as
  * "a"). Returns -1 when clean, else the offset of the offending byte. */
 long json_find_unsafe(const char *buf, size_t len);
+/* The length of the longest prefix of <s> holding only bytes JSON text carries
+ * as they are: none below 0x20, no '"', no '\\', nothing from 0x80 (16 bytes at
+ * a time with SSE2). The scanners above and the string encoder skip such runs. */
+size_t json_plain_run(const char *s, size_t len);
 /* A quantity (string, or number as YAML gives it) in milli-units.
  * Returns 0, -EINVAL or -ERANGE. */
 int json_quantity_milli(const cJSON *item, int64_t *milli);

@@ -331,9 +331,15 @@ static unsigned largest_clique(const uint64_t *adj, unsigned size, uint64_t cand
 unsigned placement_largest_island(const struct placement_topo *t, uint64_t mask)
 {
 	uint64_t adj[PLACEMENT_TOPO_MAX] = { 0 };
+	/* Small boards: every mask's answer is kept (the memo is the class's
+	 * own cache, not part of its value, hence the cast). */
+	uint8_t *memo = t->n <= 8 && mask < 256 ? &((struct placement_topo *)t)->island[mask] : NULL;
+	unsigned v;
 
 	if (!mask)
 		return 0;
+	if (memo && (v = __atomic_load_n(memo, __ATOMIC_RELAXED)) != 0)
+		return v - 1;
 	for (uint64_t a = mask; a; a &= a - 1) {
 		unsigned i = (unsigned)__builtin_ctzll(a);
 
@@ -344,5 +350,8 @@ unsigned placement_largest_island(const struct placement_topo *t, uint64_t mask)
 				adj[i] |= 1ULL << j;
 		}
 	}
-	return largest_clique(adj, 0, mask, 0, 1);
+	v = largest_clique(adj, 0, mask, 0, 1);
+	if (memo)
+		__atomic_store_n(memo, (uint8_t)(v + 1), __ATOMIC_RELAXED);
+	return v;
 }

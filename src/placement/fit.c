@@ -23,6 +23,48 @@ static enum placement_verdict refuse(struct placement_fit *out, enum placement_v
 	return v;
 }
 
+/* Append <s> at <*at> in <buf> (of <len>), truncating. */
+static void put_str(char *buf, size_t len, size_t *at, const char *s)
+{
+	while (*s && *at + 1 < len)
+		buf[(*at)++] = *s++;
+}
+
+static void put_uint(char *buf, size_t len, size_t *at, unsigned v)
+{
+	char digits[12];
+	unsigned n = 0;
+
+	do {
+		digits[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n && *at + 1 < len)
+		buf[(*at)++] = digits[--n];
+}
+
+/* "troupe: F of A <resource> free, pod needs W": the reason most refused nodes
+ * get in a busy cluster, built without printf (it was a tenth of a filter's
+ * time over 5,000 nodes). Same text as refuse() would write. */
+static enum placement_verdict refuse_busy(struct placement_fit *out, unsigned free_gpus,
+					  unsigned allocatable, const char *rname, unsigned want)
+{
+	char *b = out->reason;
+	size_t len = sizeof(out->reason), at = 0;
+
+	put_str(b, len, &at, "troupe: ");
+	put_uint(b, len, &at, free_gpus);
+	put_str(b, len, &at, " of ");
+	put_uint(b, len, &at, allocatable);
+	put_str(b, len, &at, " ");
+	put_str(b, len, &at, rname);
+	put_str(b, len, &at, " free, pod needs ");
+	put_uint(b, len, &at, want);
+	b[at] = '\0';
+	out->verdict = PLACEMENT_UNSCHEDULABLE;
+	return PLACEMENT_UNSCHEDULABLE;
+}
+
 void placement_unknown_node(struct placement_fit *out)
 {
 	out->free_gpus = 0;
@@ -60,8 +102,7 @@ enum placement_verdict placement_check(const struct cache_node_view *view,
 			      "troupe: only %u of %u %s healthy (allocatable), pod needs %u",
 			      n->gpu_allocatable, n->gpu_capacity, rname, want);
 	if (out->free_gpus < want)
-		return refuse(out, PLACEMENT_UNSCHEDULABLE, "troupe: %u of %u %s free, pod needs %u",
-			      out->free_gpus, n->gpu_allocatable, rname, want);
+		return refuse_busy(out, out->free_gpus, n->gpu_allocatable, rname, want);
 	return PLACEMENT_FITS;
 }
 

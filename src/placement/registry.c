@@ -103,6 +103,7 @@ static struct placement_topo *intern(struct placement_registry *r, const struct 
 	memcpy(in->key, key, sizeof(key));
 	in->topo = *t;
 	memset(in->topo.memo, 0, sizeof(in->topo.memo));
+	memset(in->topo.island, 0, sizeof(in->topo.island));
 	in->topo.hash = h;
 	in->topo.refs = 1;
 	if (!strmap_get(&r->classes, key, strlen(key)) &&

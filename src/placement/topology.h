@@ -56,6 +56,9 @@ struct placement_topo {
 	/* (free, count, policy) -> device set; single-word entries written and
 	 * read with relaxed atomics (a lost race only recomputes). */
 	uint64_t memo[PLACEMENT_MEMO_SLOTS];
+	/* free mask -> largest NVLink island + 1 (0: not known yet), for n <= 8;
+	 * relaxed atomics, as memo. */
+	uint8_t island[256];
 };
 
 /* Parse the text `nvidia-smi topo -m` prints (the GPU rows and columns; NIC

@@ -1167,11 +1167,79 @@ static void test_json_find_unsafe_flags_control_bytes_and_escaped_nul(void **sta
 	}
 }
 
+/* The scalar definitions the fast scanners must agree with. */
+static long ref_find_unsafe(const char *buf, size_t len)
+{
+	bool in_str = false;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)buf[i];
+
+		if (c < 0x20 && (in_str || (c != ' ' && c != '\t' && c != '\n' && c != '\r')))
+			return (long)i;
+		if (!in_str) {
+			in_str = c == '"';
+			continue;
+		}
+		if (c == '"') {
+			in_str = false;
+		} else if (c == '\\' && i + 1 < len) {
+			i++;
+			if (buf[i] == 'u' && i + 4 < len && memcmp(buf + i + 1, "0000", 4) == 0)
+				return (long)(i - 1);
+		}
+	}
+	return -1;
+}
+
+/* Random texts over an alphabet of the bytes that matter (quotes, escapes,
+ * control bytes, whitespace, high bytes, "u0000") at every length and
+ * alignment around the 16-byte blocks: json_find_unsafe and json_plain_run give
+ * the answers of the plain byte-by-byte definitions. */
+static void test_json_scanners_agree_with_byte_by_byte(void **state)
+{
+	static const char *const pieces[] = { "a", "bc", "\"", "\\", "\\\"", "\n", "\t", "\x01",
+					      " ", "\xc3\xa9", "\x80", "u0000", "\\u0000",
+					      "0000", "xyzxyzxyzxyzxyzxyz", "{\"k\":\"v\"}" };
+	unsigned seed = 99, unsafe = 0;
+	char text[256];
+
+	(void)state;
+	for (unsigned round = 0; round < 20000; round++) {
+		size_t len = 0, want_run = 0;
+		unsigned n = (unsigned)rand_r(&seed) % 24;
+
+		for (unsigned k = 0; k < n; k++) {
+			const char *p = pieces[rand_r(&seed) % (sizeof(pieces) / sizeof(pieces[0]))];
+			size_t pl = strlen(p);
+
+			if (len + pl >= sizeof(text))
+				break;
+			memcpy(text + len, p, pl);
+			len += pl;
+		}
+		if (json_find_unsafe(text, len) != ref_find_unsafe(text, len))
+			fail_msg("round %u: json_find_unsafe %ld, by bytes %ld (len %zu)", round,
+				 json_find_unsafe(text, len), ref_find_unsafe(text, len), len);
+		unsafe += ref_find_unsafe(text, len) >= 0;
+		while (want_run < len) {
+			unsigned char c = (unsigned char)text[want_run];
+
+			if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80)
+				break;
+			want_run++;
+		}
+		assert_int_equal(json_plain_run(text, len), want_run);
+	}
+	assert_true(unsafe > 1000 && unsafe < 19000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_quantity_parse_milli_grammar),
 		cmocka_unit_test(test_json_find_unsafe_flags_control_bytes_and_escaped_nul),
+		cmocka_unit_test(test_json_scanners_agree_with_byte_by_byte),
 		cmocka_unit_test(test_quantity_parse_milli_rounds_up),
 		cmocka_unit_test(test_quantity_parse_milli_honours_len),
 		cmocka_unit_test(test_quantity_parse_count_whole_only),

@@ -1697,9 +1697,12 @@ static void test_placement_largest_island_matches_brute_force(void **state)
 				if (!sub)
 					break;
 			}
-			if (placement_largest_island(t, mask) != want)
-				fail_msg("n=%u mask=%#llx: island %u, brute force %u", n,
-					 (unsigned long long)mask, placement_largest_island(t, mask), want);
+			/* Twice: the second answer comes from the class's memo (n <= 8). */
+			for (int again = 0; again < 2; again++)
+				if (placement_largest_island(t, mask) != want)
+					fail_msg("n=%u mask=%#llx (call %d): island %u, brute force %u",
+						 n, (unsigned long long)mask, again + 1,
+						 placement_largest_island(t, mask), want);
 			nonzero += want > 1;
 		}
 	}
