@@ -127,17 +127,15 @@ static double once(const struct ext_service *svc, enum what w, const char *body,
 	if (w == W_EVAL) {
 		struct placement_request req = { .demand = { .gpu_resource = 0, .gpus = 1 } };
 		const char *const *names = cache_get_opts(svc->cache)->gpu_resources;
-		const cJSON *it;
 		unsigned fits = 0;
 
 		t0 = util_now_ns();
 		cache_read_begin(svc->cache);
-		cJSON_ArrayForEach(it, a.node_names) {
+		for (size_t x = 0; x < a.n_nodes; x++) {
 			struct cache_node_view v;
 			struct placement_fit fit;
 
-			if (cache_node_lookup(svc->cache, it->valuestring, strlen(it->valuestring),
-					      &v)) {
+			if (cache_node_lookup(svc->cache, a.names[x].s, a.names[x].len, &v)) {
 				placement_check_request(&v, &req, names, &fit);
 				fits += fit.verdict == PLACEMENT_FITS;
 			}
@@ -149,11 +147,10 @@ static double once(const struct ext_service *svc, enum what w, const char *body,
 	} else {
 		struct ext_filter_out out;
 		struct strbuf sb = STRBUF_INIT;
-		const cJSON *it;
 
 		ext_filter_out_init(&out);
-		cJSON_ArrayForEach(it, a.node_names)
-			ext_filter_out_pass_name(&out, it->valuestring, strlen(it->valuestring));
+		for (size_t x = 0; x < a.n_nodes; x++)
+			ext_filter_out_pass_name(&out, a.names[x].s, a.names[x].len);
 		t0 = util_now_ns();
 		ext_filter_out_encode(&out, false, &sb);
 		t1 = util_now_ns();

@@ -47,13 +47,158 @@ static cJSON *parse_object(const char *body, size_t len, char *err, size_t errle
 	return root;
 }
 
+/* Skip JSON whitespace. */
+static const char *skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* Whether <at> lies at the top level of the object <body> opens, outside any
+ * string, right after '{' or ',' (so it starts a member's key). */
+static bool top_level_key(const char *body, const char *at)
+{
+	const char *p = body, *last = NULL;
+	int depth = 0;
+
+	while (p < at) {
+		char c = *p;
+
+		if (c == '"') {
+			/* A string: to its closing quote, escapes skipped. */
+			for (p++;;) {
+				if (p >= at)
+					return false;   /* <at> is inside it */
+				p += json_plain_run(p, (size_t)(at - p));
+				if (p >= at)
+					return false;
+				if (*p == '"')
+					break;
+				p += *p == '\\' ? 2 : 1;
+			}
+			last = p++;
+			continue;
+		}
+		if (c == '{' || c == '[')
+			depth++;
+		else if (c == '}' || c == ']')
+			depth--;
+		if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+			last = p;
+		p++;
+	}
+	return depth == 1 && last && (*last == '{' || *last == ',');
+}
+
+/* The fast path for NodeNames, the bulk of a nodeCacheCapable request: read
+ * the array of plain names straight from the body (no cJSON node and no malloc
+ * per name), and give cJSON the rest with the array replaced by null. Returns 1
+ * when done (<out> holds the names, <*rest> the text to parse), 0 when the
+ * body is anything else (escaped or non-ASCII names, an array that is not all
+ * strings, no such key at the top level): the general path then reads it. */
+static int cut_names(const char *body, size_t len, struct ext_args *out, char **rest,
+		     size_t *rest_len)
+{
+	static const char key[] = "\"NodeNames\":";
+	const char *end = body + len, *k = memmem(body, len, key, sizeof(key) - 1), *p, *arr;
+	size_t n = 0, bytes = 0, cap = 0;
+	char *w;
+
+	if (!k || !top_level_key(body, k))
+		return 0;
+	arr = skip_ws(k + sizeof(key) - 1, end);
+	if (arr >= end || *arr != '[')
+		return 0;
+	/* First pass: count and check. */
+	for (p = skip_ws(arr + 1, end); p < end && *p != ']';) {
+		size_t run;
+
+		if (*p != '"')
+			return 0;
+		run = json_plain_run(p + 1, (size_t)(end - p - 1));
+		if (p + 1 + run >= end || p[1 + run] != '"' || run == 0)
+			return 0;
+		n++;
+		bytes += run + 1;
+		p = skip_ws(p + run + 2, end);
+		if (p < end && *p == ',') {
+			p = skip_ws(p + 1, end);
+			if (p >= end || *p != '"')
+				return 0;       /* [..., ] is not JSON */
+		} else if (p < end && *p != ']') {
+			return 0;
+		}
+	}
+	if (p >= end)
+		return 0;
+	cap = n ? n : 1;
+	out->name_list = malloc(cap * sizeof(*out->name_list));
+	out->name_bytes = malloc(bytes ? bytes : 1);
+	*rest = malloc((size_t)(arr - body) + 4 + (size_t)(end - p - 1) + 1);
+	if (!out->name_list || !out->name_bytes || !*rest) {
+		free(out->name_list);
+		free(out->name_bytes);
+		free(*rest);
+		out->name_list = NULL;
+		out->name_bytes = NULL;
+		*rest = NULL;
+		return 0;
+	}
+	/* Second pass: copy each name, NUL-terminated. */
+	w = out->name_bytes;
+	n = 0;
+	for (const char *q = skip_ws(arr + 1, end); q < p;) {
+		size_t run = json_plain_run(q + 1, (size_t)(p - q - 1));
+
+		memcpy(w, q + 1, run);
+		w[run] = '\0';
+		out->name_list[n++] = (struct ext_name){ w, run };
+		w += run + 1;
+		q = skip_ws(q + run + 2, p);
+		if (q < p && *q == ',')
+			q = skip_ws(q + 1, p);
+	}
+	/* The rest: everything but the array, which becomes null. */
+	memcpy(*rest, body, (size_t)(arr - body));
+	memcpy(*rest + (arr - body), "null", 4);
+	memcpy(*rest + (arr - body) + 4, p + 1, (size_t)(end - p - 1));
+	*rest_len = (size_t)(arr - body) + 4 + (size_t)(end - p - 1);
+	(*rest)[*rest_len] = '\0';
+	out->names = out->name_list;
+	out->n_nodes = n;
+	return 1;
+}
+
 int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *err,
 		    size_t errlen)
 {
 	const cJSON *nodes, *names, *it;
+	char *rest = NULL;
+	size_t rest_len = 0;
+	bool fast;
 
 	memset(out, 0, sizeof(*out));
-	out->root = parse_object(body, len, err, errlen);
+	/* Unsafe bytes anywhere (the names included) refuse the whole body. */
+	if (len && json_find_unsafe(body, len) < 0 && cut_names(body, len, out, &rest, &rest_len)) {
+		fast = true;
+		out->root = parse_object(rest, rest_len, err, errlen);
+		free(rest);
+		if (!out->root) {
+			/* Malformed elsewhere: say where in the body as sent. */
+			ext_args_fini(out);
+			out->root = parse_object(body, len, err, errlen);
+			if (out->root) {
+				cJSON_Delete(out->root);        /* cannot happen; be safe */
+				out->root = NULL;
+				snprintf(err, errlen, "malformed JSON");
+			}
+			return -EINVAL;
+		}
+	} else {
+		fast = false;
+		out->root = parse_object(body, len, err, errlen);
+	}
 	if (!out->root)
 		return -EINVAL;
 	out->pod = cJSON_GetObjectItemCaseSensitive(out->root, "Pod");
@@ -61,9 +206,13 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 		snprintf(err, errlen, "\"Pod\" must be a pod object");
 		return -EINVAL;
 	}
+	if (fast)
+		return 0;       /* names mode: NodeNames was a list of names */
 	nodes = cJSON_GetObjectItemCaseSensitive(out->root, "Nodes");
 	names = cJSON_GetObjectItemCaseSensitive(out->root, "NodeNames");
 	if (names && !cJSON_IsNull(names)) {
+		size_t i = 0;
+
 		if (!cJSON_IsArray(names)) {
 			snprintf(err, errlen, "\"NodeNames\" must be a list of node names or null");
 			return -EINVAL;
@@ -75,7 +224,15 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 			}
 			out->n_nodes++;
 		}
-		out->node_names = names;
+		out->name_list = malloc((out->n_nodes ? out->n_nodes : 1) * sizeof(*out->name_list));
+		if (!out->name_list) {
+			snprintf(err, errlen, "out of memory reading NodeNames");
+			return -EINVAL;
+		}
+		cJSON_ArrayForEach(it, names)
+			out->name_list[i++] = (struct ext_name){ it->valuestring,
+								 strlen(it->valuestring) };
+		out->names = out->name_list;
 	} else if (nodes && !cJSON_IsNull(nodes)) {
 		const cJSON *items = cJSON_GetObjectItemCaseSensitive(nodes, "items");
 
@@ -100,6 +257,8 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 void ext_args_fini(struct ext_args *a)
 {
 	cJSON_Delete(a->root);
+	free(a->name_list);
+	free(a->name_bytes);
 	memset(a, 0, sizeof(*a));
 }
 

@@ -14,14 +14,23 @@
 
 #include "common/strbuf.h"
 
+/* A node name of the request: NUL-terminated, with its length. */
+struct ext_name {
+	const char *s;
+	size_t len;
+};
+
 /* ExtenderArgs (filter and prioritize). */
 struct ext_args {
-	cJSON *root;                    /* owns everything below */
+	cJSON *root;                    /* owns the cJSON below */
 	const cJSON *pod;               /* the Pod object */
 	const cJSON *node_items;        /* Nodes.items (full mode), or NULL */
-	const cJSON *node_names;        /* NodeNames (names mode), or NULL */
+	const struct ext_name *names;   /* NodeNames (names mode): n_nodes entries, or NULL */
 	bool full_nodes;                /* nodeCacheCapable: false */
 	size_t n_nodes;
+	/* NodeNames read straight from the body: the names' bytes (owned). */
+	char *name_bytes;
+	struct ext_name *name_list;     /* owned; what <names> points to */
 };
 
 /* Decode ExtenderArgs. Returns 0, or -EINVAL with a message in <err> naming what

@@ -98,10 +98,9 @@ static void walk_nodes(const struct ext_service *svc, const struct ext_args *a, 
 
 	cache_read_begin(svc->cache);
 	if (!a->full_nodes) {
-		cJSON_ArrayForEach(it, a->node_names) {
+		for (size_t x = 0; x < a->n_nodes; x++) {
 			struct cache_node_view v;
-			struct node_ref ref = { it->valuestring, strlen(it->valuestring), NULL,
-						NULL, NULL };
+			struct node_ref ref = { a->names[x].s, a->names[x].len, NULL, NULL, NULL };
 
 			if (cache_node_lookup(svc->cache, ref.name, ref.len, &v))
 				ref.view = &v;
@@ -220,12 +219,21 @@ static void pass_all(const struct ext_args *a, struct ext_filter_out *out)
 {
 	const cJSON *it;
 
-	cJSON_ArrayForEach(it, (a->full_nodes ? a->node_items : a->node_names)) {
-		if (a->full_nodes)
+	if (a->full_nodes) {
+		cJSON_ArrayForEach(it, a->node_items)
 			ext_filter_out_pass_object(out, it);
-		else
-			ext_filter_out_pass_name(out, it->valuestring, strlen(it->valuestring));
+	} else {
+		for (size_t x = 0; x < a->n_nodes; x++)
+			ext_filter_out_pass_name(out, a->names[x].s, a->names[x].len);
 	}
+}
+
+/* The request's nodes one by one: the object (full mode) after <it>, or NULL. */
+static const cJSON *next_item(const struct ext_args *a, const cJSON *it)
+{
+	if (!a->full_nodes)
+		return NULL;
+	return it ? it->next : (a->node_items ? a->node_items->child : NULL);
 }
 
 /* The filter for a gang member: the gang manager decides which candidates have
@@ -249,9 +257,11 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 	if (gang_topology_parse(fc->pod->gang_topology, &mb.required_key, reason,
 				sizeof(reason)) < 0) {
 		/* Every node refused with the reason: the user sees it on the pod. */
-		cJSON_ArrayForEach(it, (a->full_nodes ? a->node_items : a->node_names)) {
-			const char *name = a->full_nodes ? json_str(json_obj(it, "metadata"), "name")
-							 : it->valuestring;
+		it = NULL;
+		for (size_t x = 0; x < a->n_nodes; x++) {
+			const char *name = (it = next_item(a, it)) ? json_str(json_obj(it, "metadata"),
+									      "name")
+								    : a->names[x].s;
 
 			if (!name)
 				name = "";
@@ -267,16 +277,16 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 		goto out;
 	cache_read_begin(svc->cache);
 	/* The candidates troupe knows, in request order; index[] maps back. */
-	cJSON_ArrayForEach(it, (a->full_nodes ? a->node_items : a->node_names)) {
-		if (a->full_nodes) {
+	it = NULL;
+	for (i = 0; i < total; i++) {
+		if ((it = next_item(a, it))) {
 			parsed[i] = request_node_view(svc, it, &views[n]);
 			if (parsed[i])
 				index[n++] = i;
-		} else if (cache_node_lookup(svc->cache, it->valuestring, strlen(it->valuestring),
+		} else if (cache_node_lookup(svc->cache, a->names[i].s, a->names[i].len,
 					     &views[n])) {
 			index[n++] = i;
 		}
-		i++;
 	}
 	verdict = gang_filter(svc->gangs, &mb, views, n, allowed, reason, sizeof(reason));
 	if (verdict == GANG_RETRY)
@@ -284,10 +294,10 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 	else if (verdict != GANG_NOT_A_GANG) {
 		unsigned k = 0;
 
-		i = 0;
-		cJSON_ArrayForEach(it, (a->full_nodes ? a->node_items : a->node_names)) {
-			const char *name = a->full_nodes ? (parsed[i] ? parsed[i]->name : "")
-							 : it->valuestring;
+		it = NULL;
+		for (i = 0; i < total; i++) {
+			const char *name = (it = next_item(a, it)) ? (parsed[i] ? parsed[i]->name : "")
+								    : a->names[i].s;
 			bool known = k < n && index[k] == i;
 			unsigned slot = k;
 
@@ -308,7 +318,6 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 						    verdict == GANG_REFUSED ? reason
 						    : "troupe: the gang's plan has no open slot on this node");
 			}
-			i++;
 		}
 		snprintf(fc->last_reason, sizeof(fc->last_reason), "%.150s", reason);
 	}

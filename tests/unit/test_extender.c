@@ -523,11 +523,90 @@ static void test_ext_args_decode_names_mode_request(void **state)
 	assert_false(a.full_nodes);
 	assert_int_equal(a.n_nodes, 3);
 	assert_null(a.node_items);
-	assert_true(cJSON_IsArray(a.node_names));
-	assert_string_equal(cJSON_GetArrayItem(a.node_names, 2)->valuestring, "gpu-c");
+	assert_non_null(a.names);
+	assert_string_equal(a.names[2].s, "gpu-c");
+	assert_int_equal(a.names[2].len, 5);
 	assert_true(cJSON_IsObject(a.pod));
 	assert_string_equal(item(item(a.pod, "metadata"), "name")->valuestring, "train-0");
 	ext_args_fini(&a);
+}
+
+/* NodeNames is read straight from the body when it is a plain list of names
+ * at the top level (the fast path). Each body here is decoded twice: as is, and
+ * with a space before the colon, which only the general (cJSON) path reads;
+ * both must give the same verdict, names and pod. */
+static void test_ext_args_decode_names_fast_path_matches_cjson(void **state)
+{
+	static const char *const bodies[] = {
+		"{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"Nodes\":null,\"NodeNames\":[\"a\",\"b-1\",\"c.d\"]}",
+		"{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"NodeNames\":[]}",
+		"{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"NodeNames\": [ \"a\" , \"b\" ] }",
+		"{\"NodeNames\":[\"x\"],\"Pod\":{\"metadata\":{\"name\":\"p\"}}}",
+		/* escaped, non-ASCII, empty and non-string entries: general path */
+		"{\"Pod\":{},\"NodeNames\":[\"a\\u0062\",\"b\"]}",
+		"{\"Pod\":{},\"NodeNames\":[\"\xc3\xa9t\xc3\xa9\"]}",
+		"{\"Pod\":{},\"NodeNames\":[\"a\",\"\"]}",
+		"{\"Pod\":{},\"NodeNames\":[\"a\",7]}",
+		"{\"Pod\":{},\"NodeNames\":[\"a\",]}",
+		"{\"Pod\":{},\"NodeNames\":[\"a\"}",
+		/* the key inside a string or a nested object is not the top level */
+		"{\"Pod\":{\"metadata\":{\"annotations\":{\"x\":\"\\\"NodeNames\\\":[\\\"evil\\\"]\"}}},"
+		"\"NodeNames\":[\"real\"]}",
+		"{\"Pod\":{\"spec\":{\"NodeNames\":[\"inner\"]}},\"NodeNames\":[\"outer\"]}",
+		"{\"Pod\":{\"spec\":{\"NodeNames\":[\"inner\"]}},\"Nodes\":{\"items\":[]}}",
+		/* malformed elsewhere, names fine */
+		"{\"Pod\":{\"metadata\":},\"NodeNames\":[\"a\"]}",
+		"{\"Pod\":{},\"NodeNames\":[\"a\"]} trailing",
+		"{\"Pod\":{},\"NodeNames\":[\"a\"],\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"z\"}}]}}",
+		"{\"Pod\":{},\"NodeNames\":[\"a\"],\"NodeNames\":[\"b\"]}",
+		"{\"Pod\":\"nope\",\"NodeNames\":[\"a\"]}",
+	};
+	unsigned fast_ok = 0;
+
+	(void)state;
+	for (size_t b = 0; b < ARRAY_SIZE(bodies); b++) {
+		char slow[1024], *k;
+		struct ext_args fa, sa;
+		char ferr[256] = "", serr[256] = "";
+		int fr, sr;
+
+		snprintf(slow, sizeof(slow), "%s", bodies[b]);
+		/* "NodeNames": -> "NodeNames" : (the first top-level-looking one) */
+		k = strstr(slow, "\"NodeNames\":");
+		while (k) {
+			memmove(k + 12, k + 11, strlen(k + 11) + 1);
+			k[11] = ' ';
+			k = strstr(k + 13, "\"NodeNames\":");
+		}
+		fr = ext_args_decode(bodies[b], strlen(bodies[b]), &fa, ferr, sizeof(ferr));
+		sr = ext_args_decode(slow, strlen(slow), &sa, serr, sizeof(serr));
+		if (fr != sr)
+			fail_msg("body %zu: fast %d (%s), cJSON %d (%s)", b, fr, ferr, sr, serr);
+		if (fr == 0) {
+			assert_int_equal(fa.full_nodes, sa.full_nodes);
+			assert_int_equal(fa.n_nodes, sa.n_nodes);
+			assert_int_equal(fa.names == NULL, sa.names == NULL);
+			for (size_t i = 0; fa.names && i < fa.n_nodes; i++) {
+				assert_string_equal(fa.names[i].s, sa.names[i].s);
+				assert_int_equal(fa.names[i].len, sa.names[i].len);
+				assert_int_equal(strlen(fa.names[i].s), fa.names[i].len);
+			}
+			assert_int_equal(cJSON_IsObject(fa.pod), cJSON_IsObject(sa.pod));
+			fast_ok += fa.name_bytes != NULL;
+		} else {
+			/* The same message; byte offsets differ by the added space. */
+			for (char *e = ferr; *e; e++)
+				if (*e >= '0' && *e <= '9')
+					*e = '#';
+			for (char *e = serr; *e; e++)
+				if (*e >= '0' && *e <= '9')
+					*e = '#';
+			assert_string_equal(ferr, serr);
+		}
+		ext_args_fini(&fa);
+		ext_args_fini(&sa);
+	}
+	assert_true(fast_ok >= 5);      /* the fast path did run */
 }
 
 static void test_ext_args_decode_full_mode_request(void **state)
@@ -540,7 +619,7 @@ static void test_ext_args_decode_full_mode_request(void **state)
 					 sizeof(err)), 0);
 	assert_true(a.full_nodes);
 	assert_int_equal(a.n_nodes, 2);
-	assert_null(a.node_names);
+	assert_null(a.names);
 	assert_true(cJSON_IsArray(a.node_items));
 	assert_string_equal(item(item(cJSON_GetArrayItem(a.node_items, 1), "metadata"),
 				 "name")->valuestring, "gpu-b");
@@ -2919,6 +2998,7 @@ int main(void)
 						fx_teardown),
 		/* codec */
 		cmocka_unit_test(test_ext_args_decode_names_mode_request),
+		cmocka_unit_test(test_ext_args_decode_names_fast_path_matches_cjson),
 		cmocka_unit_test(test_ext_args_decode_full_mode_request),
 		cmocka_unit_test(test_ext_args_decode_no_nodes),
 		cmocka_unit_test(test_ext_args_decode_rejects_with_a_reason),
