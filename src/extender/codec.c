@@ -91,6 +91,114 @@ static bool top_level_key(const char *body, const char *at)
 	return depth == 1 && last && (*last == '{' || *last == ',');
 }
 
+/* The end of the JSON value at <p>, or NULL when it runs past <end>. The text
+ * was already accepted by cJSON; this only measures it. */
+static const char *skip_value(const char *p, const char *end)
+{
+	int depth = 0;
+
+	do {
+		if (p >= end)
+			return NULL;
+		if (*p == '"') {
+			for (p++;;) {
+				if (p >= end)
+					return NULL;
+				p += json_plain_run(p, (size_t)(end - p));
+				if (p >= end)
+					return NULL;
+				if (*p == '"')
+					break;
+				p += *p == '\\' ? 2 : 1;
+			}
+			p++;
+		} else if (*p == '{' || *p == '[') {
+			depth++;
+			p++;
+		} else if (*p == '}' || *p == ']') {
+			if (--depth < 0)
+				return NULL;
+			p++;
+		} else if (depth == 0) {
+			/* A number or literal: to the next delimiter. */
+			while (p < end && *p != ',' && *p != '}' && *p != ']' && *p != ' ' &&
+			       *p != '\t' && *p != '\n' && *p != '\r')
+				p++;
+			return p;
+		} else {
+			p++;
+		}
+	} while (depth > 0);
+	return p;
+}
+
+/* In the object at <obj>, where the value of the first member named <key> (a
+ * plain key) starts; NULL when absent or unreadable. Only the members before it
+ * are measured. */
+static const char *member(const char *obj, const char *end, const char *key)
+{
+	size_t klen = strlen(key);
+	const char *p = skip_ws(obj, end);
+
+	if (p >= end || *p != '{')
+		return NULL;
+	for (p = skip_ws(p + 1, end); p < end && *p == '"';) {
+		size_t run = json_plain_run(p + 1, (size_t)(end - p - 1));
+		const char *v, *e;
+		bool match;
+
+		if (p + 1 + run >= end || p[1 + run] != '"')
+			return NULL;            /* an escaped key: let cJSON say */
+		match = run == klen && memcmp(p + 1, key, klen) == 0;
+		p = skip_ws(p + run + 2, end);
+		if (p >= end || *p != ':')
+			return NULL;
+		v = skip_ws(p + 1, end);
+		if (match)
+			return v;
+		e = skip_value(v, end);
+		if (!e)
+			return NULL;
+		p = skip_ws(e, end);
+		if (p < end && *p == ',')
+			p = skip_ws(p + 1, end);
+		else
+			return NULL;
+	}
+	return NULL;
+}
+
+/* Full mode: find each of the <n> items of Nodes.items in the body. */
+static struct ext_name *item_texts(const char *body, size_t len, size_t n)
+{
+	const char *end = body + len, *vend = end, *nodes, *items, *p;
+	struct ext_name *t;
+	size_t i = 0;
+
+	nodes = member(body, end, "Nodes");
+	items = nodes ? member(nodes, end, "items") : NULL;
+	if (!items || items >= end || *items != '[')
+		return NULL;
+	t = malloc((n ? n : 1) * sizeof(*t));
+	if (!t)
+		return NULL;
+	for (p = skip_ws(items + 1, vend); p < vend && *p != ']';) {
+		const char *e = skip_value(p, vend);
+
+		if (!e || i == n)
+			break;
+		t[i++] = (struct ext_name){ p, (size_t)(e - p) };
+		p = skip_ws(e, vend);
+		if (p < vend && *p == ',')
+			p = skip_ws(p + 1, vend);
+	}
+	if (i != n || p >= vend || *p != ']') {
+		free(t);
+		return NULL;            /* not what cJSON read: print instead */
+	}
+	return t;
+}
+
 /* The fast path for NodeNames, the bulk of a nodeCacheCapable request: read
  * the array of plain names straight from the body (no cJSON node and no malloc
  * per name), and give cJSON the rest with the array replaced by null. Returns 1
@@ -105,11 +213,11 @@ static int cut_names(const char *body, size_t len, struct ext_args *out, char **
 	size_t n = 0, bytes = 0, cap = 0;
 	char *w;
 
-	if (!k || !top_level_key(body, k))
+	if (!k)
 		return 0;
 	arr = skip_ws(k + sizeof(key) - 1, end);
-	if (arr >= end || *arr != '[')
-		return 0;
+	if (arr >= end || *arr != '[' || !top_level_key(body, k))
+		return 0;       /* (null in full mode: no scan of the nodes) */
 	/* First pass: count and check. */
 	for (p = skip_ws(arr + 1, end); p < end && *p != ']';) {
 		size_t run;
@@ -249,6 +357,8 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 		}
 		out->node_items = cJSON_IsArray(items) ? items : NULL;
 		out->full_nodes = true;
+		if (out->node_items)
+			out->item_text = item_texts(body, len, out->n_nodes);
 	}
 	/* Neither given: zero nodes, which is what kube-scheduler makes of it too. */
 	return 0;
@@ -259,6 +369,7 @@ void ext_args_fini(struct ext_args *a)
 	cJSON_Delete(a->root);
 	free(a->name_list);
 	free(a->name_bytes);
+	free(a->item_text);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -344,9 +455,18 @@ void ext_filter_out_pass_name(struct ext_filter_out *f, const char *name, size_t
 	strbuf_put_json_str(&f->pass, name, len);
 }
 
-void ext_filter_out_pass_object(struct ext_filter_out *f, const cJSON *node)
+void ext_filter_out_pass_object(struct ext_filter_out *f, const cJSON *node,
+				const struct ext_name *raw)
 {
-	char *s = cJSON_PrintUnformatted(node);
+	char *s;
+
+	if (raw) {
+		if (f->n_pass++)
+			strbuf_putc(&f->pass, ',');
+		strbuf_append(&f->pass, raw->s, raw->len);
+		return;
+	}
+	s = cJSON_PrintUnformatted(node);
 
 	if (!s) {
 		f->pass.failed = true;

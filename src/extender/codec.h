@@ -31,6 +31,10 @@ struct ext_args {
 	/* NodeNames read straight from the body: the names' bytes (owned). */
 	char *name_bytes;
 	struct ext_name *name_list;     /* owned; what <names> points to */
+	/* Full mode: each item's exact text in the body (valid while the body
+	 * is), so a passing node is echoed as sent, not printed again; NULL when
+	 * they could not be found (then cJSON prints them). */
+	struct ext_name *item_text;
 };
 
 /* Decode ExtenderArgs. Returns 0, or -EINVAL with a message in <err> naming what
@@ -70,7 +74,10 @@ void ext_filter_out_init(struct ext_filter_out *f);
 void ext_filter_out_fini(struct ext_filter_out *f);
 void ext_filter_out_pass_name(struct ext_filter_out *f, const char *name, size_t len);
 /* Append a node object exactly as the request carried it. */
-void ext_filter_out_pass_object(struct ext_filter_out *f, const cJSON *node);
+/* A passing node object: its request text <raw> as it is when given (NULL:
+ * print <node>). */
+void ext_filter_out_pass_object(struct ext_filter_out *f, const cJSON *node,
+				const struct ext_name *raw);
 void ext_filter_out_fail(struct ext_filter_out *f, bool unresolvable, const char *name,
 			 size_t len, const char *reason);
 /* Write the whole ExtenderFilterResult into <out>. */

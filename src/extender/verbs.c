@@ -60,6 +60,7 @@ struct node_ref {
 	const char *name;
 	size_t len;
 	const cJSON *object;                    /* full mode: the request's node */
+	const struct ext_name *text;            /* full mode: its text, or NULL */
 	const struct cache_node_view *view;     /* NULL: troupe cannot judge it */
 	const char *unusable;                   /* why view is NULL (full mode) */
 };
@@ -98,19 +99,39 @@ static void walk_nodes(const struct ext_service *svc, const struct ext_args *a, 
 
 	cache_read_begin(svc->cache);
 	if (!a->full_nodes) {
-		for (size_t x = 0; x < a->n_nodes; x++) {
-			struct cache_node_view v;
-			struct node_ref ref = { a->names[x].s, a->names[x].len, NULL, NULL, NULL };
+		/* In chunks: look a chunk's nodes up and prefetch their records, then
+		 * evaluate them, so the records' cache misses overlap instead of
+		 * stalling one node at a time (5,000 nodes do not fit in cache). */
+		enum { CHUNK = 16 };
 
-			if (cache_node_lookup(svc->cache, ref.name, ref.len, &v))
-				ref.view = &v;
-			fn(&ref, arg);
+		for (size_t x = 0; x < a->n_nodes; x += CHUNK) {
+			struct cache_node_view v[CHUNK];
+			bool found[CHUNK];
+			size_t m = a->n_nodes - x < CHUNK ? a->n_nodes - x : CHUNK;
+
+			for (size_t j = 0; j < m; j++) {
+				found[j] = cache_node_lookup(svc->cache, a->names[x + j].s,
+							     a->names[x + j].len, &v[j]);
+				if (found[j]) {
+					__builtin_prefetch(v[j].node);
+					__builtin_prefetch((const char *)v[j].node + 64);
+				}
+			}
+			for (size_t j = 0; j < m; j++) {
+				struct node_ref ref = { a->names[x + j].s, a->names[x + j].len,
+							NULL, NULL, found[j] ? &v[j] : NULL, NULL };
+
+				fn(&ref, arg);
+			}
 		}
 	} else {
+		size_t x = 0;
+
 		cJSON_ArrayForEach(it, a->node_items) {
 			struct cache_node_view v = { 0 };
 			struct cache_node *node = request_node_view(svc, it, &v);
-			struct node_ref ref = { "", 0, it, NULL, "troupe: node object has no name" };
+			struct node_ref ref = { "", 0, it, a->item_text ? &a->item_text[x] : NULL,
+						NULL, "troupe: node object has no name" };
 
 			if (node) {
 				ref.name = node->name;
@@ -119,6 +140,7 @@ static void walk_nodes(const struct ext_service *svc, const struct ext_args *a, 
 			}
 			fn(&ref, arg);
 			cache_node_free(node);
+			x++;
 		}
 	}
 	cache_read_end(svc->cache);
@@ -204,7 +226,7 @@ static void filter_node(const struct node_ref *ref, void *arg)
 	}
 	if (fit.verdict == PLACEMENT_FITS) {
 		if (ref->object)
-			ext_filter_out_pass_object(&fc->out, ref->object);
+			ext_filter_out_pass_object(&fc->out, ref->object, ref->text);
 		else
 			ext_filter_out_pass_name(&fc->out, ref->name, ref->len);
 		return;
@@ -220,8 +242,12 @@ static void pass_all(const struct ext_args *a, struct ext_filter_out *out)
 	const cJSON *it;
 
 	if (a->full_nodes) {
-		cJSON_ArrayForEach(it, a->node_items)
-			ext_filter_out_pass_object(out, it);
+		size_t x = 0;
+
+		cJSON_ArrayForEach(it, a->node_items) {
+			ext_filter_out_pass_object(out, it, a->item_text ? &a->item_text[x] : NULL);
+			x++;
+		}
 	} else {
 		for (size_t x = 0; x < a->n_nodes; x++)
 			ext_filter_out_pass_name(out, a->names[x].s, a->names[x].len);
@@ -310,7 +336,9 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 				ext_filter_out_fail(&fc->out, false, name, strlen(name), fit.reason);
 			} else if (verdict == GANG_ALLOWED && allowed[slot]) {
 				if (a->full_nodes)
-					ext_filter_out_pass_object(&fc->out, it);
+					ext_filter_out_pass_object(&fc->out, it,
+								   a->item_text ? &a->item_text[i]
+										: NULL);
 				else
 					ext_filter_out_pass_name(&fc->out, name, strlen(name));
 			} else {

@@ -609,6 +609,51 @@ static void test_ext_args_decode_names_fast_path_matches_cjson(void **state)
 	assert_true(fast_ok >= 5);      /* the fast path did run */
 }
 
+/* Full mode: each item's text is found in the body exactly (so a passing node
+ * is echoed as sent): it parses to the very object cJSON read, whatever the
+ * spacing, escapes, nesting or numbers; when the body is odd the texts are left
+ * out (NULL) and cJSON prints the node instead. */
+static void test_ext_args_decode_finds_each_full_node_text(void **state)
+{
+	static const char *const bodies[] = {
+		"{\"Pod\":{},\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"a\"}},{\"metadata\":{\"name\":\"b\"}}]},\"NodeNames\":null}",
+		"{ \"Pod\" : {\"x\":\"\\\"Nodes\\\":{\\\"items\\\":[1]}\"} ,\n \"Nodes\" : { \"metadata\":{}, \"items\" : [\n"
+		"  {\"metadata\":{\"name\":\"q\\\"uote\",\"labels\":{\"k\":\"v]}\"}},\"status\":{\"n\":[1,2,[3]],\"x\":-1.5e3}} ,\n"
+		"  {\"metadata\":{\"name\":\"z\"},\"spec\":{\"unschedulable\":true},\"v\":null} ] } }",
+		"{\"Pod\":{},\"Nodes\":{\"items\":[]}}",
+		"{\"Pod\":{},\"Nodes\":{\"it\\u0065ms\":[{\"metadata\":{\"name\":\"e\"}}]}}",
+	};
+	unsigned found = 0;
+
+	(void)state;
+	for (size_t b = 0; b < ARRAY_SIZE(bodies); b++) {
+		struct ext_args a;
+		char err[256] = "";
+		const cJSON *it;
+		size_t i = 0;
+
+		assert_int_equal(ext_args_decode(bodies[b], strlen(bodies[b]), &a, err, sizeof(err)),
+				 0);
+		assert_true(a.full_nodes);
+		if (!a.item_text) {
+			ext_args_fini(&a);
+			continue;
+		}
+		cJSON_ArrayForEach(it, a.node_items) {
+			cJSON *t = cJSON_ParseWithLength(a.item_text[i].s, a.item_text[i].len);
+
+			if (!t || !cJSON_Compare(t, it, true))
+				fail_msg("body %zu item %zu: text %.*s", b, i, (int)a.item_text[i].len,
+					 a.item_text[i].s);
+			cJSON_Delete(t);
+			i++;
+			found++;
+		}
+		ext_args_fini(&a);
+	}
+	assert_int_equal(found, 4);
+}
+
 static void test_ext_args_decode_full_mode_request(void **state)
 {
 	struct ext_args a;
@@ -949,8 +994,8 @@ static void test_ext_filter_out_encode_full_mode_echoes_objects(void **state)
 
 	(void)state;
 	ext_filter_out_init(&out);
-	ext_filter_out_pass_object(&out, a);
-	ext_filter_out_pass_object(&out, b);
+	ext_filter_out_pass_object(&out, a, NULL);
+	ext_filter_out_pass_object(&out, b, NULL);
 	j = encode_and_parse(&out, true);
 	ext_filter_out_fini(&out);
 
@@ -2999,6 +3044,7 @@ int main(void)
 		/* codec */
 		cmocka_unit_test(test_ext_args_decode_names_mode_request),
 		cmocka_unit_test(test_ext_args_decode_names_fast_path_matches_cjson),
+		cmocka_unit_test(test_ext_args_decode_finds_each_full_node_text),
 		cmocka_unit_test(test_ext_args_decode_full_mode_request),
 		cmocka_unit_test(test_ext_args_decode_no_nodes),
 		cmocka_unit_test(test_ext_args_decode_rejects_with_a_reason),
