@@ -47,23 +47,13 @@ fail:
 	return -ENOMEM;
 }
 
-void strbuf_append(struct strbuf *sb, const char *s, size_t len)
+void strbuf__append_slow(struct strbuf *sb, const char *s, size_t len)
 {
 	if (strbuf_reserve(sb, len) < 0)
 		return;
 	memcpy(sb->buf + sb->len, s, len);
 	sb->len += len;
 	sb->buf[sb->len] = '\0';
-}
-
-void strbuf_puts(struct strbuf *sb, const char *s)
-{
-	strbuf_append(sb, s, strlen(s));
-}
-
-void strbuf_putc(struct strbuf *sb, char c)
-{
-	strbuf_append(sb, &c, 1);
 }
 
 void strbuf_printf(struct strbuf *sb, const char *fmt, ...)

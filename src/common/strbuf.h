@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct strbuf {
 	char *buf;      /* NUL-terminated when not NULL */
@@ -24,9 +25,35 @@ void strbuf_init(struct strbuf *sb);
 void strbuf_fini(struct strbuf *sb);
 /* Reserve room for <extra> more bytes. Returns 0 or -ENOMEM. */
 int strbuf_reserve(struct strbuf *sb, size_t extra);
-void strbuf_append(struct strbuf *sb, const char *s, size_t len);
-void strbuf_puts(struct strbuf *sb, const char *s);
-void strbuf_putc(struct strbuf *sb, char c);
+/* Appends: inline when the room is there (responses are built from many small
+ * pieces), else strbuf__append_slow grows the buffer. */
+void strbuf__append_slow(struct strbuf *sb, const char *s, size_t len);
+
+static inline void strbuf_append(struct strbuf *sb, const char *s, size_t len)
+{
+	if (!sb->failed && len < sb->cap - sb->len) {   /* cap > len once allocated */
+		memcpy(sb->buf + sb->len, s, len);
+		sb->len += len;
+		sb->buf[sb->len] = '\0';
+		return;
+	}
+	strbuf__append_slow(sb, s, len);
+}
+
+static inline void strbuf_puts(struct strbuf *sb, const char *s)
+{
+	strbuf_append(sb, s, strlen(s));
+}
+
+static inline void strbuf_putc(struct strbuf *sb, char c)
+{
+	if (!sb->failed && 1 < sb->cap - sb->len) {
+		sb->buf[sb->len++] = c;
+		sb->buf[sb->len] = '\0';
+		return;
+	}
+	strbuf__append_slow(sb, &c, 1);
+}
 void strbuf_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void strbuf_put_i64(struct strbuf *sb, int64_t v);
 /* Append <s> as a JSON string literal, quotes included. Control characters

@@ -129,6 +129,22 @@ size_t json_plain_run(const char *s, size_t len)
 			return i + (size_t)__builtin_ctz(m);
 	}
 #endif
+	/* Eight bytes at a time (SWAR): a byte below 0x20, a quote, a backslash
+	 * or one from 0x80 sets its top bit in <hit>; the lowest set bit is exact
+	 * (borrows only run upwards; byte order matters for which is lowest). */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	for (; i + 8 <= len; i += 8) {
+		const uint64_t ones = 0x0101010101010101ULL, tops = 0x8080808080808080ULL;
+		uint64_t x, q, b, hit;
+
+		memcpy(&x, s + i, 8);
+		q = x ^ (ones * '"');
+		b = x ^ (ones * '\\');
+		hit = ((x - ones * 0x20) | ((q - ones) & ~q) | ((b - ones) & ~b) | x) & tops;
+		if (hit)
+			return i + (size_t)__builtin_ctzll(hit) / 8;
+	}
+#endif
 	for (; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
 
