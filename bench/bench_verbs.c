@@ -46,24 +46,12 @@ static size_t allocated(void)
 	return 0;
 }
 
+/* The whole of <path> (up to 1 GiB), NUL-terminated, or NULL. */
 static char *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
 	char *buf = NULL;
-	long n;
 
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
-		buf[n] = '\0';
-		*len = (size_t)n;
-	} else {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	return buf;
+	return util_read_file(path, (size_t)1 << 30, &buf, len) == 0 ? buf : NULL;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "extender/config.h"
 #include "extender/server.h"
 
@@ -29,24 +30,12 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
+/* The whole of <path> (up to 1 GiB), NUL-terminated, or NULL. */
 static char *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
 	char *buf = NULL;
-	long n;
 
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
-		buf[n] = '\0';
-		*len = (size_t)n;
-	} else {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	return buf;
+	return util_read_file(path, (size_t)1 << 30, &buf, len) == 0 ? buf : NULL;
 }
 
 int main(int argc, char **argv)

@@ -243,28 +243,44 @@ static struct placement_request gpus(unsigned k)
 	return r;
 }
 
-/* Invariants of any plan: every member placed, devices free and disjoint on
- * each node, k per member, and all members inside the reported domain. */
-static void check_plan(const struct cluster *c, const struct gang_plan *p, unsigned members,
-		       unsigned k)
+/* A plan for mixed needs: every slot's devices are free, disjoint and as many
+ * as its need asks, each need gets exactly its count, all inside the domain. */
+static void check_mixed_plan(const struct cluster *c, const struct gang_plan *p,
+			     const struct gang_need *needs, unsigned n_needs)
 {
 	uint64_t taken[64] = { 0 };
+	unsigned got[GANG_MAX_NEEDS] = { 0 }, members = 0;
 
+	for (unsigned j = 0; j < n_needs; j++)
+		members += needs[j].count;
 	assert_int_equal(p->n_slots, members);
 	for (unsigned s = 0; s < p->n_slots; s++) {
 		const struct gang_slot *sl = &p->slots[s];
 
 		assert_true(sl->node < c->n);
-		assert_int_equal(__builtin_popcountll(sl->devices), k);
+		assert_true(sl->need < n_needs);
+		got[sl->need]++;
+		assert_int_equal(__builtin_popcountll(sl->devices), needs[sl->need].req.demand.gpus);
 		assert_true((sl->devices & c->views[sl->node].used) == 0);
 		assert_true((sl->devices & taken[sl->node]) == 0);
 		taken[sl->node] |= sl->devices;
-		if (p->level >= 0) {
-			const char *key = gang_default_levels.keys[p->level][0];
-
-			assert_string_equal(cache_node_label(c->nodes[sl->node], key), p->domain);
-		}
+		if (p->level >= 0)
+			assert_string_equal(cache_node_label(c->nodes[sl->node],
+							     gang_default_levels.keys[p->level][0]),
+					    p->domain);
 	}
+	for (unsigned j = 0; j < n_needs; j++)
+		assert_int_equal(got[j], needs[j].count);
+}
+
+/* Invariants of any plan of <members> members of <k> GPUs: check_mixed_plan
+ * with one need. */
+static void check_plan(const struct cluster *c, const struct gang_plan *p, unsigned members,
+		       unsigned k)
+{
+	struct gang_need one = { gpus(k), members };
+
+	check_mixed_plan(c, p, &one, 1);
 }
 
 static void test_gang_plan_uses_the_finest_domain_that_holds_the_gang(void **state)
@@ -401,36 +417,6 @@ static void test_gang_plan_random_clusters_keep_the_invariants(void **state)
 		cluster_free(&c);
 	}
 	assert_true(planned > 50 && refused > 10);
-}
-
-/* A plan for mixed needs: every slot's devices are free, disjoint and as many
- * as its need asks, each need gets exactly its count, all inside the domain. */
-static void check_mixed_plan(const struct cluster *c, const struct gang_plan *p,
-			     const struct gang_need *needs, unsigned n_needs)
-{
-	uint64_t taken[64] = { 0 };
-	unsigned got[GANG_MAX_NEEDS] = { 0 }, members = 0;
-
-	for (unsigned j = 0; j < n_needs; j++)
-		members += needs[j].count;
-	assert_int_equal(p->n_slots, members);
-	for (unsigned s = 0; s < p->n_slots; s++) {
-		const struct gang_slot *sl = &p->slots[s];
-
-		assert_true(sl->node < c->n);
-		assert_true(sl->need < n_needs);
-		got[sl->need]++;
-		assert_int_equal(__builtin_popcountll(sl->devices), needs[sl->need].req.demand.gpus);
-		assert_true((sl->devices & c->views[sl->node].used) == 0);
-		assert_true((sl->devices & taken[sl->node]) == 0);
-		taken[sl->node] |= sl->devices;
-		if (p->level >= 0)
-			assert_string_equal(cache_node_label(c->nodes[sl->node],
-							     gang_default_levels.keys[p->level][0]),
-					    p->domain);
-	}
-	for (unsigned j = 0; j < n_needs; j++)
-		assert_int_equal(got[j], needs[j].count);
 }
 
 static void test_gang_plan_mixed_needs_share_nodes(void **state)
