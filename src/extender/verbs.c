@@ -1263,6 +1263,8 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 		metric(sb, "troupe_gangs_waiting", "gauge", "Gangs waiting for capacity", gs.waiting);
 		metric(sb, "troupe_gang_held_sets", "gauge",
 		       "Member-sized GPU sets held for a starving gang", gs.held_sets);
+		metric(sb, "troupe_gang_entries", "gauge",
+		       "Pod groups the gang manager keeps state for", gs.entries);
 	}
 	if (svc->registry) {
 		uint64_t classes, bad;

@@ -94,6 +94,9 @@ struct gang_config {
 	 * arrived for this long (troupe's config default 2; 0: at once). */
 	unsigned settle_s;
 	bool allow_partial_preemption;  /* may preempt propose evicting part of a bound gang */
+	/* A gang's entry is forgotten once it has no plan, holds and waits for
+	 * nothing, and no member was filtered for this long (600). */
+	unsigned idle_forget_s;
 	/* Network-domain levels, coarse to fine; n == 0: gang_default_levels. The
 	 * keys point into level_keys. */
 	struct gang_levels levels;
@@ -183,6 +186,7 @@ struct gang_stats {
 	unsigned active;                /* gangs with a plan */
 	unsigned waiting;               /* gangs refused for capacity, still wanted */
 	unsigned held_sets;             /* member-sized sets held for a starving gang */
+	unsigned entries;               /* pod groups the manager keeps state for */
 };
 void gang_get_stats(struct gang_manager *m, struct gang_stats *out);
 

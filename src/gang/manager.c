@@ -612,8 +612,38 @@ static void discover_waiting(struct gang_manager *m, uint64_t now)
 	cache_groups_foreach(m->cache, discover_group, &d);
 }
 
-/* One fairness pass: drop waiting gangs nobody wants any more, and hold
- * capacity for the starving head. Lock held. */
+/* Forget gangs with nothing in flight that nobody asked about for
+ * idle_forget_s: a cluster creating many short-lived pod groups must not grow
+ * the table forever. A gang that comes back starts afresh. Lock held. */
+static void forget_idle(struct gang_manager *m, uint64_t now)
+{
+	uint64_t idle = (uint64_t)m->cfg.idle_forget_s * 1000000000ULL;
+	struct gang *gone[64];
+	unsigned n = 0;
+	size_t pos = 0;
+	void *v;
+
+	/* At most 64 a pass (one pass a second): deleting while walking the map
+	 * is not allowed, and this bounds the work under the lock. */
+	while (n < 64 && strmap_next(&m->gangs, &pos, NULL, &v)) {
+		struct gang *g = v;
+
+		if (!planned(g) && !g->waiting && !g->n_held && !g->n_holds && !g->n_targets &&
+		    now - g->last_seen_ns > idle)
+			gone[n++] = g;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		strmap_del(&m->gangs, gone[i]->key, strlen(gone[i]->key));
+		free(gone[i]->slots);
+		free(gone[i]->held);
+		free(gone[i]->holds);
+		free(gone[i]->targets);
+		free(gone[i]);
+	}
+}
+
+/* One fairness pass: drop waiting gangs nobody wants any more, forget idle
+ * ones, and hold capacity for the starving head. Lock held. */
 static void fairness_tick(struct gang_manager *m, uint64_t now)
 {
 	struct gang *head;
@@ -623,6 +653,7 @@ static void fairness_tick(struct gang_manager *m, uint64_t now)
 	bool holds = false;
 
 	discover_waiting(m, now);
+	forget_idle(m, now);
 	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
 		struct gang *g = v;
 		unsigned exist, bound;
@@ -768,6 +799,8 @@ struct gang_manager *gang_manager_new(struct cache *c, const struct gang_config 
 		m->cfg.margin_s = m->cfg.http_timeout_s / 4;
 	if (!m->cfg.starvation_s)
 		m->cfg.starvation_s = 30;
+	if (!m->cfg.idle_forget_s)
+		m->cfg.idle_forget_s = 600;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->wake, NULL);
 	strmap_init(&m->gangs);
@@ -855,6 +888,7 @@ void gang_get_stats(struct gang_manager *m, struct gang_stats *out)
 		out->active += planned(g);
 		out->waiting += g->waiting;
 		out->held_sets += g->n_holds;
+		out->entries++;
 	}
 	pthread_mutex_unlock(&m->lock);
 }

@@ -1960,9 +1960,94 @@ static void test_gang_without_a_quorum_waits_for_its_members_to_settle(void **st
 	cache_free(c);
 }
 
+/* Apply PodGroup <name> (quorum <min>) and <n> members of it asking 8 GPUs. */
+static void idle_group(struct cache *c, const char *name, int min, unsigned n)
+{
+	char json[512], err[CACHE_ERR_LEN];
+	cJSON *o;
+
+	snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\"},"
+		 "\"spec\":{\"minMember\":%d}}", name, min);
+	o = cJSON_Parse(json);
+	assert_int_equal(cache_podgroup_apply(c, cache_podgroup_parse(o, &gpu_opts, err,
+								       sizeof(err))), 0);
+	cJSON_Delete(o);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"%s-%u\",\"namespace\":\"ml\","
+			 "\"uid\":\"%s-%u\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"%s\"}},"
+			 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+			 "{\"nvidia.com/gpu\":\"8\"}}}]}}", name, i, name, i, name);
+		o = cJSON_Parse(json);
+		assert_int_equal(cache_pod_apply(c, cache_pod_parse(o, &gpu_opts, err, sizeof(err))),
+				 0);
+		cJSON_Delete(o);
+	}
+}
+
+/* The manager forgets a gang that has nothing in flight once nobody asked
+ * about it for idle_forget_s, and never one with a plan. */
+static void test_gang_idle_entries_are_forgotten_planned_ones_kept(void **state)
+{
+	struct gang_config cfg = { .default_timeout_s = 60, .http_timeout_s = 30, .margin_s = 3,
+				   .idle_forget_s = 1 };
+	struct cache *c = cache_new(&gpu_opts);
+	struct cache_node_view views[2];
+	struct gang_manager *gm;
+	struct gang_member mb = { .ns = "ml", .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
+	struct gang_stats st;
+	char reason[640], err[CACHE_ERR_LEN];
+	bool allowed[2];
+
+	(void)state;
+	assert_non_null(c);
+	for (int i = 0; i < 2; i++) {
+		char json[512];
+		cJSON *o;
+
+		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"n%d\"},\"status\":{\"allocatable\":"
+			 "{\"nvidia.com/gpu\":\"8\"},\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
+			 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}", i);
+		o = cJSON_Parse(json);
+		assert_int_equal(cache_node_upsert(c, cache_node_parse(o, &gpu_opts, err, sizeof(err))), 0);
+		cJSON_Delete(o);
+	}
+	idle_group(c, "whole", 2, 2);           /* both members: it is planned */
+	idle_group(c, "short", 3, 1);           /* 1 of 3 members: it waits for them */
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	cache_read_begin(c);
+	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
+	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
+	mb.uid = mb.name = "whole-0";
+	mb.group = "whole";
+	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
+			 GANG_ALLOWED);
+	mb.uid = mb.name = "short-0";
+	mb.group = "short";
+	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
+			 GANG_REFUSED);
+	cache_read_end(c);
+	gang_get_stats(gm, &st);
+	assert_int_equal(st.entries, 2);
+	for (int i = 0; i < 100; i++) {
+		gang_get_stats(gm, &st);
+		if (st.entries < 2)
+			break;
+		usleep(100 * 1000);
+	}
+	assert_int_equal(st.entries, 1);        /* "short" forgotten ... */
+	assert_int_equal(st.active, 1);         /* ... "whole" still planned */
+	usleep(1500 * 1000);
+	gang_get_stats(gm, &st);
+	assert_int_equal(st.entries, 1);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gang_idle_entries_are_forgotten_planned_ones_kept),
 		cmocka_unit_test(test_gang_filter_checks_the_podgroup_min_resources),
 		cmocka_unit_test(test_gang_without_a_quorum_waits_for_its_members_to_settle),
 		cmocka_unit_test(test_gang_plan_uses_the_finest_domain_that_holds_the_gang),
