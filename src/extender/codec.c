@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static cJSON *parse_object(const char *body, size_t len, char *err, size_t errlen)
+/* Parse a request body that must be one JSON object. <checked>: the caller
+ * already knows it holds no unsafe bytes (json_find_unsafe), so it is not
+ * scanned again. */
+static cJSON *parse_object(const char *body, size_t len, bool checked, char *err, size_t errlen)
 {
 	const char *end = NULL;
 	cJSON *root;
@@ -20,7 +23,7 @@ static cJSON *parse_object(const char *body, size_t len, char *err, size_t errle
 		snprintf(err, errlen, "empty request body");
 		return NULL;
 	}
-	bad = json_find_unsafe(body, len);
+	bad = checked ? -1 : json_find_unsafe(body, len);
 	if (bad >= 0) {
 		snprintf(err, errlen, "control character or \\u0000 at byte %ld; JSON allows "
 			 "neither here", bad);
@@ -241,14 +244,14 @@ static int cut_names(const char *body, size_t len, struct ext_args *out, char **
 	if (p >= end)
 		return 0;
 	cap = n ? n : 1;
-	out->name_list = malloc(cap * sizeof(*out->name_list));
+	out->names = malloc(cap * sizeof(*out->names));
 	out->name_bytes = malloc(bytes ? bytes : 1);
 	*rest = malloc((size_t)(arr - body) + 4 + (size_t)(end - p - 1) + 1);
-	if (!out->name_list || !out->name_bytes || !*rest) {
-		free(out->name_list);
+	if (!out->names || !out->name_bytes || !*rest) {
+		free(out->names);
 		free(out->name_bytes);
 		free(*rest);
-		out->name_list = NULL;
+		out->names = NULL;
 		out->name_bytes = NULL;
 		*rest = NULL;
 		return 0;
@@ -261,7 +264,7 @@ static int cut_names(const char *body, size_t len, struct ext_args *out, char **
 
 		memcpy(w, q + 1, run);
 		w[run] = '\0';
-		out->name_list[n++] = (struct ext_name){ w, run };
+		out->names[n++] = (struct ext_name){ w, run };
 		w += run + 1;
 		q = skip_ws(q + run + 2, p);
 		if (q < p && *q == ',')
@@ -273,7 +276,6 @@ static int cut_names(const char *body, size_t len, struct ext_args *out, char **
 	memcpy(*rest + (arr - body) + 4, p + 1, (size_t)(end - p - 1));
 	*rest_len = (size_t)(arr - body) + 4 + (size_t)(end - p - 1);
 	(*rest)[*rest_len] = '\0';
-	out->names = out->name_list;
 	out->n_nodes = n;
 	return 1;
 }
@@ -284,28 +286,26 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 	const cJSON *nodes, *names, *it;
 	char *rest = NULL;
 	size_t rest_len = 0;
-	bool fast;
+	bool fast, safe;
 
 	memset(out, 0, sizeof(*out));
-	/* Unsafe bytes anywhere (the names included) refuse the whole body. */
-	if (len && json_find_unsafe(body, len) < 0 && cut_names(body, len, out, &rest, &rest_len)) {
+	/* Unsafe bytes anywhere (the names included) refuse the whole body; the
+	 * body is scanned for them once. */
+	safe = len && json_find_unsafe(body, len) < 0;
+	if (safe && cut_names(body, len, out, &rest, &rest_len)) {
 		fast = true;
-		out->root = parse_object(rest, rest_len, err, errlen);
+		out->root = parse_object(rest, rest_len, true, err, errlen);
 		free(rest);
 		if (!out->root) {
 			/* Malformed elsewhere: say where in the body as sent. */
 			ext_args_fini(out);
-			out->root = parse_object(body, len, err, errlen);
-			if (out->root) {
-				cJSON_Delete(out->root);        /* cannot happen; be safe */
-				out->root = NULL;
-				snprintf(err, errlen, "malformed JSON");
-			}
+			snprintf(err, errlen, "malformed JSON");
+			cJSON_Delete(parse_object(body, len, true, err, errlen));
 			return -EINVAL;
 		}
 	} else {
 		fast = false;
-		out->root = parse_object(body, len, err, errlen);
+		out->root = parse_object(body, len, safe, err, errlen);
 	}
 	if (!out->root)
 		return -EINVAL;
@@ -332,16 +332,15 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 			}
 			out->n_nodes++;
 		}
-		out->name_list = malloc((out->n_nodes ? out->n_nodes : 1) * sizeof(*out->name_list));
-		if (!out->name_list) {
+		out->names = malloc((out->n_nodes ? out->n_nodes : 1) * sizeof(*out->names));
+		if (!out->names) {
 			snprintf(err, errlen, "out of memory reading NodeNames");
 			return -EINVAL;
 		}
 		cJSON_ArrayForEach(it, names)
-			out->name_list[i++] = (struct ext_name){ it->valuestring,
+			out->names[i++] = (struct ext_name){ it->valuestring,
 								 strlen(it->valuestring) };
-		out->names = out->name_list;
-	} else if (nodes && !cJSON_IsNull(nodes)) {
+		} else if (nodes && !cJSON_IsNull(nodes)) {
 		const cJSON *items = cJSON_GetObjectItemCaseSensitive(nodes, "items");
 
 		if (!cJSON_IsObject(nodes) || (items && !cJSON_IsNull(items) && !cJSON_IsArray(items))) {
@@ -357,17 +356,21 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 		}
 		out->node_items = cJSON_IsArray(items) ? items : NULL;
 		out->full_nodes = true;
-		if (out->node_items)
-			out->item_text = item_texts(body, len, out->n_nodes);
 	}
 	/* Neither given: zero nodes, which is what kube-scheduler makes of it too. */
 	return 0;
 }
 
+void ext_args_find_item_texts(struct ext_args *a, const char *body, size_t len)
+{
+	if (a->full_nodes && a->node_items && !a->item_text)
+		a->item_text = item_texts(body, len, a->n_nodes);
+}
+
 void ext_args_fini(struct ext_args *a)
 {
 	cJSON_Delete(a->root);
-	free(a->name_list);
+	free(a->names);
 	free(a->name_bytes);
 	free(a->item_text);
 	memset(a, 0, sizeof(*a));
@@ -392,7 +395,7 @@ int ext_bind_args_decode(const char *body, size_t len, struct ext_bind_args *out
 	bool bad = false;
 
 	memset(out, 0, sizeof(*out));
-	out->root = parse_object(body, len, err, errlen);
+	out->root = parse_object(body, len, false, err, errlen);
 	if (!out->root)
 		return -EINVAL;
 	out->pod_name = req_str(out->root, "PodName", &bad);
@@ -418,7 +421,7 @@ int ext_preempt_decode(const char *body, size_t len, cJSON **root, const cJSON *
 {
 	const cJSON *m, *f;
 
-	*root = parse_object(body, len, err, errlen);
+	*root = parse_object(body, len, false, err, errlen);
 	if (!*root)
 		return -EINVAL;
 	*pod = cJSON_GetObjectItemCaseSensitive(*root, "Pod");

@@ -25,15 +25,16 @@ struct ext_args {
 	cJSON *root;                    /* owns the cJSON below */
 	const cJSON *pod;               /* the Pod object */
 	const cJSON *node_items;        /* Nodes.items (full mode), or NULL */
-	const struct ext_name *names;   /* NodeNames (names mode): n_nodes entries, or NULL */
+	struct ext_name *names;         /* NodeNames (names mode): n_nodes entries (owned), or
+					 * NULL */
 	bool full_nodes;                /* nodeCacheCapable: false */
 	size_t n_nodes;
 	/* NodeNames read straight from the body: the names' bytes (owned). */
 	char *name_bytes;
-	struct ext_name *name_list;     /* owned; what <names> points to */
-	/* Full mode: each item's exact text in the body (valid while the body
-	 * is), so a passing node is echoed as sent, not printed again; NULL when
-	 * they could not be found (then cJSON prints them). */
+	/* Full mode, after ext_args_find_item_texts: each item's exact text in
+	 * the body (valid while the body is), so a passing node is echoed as
+	 * sent, not printed again; NULL when not looked for or not found (then
+	 * cJSON prints them). */
 	struct ext_name *item_text;
 };
 
@@ -41,6 +42,9 @@ struct ext_args {
  * is wrong. The caller calls ext_args_fini in either case. */
 int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *err,
 		    size_t errlen);
+/* Full mode: locate each node item's text in <body> (what was decoded), for
+ * filter's echo. Only filter needs it, so decode does not pay for it. */
+void ext_args_find_item_texts(struct ext_args *a, const char *body, size_t len);
 void ext_args_fini(struct ext_args *a);
 
 /* ExtenderBindingArgs. Strings point into root. */

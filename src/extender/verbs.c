@@ -59,8 +59,8 @@ static void reply_error(struct ext_reply *r, unsigned status, const char *fmt, .
 struct node_ref {
 	const char *name;
 	size_t len;
+	size_t index;                           /* in the request */
 	const cJSON *object;                    /* full mode: the request's node */
-	const struct ext_name *text;            /* full mode: its text, or NULL */
 	const struct cache_node_view *view;     /* NULL: troupe cannot judge it */
 	const char *unusable;                   /* why view is NULL (full mode) */
 };
@@ -84,10 +84,15 @@ static struct cache_node *request_node_view(const struct ext_service *svc, const
 	if (!node)
 		return NULL;
 	len = strlen(node->name);
-	if (cache_node_lookup(svc->cache, node->name, len, &known))
-		node->derived = known.node->derived;
 	v->node = node;
-	cache_usage_lookup(svc->cache, node->name, len, &v->used, &v->unattributed);
+	if (cache_node_lookup(svc->cache, node->name, len, &known)) {
+		node->derived = known.node->derived;
+		v->used = known.used;
+		v->unattributed = known.unattributed;
+	} else {
+		/* Not a node troupe knows, but pods it knows may hold GPUs there. */
+		cache_usage_lookup(svc->cache, node->name, len, &v->used, &v->unattributed);
+	}
 	return node;
 }
 
@@ -119,7 +124,7 @@ static void walk_nodes(const struct ext_service *svc, const struct ext_args *a, 
 			}
 			for (size_t j = 0; j < m; j++) {
 				struct node_ref ref = { a->names[x + j].s, a->names[x + j].len,
-							NULL, NULL, found[j] ? &v[j] : NULL, NULL };
+							x + j, NULL, found[j] ? &v[j] : NULL, NULL };
 
 				fn(&ref, arg);
 			}
@@ -130,8 +135,8 @@ static void walk_nodes(const struct ext_service *svc, const struct ext_args *a, 
 		cJSON_ArrayForEach(it, a->node_items) {
 			struct cache_node_view v = { 0 };
 			struct cache_node *node = request_node_view(svc, it, &v);
-			struct node_ref ref = { "", 0, it, a->item_text ? &a->item_text[x] : NULL,
-						NULL, "troupe: node object has no name" };
+			struct node_ref ref = { "", 0, x, it, NULL,
+						"troupe: node object has no name" };
 
 			if (node) {
 				ref.name = node->name;
@@ -189,8 +194,28 @@ static struct gang_member member_of(const struct cache_pod *pod,
 
 /* ---- filter ------------------------------------------------------------ */
 
+/* The request's nodes one by one: the object (full mode) after <it>, or NULL. */
+static const cJSON *next_item(const struct ext_args *a, const cJSON *it)
+{
+	if (!a->full_nodes)
+		return NULL;
+	return it ? it->next : (a->node_items ? a->node_items->child : NULL);
+}
+
+/* The request's node <i> (<item> in full mode) passes filter: its own text as
+ * sent (or the object printed when its text was not found), or its name. */
+static void pass_node(struct ext_filter_out *out, const struct ext_args *a, size_t i,
+		      const cJSON *item)
+{
+	if (a->full_nodes)
+		ext_filter_out_pass_object(out, item, a->item_text ? &a->item_text[i] : NULL);
+	else
+		ext_filter_out_pass_name(out, a->names[i].s, a->names[i].len);
+}
+
 struct filter_ctx {
 	const struct ext_service *svc;
+	const struct ext_args *a;
 	const struct cache_pod *pod;
 	struct placement_request req;
 	struct ext_filter_out out;
@@ -225,10 +250,7 @@ static void filter_node(const struct node_ref *ref, void *arg)
 					cache_get_opts(fc->svc->cache)->gpu_resources, &fit);
 	}
 	if (fit.verdict == PLACEMENT_FITS) {
-		if (ref->object)
-			ext_filter_out_pass_object(&fc->out, ref->object, ref->text);
-		else
-			ext_filter_out_pass_name(&fc->out, ref->name, ref->len);
+		pass_node(&fc->out, fc->a, ref->index, ref->object);
 		return;
 	}
 	memcpy(fc->last_reason, fit.reason, sizeof(fit.reason));
@@ -241,25 +263,9 @@ static void pass_all(const struct ext_args *a, struct ext_filter_out *out)
 {
 	const cJSON *it;
 
-	if (a->full_nodes) {
-		size_t x = 0;
-
-		cJSON_ArrayForEach(it, a->node_items) {
-			ext_filter_out_pass_object(out, it, a->item_text ? &a->item_text[x] : NULL);
-			x++;
-		}
-	} else {
-		for (size_t x = 0; x < a->n_nodes; x++)
-			ext_filter_out_pass_name(out, a->names[x].s, a->names[x].len);
-	}
-}
-
-/* The request's nodes one by one: the object (full mode) after <it>, or NULL. */
-static const cJSON *next_item(const struct ext_args *a, const cJSON *it)
-{
-	if (!a->full_nodes)
-		return NULL;
-	return it ? it->next : (a->node_items ? a->node_items->child : NULL);
+	it = NULL;
+	for (size_t x = 0; x < a->n_nodes; x++)
+		pass_node(out, a, x, (it = next_item(a, it)));
 }
 
 /* The filter for a gang member: the gang manager decides which candidates have
@@ -335,12 +341,7 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 				placement_unknown_node(&fit);
 				ext_filter_out_fail(&fc->out, false, name, strlen(name), fit.reason);
 			} else if (verdict == GANG_ALLOWED && allowed[slot]) {
-				if (a->full_nodes)
-					ext_filter_out_pass_object(&fc->out, it,
-								   a->item_text ? &a->item_text[i]
-										: NULL);
-				else
-					ext_filter_out_pass_name(&fc->out, name, strlen(name));
+				pass_node(&fc->out, a, i, it);
 			} else {
 				ext_filter_out_fail(&fc->out, false, name, strlen(name),
 						    verdict == GANG_REFUSED ? reason
@@ -384,6 +385,10 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 	if (!pod)
 		goto out;
 	fc.pod = pod;
+	fc.a = &a;
+	/* Full mode: find each node's text, so a passing one is echoed as sent. */
+	if (a.full_nodes)
+		ext_args_find_item_texts(&a, body, len);
 	if (pod->demand.gpus > 0 && !cache_pod_known(svc->cache, pod->uid)) {
 		/* Remember (a copy of) the pod first: bind needs its demand, and a
 		 * gang counts its members from the cache. A pod the cache knows

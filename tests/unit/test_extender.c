@@ -582,6 +582,7 @@ static void test_ext_args_decode_names_fast_path_matches_cjson(void **state)
 		sr = ext_args_decode(slow, strlen(slow), &sa, serr, sizeof(serr));
 		if (fr != sr)
 			fail_msg("body %zu: fast %d (%s), cJSON %d (%s)", b, fr, ferr, sr, serr);
+		assert_null(sa.name_bytes);     /* the spaced body took the cJSON path */
 		if (fr == 0) {
 			assert_int_equal(fa.full_nodes, sa.full_nodes);
 			assert_int_equal(fa.n_nodes, sa.n_nodes);
@@ -635,6 +636,8 @@ static void test_ext_args_decode_finds_each_full_node_text(void **state)
 		assert_int_equal(ext_args_decode(bodies[b], strlen(bodies[b]), &a, err, sizeof(err)),
 				 0);
 		assert_true(a.full_nodes);
+		assert_null(a.item_text);       /* decode alone does not look for them */
+		ext_args_find_item_texts(&a, bodies[b], strlen(bodies[b]));
 		if (!a.item_text) {
 			ext_args_fini(&a);
 			continue;
