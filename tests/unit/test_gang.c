@@ -375,6 +375,59 @@ static void test_gang_plan_refuses_with_a_reason_and_skips_unusable_nodes(void *
 	cluster_free(&c);
 }
 
+/* troupe.io/gang-topology: required:<key> is one strict level: the gang goes in
+ * one domain of that label or is refused, the refusal naming the closest domain;
+ * the annotation's value is checked. */
+static void test_gang_plan_required_topology_keeps_the_gang_in_one_domain(void **state)
+{
+	struct cluster c = { 0 };
+	struct gang_levels one = { .n = 1, .strict = true };
+	struct gang_plan p;
+	char why[256] = "", err[256] = "";
+	const char *key = NULL;
+	struct placement_request r = gpus(8);
+
+	(void)state;
+	assert_int_equal(gang_topology_parse("required:network.topology.nvidia.com/block", &key,
+					     err, sizeof(err)), 0);
+	assert_string_equal(key, "network.topology.nvidia.com/block");
+	one.keys[0][0] = key;
+	/* rack-a: two empty nodes; rack-b: one empty, one full; one unlabelled. */
+	add_node(&c, "a0", 8, "s", "rack-a", 0, true);
+	add_node(&c, "a1", 8, "s", "rack-a", 0, true);
+	add_node(&c, "b0", 8, "s", "rack-b", 0, true);
+	add_node(&c, "b1", 8, "s", "rack-b", 0xFF, true);
+	add_node(&c, "x", 8, "s", NULL, 0, true);
+	/* 3 x 8 fit in the cluster (a0, a1, b0, x) but in no one rack. */
+	assert_int_equal(gang_plan_make(c.views, c.n, 3, &r, &one, &p, why, sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "3 pods x 8 GPUs; largest free network.topology.nvidia.com/block "
+			    "domain rack-a holds 2 pods");
+	assert_int_equal(p.n_slots, 0);
+	/* 2 x 8: rack-a, both members. */
+	assert_int_equal(gang_plan_make(c.views, c.n, 2, &r, &one, &p, why, sizeof(why)), 0);
+	/* (check_plan knows only the default levels: the slots are checked here.) */
+	assert_int_equal(p.n_slots, 2);
+	assert_int_equal(p.level, 0);
+	assert_string_equal(p.domain, "rack-a");
+	assert_true(p.slots[0].node != p.slots[1].node);
+	for (unsigned s = 0; s < p.n_slots; s++) {
+		assert_string_equal(cache_node_label(c.nodes[p.slots[s].node], key), "rack-a");
+		assert_int_equal(p.slots[s].devices, 0xFF);
+	}
+	gang_plan_fini(&p);
+	/* No node carries the label: said so. */
+	one.keys[0][0] = "example.com/none";
+	assert_int_equal(gang_plan_make(c.views, c.n, 1, &r, &one, &p, why, sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "1 pods x 8 GPUs; no offered node has the label example.com/none");
+	/* Bad values are refused with what is expected; none means no requirement. */
+	assert_int_equal(gang_topology_parse("required:", &key, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "required:<node-label-key>"));
+	assert_int_equal(gang_topology_parse("rack", &key, err, sizeof(err)), -EINVAL);
+	assert_int_equal(gang_topology_parse(NULL, &key, err, sizeof(err)), 0);
+	assert_null(key);
+	cluster_free(&c);
+}
+
 /* Random clusters: any plan satisfies the invariants, and a refusal only
  * happens when the free GPUs really are too few. */
 static void test_gang_plan_random_clusters_keep_the_invariants(void **state)
@@ -1860,6 +1913,24 @@ static void test_gang_filter_checks_the_podgroup_min_resources(void **state)
 	cache_free(c);
 }
 
+/* <n> Ready 8-GPU nodes n0, n1, ... in the cache. */
+static void cache_nodes(struct cache *c, int n)
+{
+	char err[CACHE_ERR_LEN];
+
+	for (int i = 0; i < n; i++) {
+		char json[512];
+		cJSON *o;
+
+		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"n%d\"},\"status\":{\"allocatable\":"
+			 "{\"nvidia.com/gpu\":\"8\"},\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
+			 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}", i);
+		o = cJSON_Parse(json);
+		assert_int_equal(cache_node_upsert(c, cache_node_parse(o, &gpu_opts, err, sizeof(err))), 0);
+		cJSON_Delete(o);
+	}
+}
+
 /* Apply pod <uid> of group "team" (label only: no PodGroup, no quorum named)
  * asking 8 GPUs. */
 static void settle_pod(struct cache *c, const char *uid)
@@ -1909,22 +1980,12 @@ static void test_gang_without_a_quorum_waits_for_its_members_to_settle(void **st
 				   .settle_s = 2 };
 	struct cache *c = cache_new(&gpu_opts);
 	struct gang_manager *gm;
-	char reason[640], err[CACHE_ERR_LEN];
+	char reason[640];
 	bool allowed[3];
 
 	(void)state;
 	assert_non_null(c);
-	for (int i = 0; i < 3; i++) {
-		char json[512];
-		cJSON *o;
-
-		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"n%d\"},\"status\":{\"allocatable\":"
-			 "{\"nvidia.com/gpu\":\"8\"},\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
-			 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}", i);
-		o = cJSON_Parse(json);
-		assert_int_equal(cache_node_upsert(c, cache_node_parse(o, &gpu_opts, err, sizeof(err))), 0);
-		cJSON_Delete(o);
-	}
+	cache_nodes(c, 3);
 	gm = gang_manager_new(c, &cfg);
 	assert_non_null(gm);
 	/* One member so far: not placed alone as a gang of one. */
@@ -1995,22 +2056,12 @@ static void test_gang_idle_entries_are_forgotten_planned_ones_kept(void **state)
 	struct gang_manager *gm;
 	struct gang_member mb = { .ns = "ml", .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
 	struct gang_stats st;
-	char reason[640], err[CACHE_ERR_LEN];
+	char reason[640];
 	bool allowed[2];
 
 	(void)state;
 	assert_non_null(c);
-	for (int i = 0; i < 2; i++) {
-		char json[512];
-		cJSON *o;
-
-		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"n%d\"},\"status\":{\"allocatable\":"
-			 "{\"nvidia.com/gpu\":\"8\"},\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
-			 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}", i);
-		o = cJSON_Parse(json);
-		assert_int_equal(cache_node_upsert(c, cache_node_parse(o, &gpu_opts, err, sizeof(err))), 0);
-		cJSON_Delete(o);
-	}
+	cache_nodes(c, 2);
 	idle_group(c, "whole", 2, 2);           /* both members: it is planned */
 	idle_group(c, "short", 3, 1);           /* 1 of 3 members: it waits for them */
 	gm = gang_manager_new(c, &cfg);
@@ -2053,6 +2104,7 @@ int main(void)
 		cmocka_unit_test(test_gang_plan_uses_the_finest_domain_that_holds_the_gang),
 		cmocka_unit_test(test_gang_plan_prefers_the_domain_needing_fewest_nodes),
 		cmocka_unit_test(test_gang_plan_refuses_with_a_reason_and_skips_unusable_nodes),
+		cmocka_unit_test(test_gang_plan_required_topology_keeps_the_gang_in_one_domain),
 		cmocka_unit_test(test_gang_plan_random_clusters_keep_the_invariants),
 		cmocka_unit_test(test_gang_plan_mixed_needs_share_nodes),
 		cmocka_unit_test(test_gang_plan_mixed_fills_every_member_into_the_finest_domain),
