@@ -273,6 +273,23 @@ fail:
 	return NULL;
 }
 
+/* Add <e> to the list of entries a sweep removes. False when out of memory
+ * (the list and its capacity are then unchanged). */
+static bool gone_push(struct pod_entry ***gone, size_t *n, size_t *cap, struct pod_entry *e)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		struct pod_entry **g = realloc(*gone, c * sizeof(*g));
+
+		if (!g)
+			return false;
+		*gone = g;
+		*cap = c;
+	}
+	(*gone)[(*n)++] = e;
+	return true;
+}
+
 static void pod_entry_free(struct pod_entry *e)
 {
 	if (!e)
@@ -1211,15 +1228,8 @@ void cache__pod_sweep(struct cache *c, bool (*keep)(const char *uid, void *arg),
 			if (e->reservation || !e->from_api || e->state == CACHE_POD_STATE_ASSUMED ||
 			    keep(e->uid, arg))
 				continue;
-			if (n == cap) {
-				struct pod_entry **g = realloc(gone, (cap = cap ? cap * 2 : 64) *
-								      sizeof(*g));
-
-				if (!g)
-					break;
-				gone = g;
-			}
-			gone[n++] = e;
+			if (!gone_push(&gone, &n, &cap, e))
+				break;
 		}
 		for (size_t k = 0; k < n; k++) {
 			strmap_del(&st->map, gone[k]->uid, strlen(gone[k]->uid));
@@ -1688,15 +1698,7 @@ void cache_pod_expire(struct cache *c, uint64_t uncertain_ns, uint64_t remembere
 			} else if (!e->from_api && !e->reservation && !e->slot &&
 				   e->state == CACHE_POD_STATE_PENDING &&
 				   now - e->seen_ns > remembered_ns) {
-				if (n == cap) {
-					struct pod_entry **g = realloc(gone, (cap = cap ? cap * 2 : 16) *
-									      sizeof(*g));
-
-					if (!g)
-						continue;
-					gone = g;
-				}
-				gone[n++] = e;
+				(void)gone_push(&gone, &n, &cap, e);   /* no memory: next pass */
 			}
 		}
 		for (size_t k = 0; k < n; k++) {
