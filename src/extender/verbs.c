@@ -439,36 +439,36 @@ struct prio_ctx {
 	size_t n;
 };
 
+/* One HostPriority of the answer. */
+static void put_score(struct prio_ctx *pc, const char *name, size_t len, unsigned score)
+{
+	if (pc->n++)
+		strbuf_putc(pc->out, ',');
+	strbuf_puts(pc->out, "{\"Host\":");
+	strbuf_put_json_str(pc->out, name, len);
+	strbuf_puts(pc->out, ",\"Score\":");
+	strbuf_put_i64(pc->out, score);
+	strbuf_putc(pc->out, '}');
+}
+
 static void prioritize_node(const struct node_ref *ref, void *arg)
 {
 	struct prio_ctx *pc = arg;
 	struct placement_fit fit;
 	unsigned score = 0;
+	bool has;
 
-	if (ref->view && pc->gang) {
-		bool has;
-
-		/* A planned gang's member: its slots decide (10), nothing else. */
-		if (gang_has_slot(pc->svc->gangs, &pc->mb, ref->name, &has) == GANG_ALLOWED) {
-			score = has ? PLACEMENT_MAX_SCORE : 0;
-			goto emit;
-		}
-	}
-	if (ref->view && pc->pod->demand.gpus > 0 &&
-	    placement_check_request(ref->view, &pc->req,
-				    cache_get_opts(pc->svc->cache)->gpu_resources,
-				    &fit) == PLACEMENT_FITS)
+	/* A planned gang's member: its slots decide (10), nothing else. */
+	if (ref->view && pc->gang &&
+	    gang_has_slot(pc->svc->gangs, &pc->mb, ref->name, &has) == GANG_ALLOWED)
+		score = has ? PLACEMENT_MAX_SCORE : 0;
+	else if (ref->view && pc->pod->demand.gpus > 0 &&
+		 placement_check_request(ref->view, &pc->req,
+					 cache_get_opts(pc->svc->cache)->gpu_resources,
+					 &fit) == PLACEMENT_FITS)
 		score = pc->svc->score->score(&pc->svc->cfg->weights, ref->view, &pc->req);
-	if (score > PLACEMENT_MAX_SCORE)
-		score = PLACEMENT_MAX_SCORE;
-emit:
-	if (pc->n++)
-		strbuf_putc(pc->out, ',');
-	strbuf_puts(pc->out, "{\"Host\":");
-	strbuf_put_json_str(pc->out, ref->name, ref->len);
-	strbuf_puts(pc->out, ",\"Score\":");
-	strbuf_put_i64(pc->out, score);
-	strbuf_putc(pc->out, '}');
+	put_score(pc, ref->name, ref->len, score < PLACEMENT_MAX_SCORE ? score
+								     : PLACEMENT_MAX_SCORE);
 }
 
 void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
@@ -497,7 +497,21 @@ void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 	if (pc.gang)
 		pc.mb = member_of(pod, &pc.req);
 	strbuf_putc(&r->body, '[');
-	walk_nodes(svc, &a, prioritize_node, &pc);
+	if (pod->demand.gpus == 0 && !pc.gang) {
+		/* Asks for no managed resource: every node scores 0, with nothing to
+		 * look up (as filter passes them all). */
+		const cJSON *it = NULL;
+
+		for (size_t x = 0; x < a.n_nodes; x++) {
+			const char *name = (it = next_item(&a, it)) ? json_str(json_obj(it, "metadata"),
+									      "name")
+								    : a.names[x].s;
+
+			put_score(&pc, name ? name : "", name ? strlen(name) : 0, 0);
+		}
+	} else {
+		walk_nodes(svc, &a, prioritize_node, &pc);
+	}
 	strbuf_putc(&r->body, ']');
 out:
 	cache_pod_free(pod);

@@ -1890,6 +1890,29 @@ static void test_ext_prioritize_scores_every_input_node(void **state)
 	assert_true(score_of(j, "gpu-h100-0") > score_of(j, "gpu-h100-1"));
 	cJSON_Delete(j);
 
+	/* A pod asking no GPU: every node named once, each scored 0, in both modes. */
+	body = names_args(gpu_pod("prio-0", 0), request_nodes);
+	j = call(ext_prioritize, f, body, &status);
+	free(body);
+	assert_int_equal(status, 200);
+	assert_int_equal(cJSON_GetArraySize(j), 9);
+	for (const char *const *n = request_nodes; *n; n++)
+		assert_int_equal(score_of(j, *n), 0);
+	cJSON_Delete(j);
+	{
+		cJSON *items = cJSON_CreateArray();
+
+		cJSON_AddItemToArray(items, node_obj("gpu-a100-0", "8", "8", true, false));
+		cJSON_AddItemToArray(items, node_obj("gpu-new-0", "8", "8", true, false));
+		body = full_args(gpu_pod("prio-0-full", 0), items);
+		j = call(ext_prioritize, f, body, &status);
+		free(body);
+		assert_int_equal(cJSON_GetArraySize(j), 2);
+		assert_int_equal(score_of(j, "gpu-new-0"), 0);
+		assert_int_equal(score_of(j, "gpu-a100-0"), 0);
+		cJSON_Delete(j);
+	}
+
 	state_take(f, &after);
 	assert_state_same(&before, &after, true, "after prioritize");
 }
