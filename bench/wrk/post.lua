@@ -14,12 +14,5 @@ function request()
   return req
 end
 
-function done(summary, latency, requests)
-  io.write(string.format(
-    '{"requests":%d,"duration_us":%d,"errors":%d,"non2xx":%d,' ..
-    '"p50_us":%d,"p90_us":%d,"p99_us":%d,"max_us":%d,"mean_us":%.1f}\n',
-    summary.requests, summary.duration,
-    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
-    summary.errors.status, latency:percentile(50), latency:percentile(90),
-    latency:percentile(99), latency.max, latency.mean))
-end
+-- done(): the JSON report line, shared with the other script.
+dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "report.lua")
