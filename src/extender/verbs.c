@@ -1210,6 +1210,16 @@ static void metric(struct strbuf *sb, const char *name, const char *type, const 
 	strbuf_printf(sb, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name, v);
 }
 
+/* A counter per verb, one line each. */
+static void metric_by_verb(struct strbuf *sb, const char *name, const char *help,
+			   const char *const *verbs, const uint64_t *counts)
+{
+	strbuf_printf(sb, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+	for (int i = 0; i < EXT_C_VERBS; i++)
+		strbuf_printf(sb, "%s{verb=\"%s\"} %llu\n", name, verbs[i],
+			      (unsigned long long)__atomic_load_n(&counts[i], __ATOMIC_RELAXED));
+}
+
 void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 {
 	static const char *const verbs[EXT_C_VERBS] = { "filter", "prioritize", "bind", "preempt",
@@ -1231,18 +1241,10 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 	if (svc->counters) {
 		struct ext_counters *c = svc->counters;
 
-		strbuf_puts(sb, "# HELP troupe_requests_total Requests answered, by verb\n"
-				"# TYPE troupe_requests_total counter\n");
-		for (int i = 0; i < EXT_C_VERBS; i++)
-			strbuf_printf(sb, "troupe_requests_total{verb=\"%s\"} %llu\n", verbs[i],
-				      (unsigned long long)__atomic_load_n(&c->requests[i],
-									   __ATOMIC_RELAXED));
-		strbuf_puts(sb, "# HELP troupe_request_errors_total Requests answered with an error\n"
-				"# TYPE troupe_request_errors_total counter\n");
-		for (int i = 0; i < EXT_C_VERBS; i++)
-			strbuf_printf(sb, "troupe_request_errors_total{verb=\"%s\"} %llu\n", verbs[i],
-				      (unsigned long long)__atomic_load_n(&c->errors[i],
-									   __ATOMIC_RELAXED));
+		metric_by_verb(sb, "troupe_requests_total", "Requests answered, by verb", verbs,
+			       c->requests);
+		metric_by_verb(sb, "troupe_request_errors_total", "Requests answered with an error",
+			       verbs, c->errors);
 		strbuf_printf(sb, "# HELP troupe_filter_seconds_total Server-side time in filter "
 			      "(divided by the filter count: the mean)\n"
 			      "# TYPE troupe_filter_seconds_total counter\n"
