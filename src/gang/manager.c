@@ -137,6 +137,7 @@ static struct gang *gang_get(struct gang_manager *m, const char *ns, const char 
 	snprintf(g->key, sizeof(g->key), "%s", key);
 	snprintf(g->ns, sizeof(g->ns), "%s", ns);
 	snprintf(g->name, sizeof(g->name), "%s", name);
+	g->last_seen_ns = util_now_ns();        /* not idle from birth (forget_idle) */
 	if (strmap_put(&m->gangs, g->key, strlen(g->key), g, NULL) < 0) {
 		free(g);
 		return NULL;
