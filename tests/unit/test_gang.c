@@ -1909,6 +1909,19 @@ static void test_gang_filter_checks_the_podgroup_min_resources(void **state)
 	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
 	assert_int_equal(views[0].used, 0);
 	cache_read_end(c);
+	/* minResources the offered nodes can hold: the gang is planned. */
+	o = cJSON_Parse("{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\"},\"spec\":{\"minMember\":2,"
+			"\"minResources\":{\"nvidia.com/gpu\":\"16\"}}}");
+	assert_int_equal(cache_podgroup_apply(c, cache_podgroup_parse(o, &gpu_opts, err, sizeof(err))),
+			 0);
+	cJSON_Delete(o);
+	cache_read_begin(c);
+	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
+	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
+	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
+			 GANG_ALLOWED);
+	cache_read_end(c);
+	assert_true(allowed[0] || allowed[1]);
 	gang_manager_free(gm);
 	cache_free(c);
 }
