@@ -434,6 +434,7 @@ struct prio_ctx {
 	const struct cache_pod *pod;
 	struct placement_request req;
 	struct gang_member mb;          /* the pod as a gang member, if it is one */
+	struct placement_score_memo memo;       /* nodes alike score alike */
 	bool gang;                      /* gangs are on and the pod names a group */
 	struct strbuf *out;
 	size_t n;
@@ -466,9 +467,8 @@ static void prioritize_node(const struct node_ref *ref, void *arg)
 		 placement_check_request(ref->view, &pc->req,
 					 cache_get_opts(pc->svc->cache)->gpu_resources,
 					 &fit) == PLACEMENT_FITS)
-		score = pc->svc->score->score(&pc->svc->cfg->weights, ref->view, &pc->req);
-	put_score(pc, ref->name, ref->len, score < PLACEMENT_MAX_SCORE ? score
-								     : PLACEMENT_MAX_SCORE);
+		score = placement_score_memoized(&pc->memo, ref->view);
+	put_score(pc, ref->name, ref->len, score);
 }
 
 void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
@@ -493,6 +493,7 @@ void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 		goto out;
 	}
 	pc.pod = pod;
+	placement_score_memo_init(&pc.memo, svc->score, &svc->cfg->weights, &pc.req);
 	pc.gang = svc->gangs && pod->group;
 	if (pc.gang)
 		pc.mb = member_of(pod, &pc.req);

@@ -64,10 +64,37 @@ struct placement_weights {
 struct placement_score_ops {
 	const char *name;
 	/* Score 0..PLACEMENT_MAX_SCORE for a node that fits (placement_check said
-	 * PLACEMENT_FITS). */
+	 * PLACEMENT_FITS). It may read only the node's topology class, free mask,
+	 * free count and allocatable count (see placement_score_memo). */
 	unsigned (*score)(const struct placement_weights *w, const struct cache_node_view *view,
 			  const struct placement_request *req);
 };
+
+/* A request's memo of scores. Every policy's score is a function of the node's
+ * topology class (node->derived), free device mask, free device count and
+ * allocatable count only, besides the weights and the request: nodes alike in
+ * those four score alike, so a request over thousands of nodes scores each
+ * such kind once. One memo serves one request (one ops, weights and request)
+ * inside one cache read section (class pointers stay valid). Its slots are the
+ * calling thread's (no allocation, nothing to clear): a thread uses one memo
+ * at a time, and initialising another forgets the last. */
+struct placement_score_memo {
+	const struct placement_score_ops *ops;
+	const struct placement_weights *w;
+	const struct placement_request *req;
+	uint32_t gen;                   /* this memo's slots carry it */
+	uint32_t slot_mask;             /* slots in use - 1 (tests shrink it) */
+	uint64_t hits, misses;
+};
+
+void placement_score_memo_init(struct placement_score_memo *m,
+			       const struct placement_score_ops *ops,
+			       const struct placement_weights *w,
+			       const struct placement_request *req);
+/* ops->score(w, view, req) capped at PLACEMENT_MAX_SCORE, from the memo when a
+ * node alike was scored. */
+unsigned placement_score_memoized(struct placement_score_memo *m,
+				  const struct cache_node_view *view);
 
 /* The policy called <name>, or NULL. */
 const struct placement_score_ops *placement_score_find(const char *name);

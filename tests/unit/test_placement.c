@@ -245,6 +245,65 @@ static unsigned binpack(double packing, uint32_t capacity, uint32_t alloc, uint6
 	return ops->score(&w, &v, &(struct placement_request){ .demand = d });
 }
 
+/* The score memo answers exactly what the policy answers, for every policy,
+ * over random nodes of a few topology classes (and none), random holdings and
+ * random requests; and nodes alike are scored once. */
+static void test_placement_score_memo_matches_policy(void **state)
+{
+	static struct placement_topo cls[3];
+	const char *products[3] = { "NVIDIA-A100-SXM4-80GB", "Tesla-V100-SXM2-16GB",
+				    "NVIDIA-H100-80GB-HBM3" };
+	unsigned counts[3] = { 8, 8, 4 };
+	unsigned seed = 12345;
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(placement_topo_profile(products[i], counts[i], &cls[i]), 0);
+	for (const char *const *p = placement_score_names; *p; p++) {
+		const struct placement_score_ops *ops = placement_score_find(*p);
+
+		for (int round = 0; round < 60; round++) {
+			struct placement_weights w = { (rand_r(&seed) % 4) / 2.0,
+						       (rand_r(&seed) % 4) / 2.0,
+						       (rand_r(&seed) % 4) / 2.0 };
+			struct placement_request req = { .demand = gpus(NV, 1 + rand_r(&seed) % 8) };
+			struct placement_score_memo memo;
+			unsigned n_nodes = 1000;
+
+			req.policy.kind = rand_r(&seed) % 2 ? PLACEMENT_POLICY_PREFERRED
+							    : PLACEMENT_POLICY_NONE;
+			placement_score_memo_init(&memo, ops, &w, &req);
+			/* Every other round with two slots, so that nodes differing in
+			 * only one field of the key often meet in a slot. */
+			if (round % 2)
+				memo.slot_mask = 1;
+			for (unsigned i = 0; i < n_nodes; i++) {
+				int c = (int)(rand_r(&seed) % 4);       /* 3: unknown topology */
+				uint32_t cap = c == 3 ? 8 : counts[c];
+				/* Few holdings (in the small rounds), so that nodes often
+				 * share a free mask and differ only in the other fields. */
+				static const uint64_t held[4] = { 0, 0x01, 0x03, 0x50 };
+				uint64_t used = round % 2 ? held[rand_r(&seed) % 4] : (uint64_t)rand_r(&seed);
+				struct cache_node n = make_node(NV, cap, cap - rand_r(&seed) % 3, true,
+								false);
+				struct cache_node_view v = { &n, used & ((1u << cap) - 1),
+							     rand_r(&seed) % 3 };
+				unsigned want;
+
+				n.derived = c == 3 ? NULL : &cls[c];
+				n.unhealthy = rand_r(&seed) % 7 == 0 ? 1u << (rand_r(&seed) % cap) : 0;
+				n.derived = rand_r(&seed) % 9 == 0 ? NULL : n.derived;
+				want = ops->score(&w, &v, &req);
+				if (want > PLACEMENT_MAX_SCORE)
+					want = PLACEMENT_MAX_SCORE;
+				assert_int_equal(placement_score_memoized(&memo, &v), want);
+			}
+			assert_int_equal(memo.hits + memo.misses, n_nodes);
+			assert_true(memo.hits > 0);
+		}
+	}
+}
+
 struct score_case {
 	const char *what;
 	uint32_t alloc;
@@ -1722,6 +1781,7 @@ int main(void)
 		cmocka_unit_test(test_placement_check_fits_iff_enough_free),
 		cmocka_unit_test(test_placement_unknown_node_is_resolvable),
 		cmocka_unit_test(test_placement_score_find_by_exact_name),
+		cmocka_unit_test(test_placement_score_memo_matches_policy),
 		cmocka_unit_test(test_placement_binpack_scores_utilisation_after_landing),
 		cmocka_unit_test(test_placement_binpack_fuller_node_scores_higher),
 		cmocka_unit_test(test_placement_binpack_is_bounded_and_monotonic),
