@@ -192,6 +192,18 @@ void cache_read_end(struct cache *c);
 /* Look a node up by name inside a read section. Returns false when unknown. */
 bool cache_node_lookup(struct cache *c, const char *name, size_t len,
 		       struct cache_node_view *out);
+/* A name in a request: bytes and length, not NUL-terminated. */
+struct cache_name {
+	const char *s;
+	size_t len;
+};
+enum { CACHE_LOOKUP_BATCH = 16 };
+/* Look up <n> (at most CACHE_LOOKUP_BATCH) names at once inside a read
+ * section: found[i] says whether out[i] was filled, as cache_node_lookup
+ * would. Faster per name than one at a time: the batch's memory fetches
+ * overlap. */
+void cache_node_lookup_many(struct cache *c, const struct cache_name *names, size_t n,
+			    struct cache_node_view *out, bool *found);
 /* Usage of a node by name (for nodes given in full by a request). Returns
  * false when troupe has no usage for it. Inside a read section. */
 bool cache_usage_lookup(struct cache *c, const char *name, size_t len, uint64_t *used,

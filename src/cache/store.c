@@ -1,5 +1,5 @@
-/* The store: nodes by name in a Concurrency Kit hash table (one writer, many
- * lock-free readers), node records published whole and reclaimed through
+/* The store: nodes by name in nameidx, an open-addressing index (one writer,
+ * many lock-free readers, batched prefetching lookups), node records published whole and reclaimed through
  * ck_epoch, per-node GPU usage changed by double-word compare-and-swap, and the
  * pod table that says which pod holds what.
  *
@@ -28,6 +28,7 @@
  */
 #include "cache/cache.h"
 #include "cache/internal.h"
+#include "cache/nameidx.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -36,7 +37,6 @@
 #include <string.h>
 
 #include <ck_epoch.h>
-#include <ck_ht.h>
 #include <ck_pr.h>
 
 #include "common/log.h"
@@ -98,7 +98,7 @@ struct cache {
 	uint64_t gen;                   /* tells thread-local reader records apart */
 	ck_epoch_t epoch;
 	ck_epoch_record_t *writer;      /* used only by the single writer */
-	ck_ht_t nodes;                  /* name -> struct slot; writer mutates */
+	struct nameidx nodes;           /* name -> struct slot; writer mutates */
 	unsigned int n_nodes;           /* writer writes, anyone reads (relaxed) */
 	unsigned int n_tombstones;      /* slots with no record; writer only */
 	unsigned long n_retired;        /* records retired so far; writer only */
@@ -128,7 +128,8 @@ struct podgroup {
 
 static uint64_t cache_generation;
 
-/* The writer's cache, for ck_ht's allocator callbacks (which take no context). */
+/* The cache this thread is the writer of, while it writes (slots are removed
+ * only by the writer). */
 static __thread struct cache *tl_writer;
 
 static __thread struct {
@@ -136,55 +137,6 @@ static __thread struct {
 	ck_epoch_record_t *rec;
 } tl_reader;
 
-/* ---- ck_ht allocator: deferred frees go through the epoch ---------------- */
-
-struct ht_hdr {
-	ck_epoch_entry_t entry;
-	size_t size;
-} __attribute__((aligned(16)));
-
-static void *ht_malloc(size_t size)
-{
-	struct ht_hdr *h = malloc(sizeof(*h) + size);
-
-	if (!h)
-		return NULL;
-	h->size = size;
-	return h + 1;
-}
-
-static void ht_free_now(ck_epoch_entry_t *e)
-{
-	free((struct ht_hdr *)e);
-}
-
-static void ht_free(void *p, size_t size, bool defer)
-{
-	struct ht_hdr *h;
-
-	if (!p)
-		return;
-	h = (struct ht_hdr *)p - 1;
-	if (defer && tl_writer) {
-		/* A reader may still walk the old table: free after the grace period. */
-		ck_epoch_call(tl_writer->writer, &h->entry, ht_free_now);
-		return;
-	}
-	free(h);
-}
-
-static void *ht_realloc(void *p, size_t old, size_t size, bool defer)
-{
-	void *n = ht_malloc(size);
-
-	if (!n)
-		return NULL;
-	memcpy(n, p, old < size ? old : size);
-	ht_free(p, old, defer);
-	return n;
-}
-
-static struct ck_malloc ht_allocator = { ht_malloc, ht_realloc, ht_free };
 
 /* Free a node record and what the upper layer derived from it. Writer. */
 static void node_free(struct cache *c, struct cache_node *n)
@@ -211,6 +163,11 @@ static void slot_free_cb(ck_epoch_entry_t *e)
 	/* Only record-less slots are removed, so there is no record to free. */
 	pthread_mutex_destroy(&s->pods_lock);
 	free(s);
+}
+
+static void table_free_cb(ck_epoch_entry_t *e)
+{
+	free((struct nameidx_table *)e);        /* the entry is its first member */
 }
 
 /* Writer: free the node record <n> once no reader can hold it. */
@@ -252,8 +209,8 @@ struct cache *cache_new(const struct cache_opts *opts)
 	if (!c->writer)
 		goto fail;
 	ck_epoch_register(&c->epoch, c->writer, NULL);
-	if (!ck_ht_init(&c->nodes, CK_HT_MODE_BYTESTRING | CK_HT_WORKLOAD_DELETE, NULL,
-			&ht_allocator, 1024, 0x74726f75ULL))
+	/* A fixed seed: the same cluster walks in the same order every run. */
+	if (nameidx_init(&c->nodes, 1024, 0x74726f75ULL) < 0)
 		goto fail_ht;
 	pthread_mutex_init(&c->readers_lock, NULL);
 	pthread_mutex_init(&c->groups_lock, NULL);
@@ -376,9 +333,9 @@ done:
 
 void cache_free(struct cache *c)
 {
-	ck_ht_iterator_t it = CK_HT_ITERATOR_INITIALIZER;
-	ck_ht_entry_t *ent;
 	struct reader_rec *r, *next;
+	uint64_t at = 0;
+	struct slot *s;
 
 	if (!c)
 		return;
@@ -394,9 +351,7 @@ void cache_free(struct cache *c)
 		strmap_fini(&c->pods[i].map);
 		pthread_mutex_destroy(&c->pods[i].lock);
 	}
-	while (ck_ht_next(&c->nodes, &it, &ent)) {
-		struct slot *s = ck_ht_entry_value(ent);
-
+	while ((s = nameidx_iter(c->nodes.t, &at))) {
 		pthread_mutex_destroy(&s->pods_lock);
 		node_free(c, s->rec);
 		free(s);
@@ -423,7 +378,7 @@ void cache_free(struct cache *c)
 		strmap_fini(&c->members);
 		pthread_mutex_destroy(&c->members_lock);
 	}
-	ck_ht_destroy(&c->nodes);
+	nameidx_free(&c->nodes);
 	ck_epoch_barrier(c->writer);
 	tl_writer = NULL;
 	for (r = c->readers; r; r = next) {
@@ -484,18 +439,27 @@ void cache_read_end(struct cache *c)
 	ck_epoch_end(reader_record(c), NULL);
 }
 
+/* The slot named <name> among the values under <hash> in <t>, probing from
+ * <pos>, or NULL. */
+static struct slot *slot_find(const struct nameidx_table *t, uint64_t hash, uint64_t pos,
+			      const char *name, size_t len)
+{
+	struct slot *s;
+
+	while ((s = nameidx_next_match(t, hash, &pos)))
+		if (s->name_len == len && memcmp(s->name, name, len) == 0)
+			return s;
+	return NULL;
+}
+
 static struct slot *slot_get(struct cache *c, const char *name, size_t len)
 {
-	ck_ht_entry_t ent;
-	ck_ht_hash_t h;
+	uint64_t h;
 
 	if (len == 0 || len > UINT16_MAX)
 		return NULL;
-	ck_ht_hash(&h, &c->nodes, name, (uint16_t)len);
-	ck_ht_entry_key_set(&ent, name, (uint16_t)len);
-	if (!ck_ht_get_spmc(&c->nodes, h, &ent))
-		return NULL;
-	return ck_ht_entry_value(&ent);
+	h = nameidx_hash(&c->nodes, name, len);
+	return slot_find(nameidx_table(&c->nodes), h, h, name, len);
 }
 
 static void usage_load(const struct slot *s, uint64_t *used, uint32_t *unattr)
@@ -523,6 +487,52 @@ bool cache_node_lookup(struct cache *c, const char *name, size_t len,
 	return true;
 }
 
+void cache_node_lookup_many(struct cache *c, const struct cache_name *names, size_t n,
+			    struct cache_node_view *out, bool *found)
+{
+	const struct nameidx_table *t = nameidx_table(&c->nodes);
+	uint64_t h[CACHE_LOOKUP_BATCH];
+	struct slot *s[CACHE_LOOKUP_BATCH];
+
+	/* In stages, each prefetching what the next reads, so the batch's
+	 * cache misses overlap: hash and fetch the buckets; take each bucket's
+	 * first candidate and fetch the slot; check the name and fetch the
+	 * record. */
+	for (size_t i = 0; i < n; i++) {
+		h[i] = nameidx_hash(&c->nodes, names[i].s, names[i].len);
+		__builtin_prefetch(nameidx_bucket(t, h[i]));
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint64_t pos = h[i] & t->mask;
+
+		s[i] = nameidx_next_match(t, h[i], &pos);
+		if (s[i])
+			__builtin_prefetch(s[i]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *nm = names[i].s;
+		size_t len = names[i].len;
+		struct cache_node *rec;
+
+		found[i] = false;
+		if (len == 0 || len > UINT16_MAX)
+			continue;
+		if (!s[i] || s[i]->name_len != len || memcmp(s[i]->name, nm, len) != 0)
+			s[i] = slot_find(t, h[i], h[i] & t->mask, nm, len);  /* rare: a collision */
+		if (!s[i])
+			continue;
+		/* Acquire: pairs with the release store in cache_node_upsert. */
+		rec = __atomic_load_n(&s[i]->rec, __ATOMIC_ACQUIRE);
+		if (!rec)
+			continue;
+		__builtin_prefetch(rec);
+		__builtin_prefetch((const char *)rec + 64);
+		out[i].node = rec;
+		usage_load(s[i], &out[i].used, &out[i].unattributed);
+		found[i] = true;
+	}
+}
+
 bool cache_usage_lookup(struct cache *c, const char *name, size_t len, uint64_t *used,
 			uint32_t *unattributed)
 {
@@ -537,11 +547,11 @@ bool cache_usage_lookup(struct cache *c, const char *name, size_t len, uint64_t 
 void cache_node_foreach(struct cache *c, bool (*fn)(const struct cache_node_view *, void *),
 			void *arg)
 {
-	ck_ht_iterator_t it = CK_HT_ITERATOR_INITIALIZER;
-	ck_ht_entry_t *ent;
+	const struct nameidx_table *t = nameidx_table(&c->nodes);
+	uint64_t pos = 0;
+	struct slot *s;
 
-	while (ck_ht_next(&c->nodes, &it, &ent)) {
-		struct slot *s = ck_ht_entry_value(ent);
+	while ((s = nameidx_iter(t, &pos))) {
 		struct cache_node_view v;
 
 		/* Acquire: pairs with the release store in cache_node_upsert. */
@@ -612,8 +622,7 @@ static int usage_change(struct slot *s, uint64_t devices, uint32_t unattr, int s
 static struct slot *slot_create(struct cache *c, const char *name, size_t len)
 {
 	struct slot *s;
-	ck_ht_entry_t ent;
-	ck_ht_hash_t h;
+	struct nameidx_table *old;
 
 	if (len == 0 || len > UINT16_MAX)
 		return NULL;
@@ -625,12 +634,13 @@ static struct slot *slot_create(struct cache *c, const char *name, size_t len)
 	memcpy(s->name, name, len);
 	s->name[len] = '\0';
 	s->name_len = (uint16_t)len;
-	ck_ht_hash(&h, &c->nodes, s->name, (uint16_t)len);
-	ck_ht_entry_set(&ent, h, s->name, (uint16_t)len, s);
-	if (!ck_ht_put_spmc(&c->nodes, h, &ent)) {
+	if (nameidx_put(&c->nodes, nameidx_hash(&c->nodes, s->name, len), s, &old) < 0) {
+		pthread_mutex_destroy(&s->pods_lock);
 		free(s);
 		return NULL;
 	}
+	if (old)        /* readers may still probe the old table */
+		ck_epoch_call(c->writer, &old->entry, table_free_cb);
 	c->n_tombstones++;
 	return s;
 }
@@ -638,9 +648,6 @@ static struct slot *slot_create(struct cache *c, const char *name, size_t len)
 /* Writer: drop a slot that has neither a record nor references. */
 static void slot_maybe_remove(struct cache *c, struct slot *s)
 {
-	ck_ht_entry_t ent;
-	ck_ht_hash_t h;
-
 	/* seq_cst load of the record and of refs: with the seq_cst store of NULL
 	 * in cache_node_delete, they pair with the increment-then-load in
 	 * cache_pod_assume (Dekker), so one side always sees the other. */
@@ -648,9 +655,7 @@ static void slot_maybe_remove(struct cache *c, struct slot *s)
 		return;
 	if (__atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) != 0)
 		return;
-	ck_ht_hash(&h, &c->nodes, s->name, s->name_len);
-	ck_ht_entry_key_set(&ent, s->name, s->name_len);
-	if (!ck_ht_remove_spmc(&c->nodes, h, &ent))
+	if (!nameidx_remove(&c->nodes, nameidx_hash(&c->nodes, s->name, s->name_len), s))
 		return;
 	c->n_tombstones--;
 	ck_epoch_call(c->writer, &s->epoch_entry, slot_free_cb);
@@ -713,14 +718,11 @@ void cache_writer_reclaim(struct cache *c)
 {
 	tl_writer = c;
 	if (c->n_tombstones > 0) {
-		ck_ht_iterator_t it = CK_HT_ITERATOR_INITIALIZER;
-		ck_ht_entry_t *ent;
-		struct slot *dead[256];
+		struct slot *dead[256], *s;
+		uint64_t pos = 0;
 		size_t n = 0;
 
-		while (n < sizeof(dead) / sizeof(dead[0]) && ck_ht_next(&c->nodes, &it, &ent)) {
-			struct slot *s = ck_ht_entry_value(ent);
-
+		while (n < sizeof(dead) / sizeof(dead[0]) && (s = nameidx_iter(c->nodes.t, &pos))) {
 			if (!s->rec && __atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) == 0)
 				dead[n++] = s;
 		}
@@ -1176,16 +1178,14 @@ void cache_pod_foreach(struct cache *c, void (*fn)(const struct cache_pod_info *
 
 void cache__node_sweep(struct cache *c, bool (*keep)(const char *name, void *arg), void *arg)
 {
-	ck_ht_iterator_t it = CK_HT_ITERATOR_INITIALIZER;
-	ck_ht_entry_t *ent;
 	char **gone = NULL;
 	size_t n = 0, cap = 0;
+	uint64_t pos = 0;
+	struct slot *s;
 
 	tl_writer = c;
-	/* Collect first: deleting while iterating ck_ht is not allowed. */
-	while (ck_ht_next(&c->nodes, &it, &ent)) {
-		struct slot *s = ck_ht_entry_value(ent);
-
+	/* Collect first, then delete. */
+	while ((s = nameidx_iter(c->nodes.t, &pos))) {
 		if (!s->rec || keep(s->name, arg))
 			continue;
 		if (n == cap) {

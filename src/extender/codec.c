@@ -172,10 +172,10 @@ static const char *member(const char *obj, const char *end, const char *key)
 }
 
 /* Full mode: find each of the <n> items of Nodes.items in the body. */
-static struct ext_name *item_texts(const char *body, size_t len, size_t n)
+static struct cache_name *item_texts(const char *body, size_t len, size_t n)
 {
 	const char *end = body + len, *vend = end, *nodes, *items, *p;
-	struct ext_name *t;
+	struct cache_name *t;
 	size_t i = 0;
 
 	nodes = member(body, end, "Nodes");
@@ -190,7 +190,7 @@ static struct ext_name *item_texts(const char *body, size_t len, size_t n)
 
 		if (!e || i == n)
 			break;
-		t[i++] = (struct ext_name){ p, (size_t)(e - p) };
+		t[i++] = (struct cache_name){ p, (size_t)(e - p) };
 		p = skip_ws(e, vend);
 		if (p < vend && *p == ',')
 			p = skip_ws(p + 1, vend);
@@ -264,7 +264,7 @@ static int cut_names(const char *body, size_t len, struct ext_args *out, char **
 
 		memcpy(w, q + 1, run);
 		w[run] = '\0';
-		out->names[n++] = (struct ext_name){ w, run };
+		out->names[n++] = (struct cache_name){ w, run };
 		w += run + 1;
 		q = skip_ws(q + run + 2, p);
 		if (q < p && *q == ',')
@@ -338,7 +338,7 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 			return -EINVAL;
 		}
 		cJSON_ArrayForEach(it, names)
-			out->names[i++] = (struct ext_name){ it->valuestring,
+			out->names[i++] = (struct cache_name){ it->valuestring,
 								 strlen(it->valuestring) };
 		} else if (nodes && !cJSON_IsNull(nodes)) {
 		const cJSON *items = cJSON_GetObjectItemCaseSensitive(nodes, "items");
@@ -459,7 +459,7 @@ void ext_filter_out_pass_name(struct ext_filter_out *f, const char *name, size_t
 }
 
 void ext_filter_out_pass_object(struct ext_filter_out *f, const cJSON *node,
-				const struct ext_name *raw)
+				const struct cache_name *raw)
 {
 	char *s;
 

@@ -12,20 +12,17 @@
 
 #include <cjson/cJSON.h>
 
+#include "cache/cache.h"
 #include "common/strbuf.h"
 
-/* A node name of the request: NUL-terminated, with its length. */
-struct ext_name {
-	const char *s;
-	size_t len;
-};
+/* Node names of a request are struct cache_name, here also NUL-terminated. */
 
 /* ExtenderArgs (filter and prioritize). */
 struct ext_args {
 	cJSON *root;                    /* owns the cJSON below */
 	const cJSON *pod;               /* the Pod object */
 	const cJSON *node_items;        /* Nodes.items (full mode), or NULL */
-	struct ext_name *names;         /* NodeNames (names mode): n_nodes entries (owned), or
+	struct cache_name *names;         /* NodeNames (names mode): n_nodes entries (owned), or
 					 * NULL */
 	bool full_nodes;                /* nodeCacheCapable: false */
 	size_t n_nodes;
@@ -35,7 +32,7 @@ struct ext_args {
 	 * the body (valid while the body is), so a passing node is echoed as
 	 * sent, not printed again; NULL when not looked for or not found (then
 	 * cJSON prints them). */
-	struct ext_name *item_text;
+	struct cache_name *item_text;
 };
 
 /* Decode ExtenderArgs. Returns 0, or -EINVAL with a message in <err> naming what
@@ -81,7 +78,7 @@ void ext_filter_out_pass_name(struct ext_filter_out *f, const char *name, size_t
 /* A passing node object: its request text <raw> as it is when given (NULL:
  * print <node>). */
 void ext_filter_out_pass_object(struct ext_filter_out *f, const cJSON *node,
-				const struct ext_name *raw);
+				const struct cache_name *raw);
 void ext_filter_out_fail(struct ext_filter_out *f, bool unresolvable, const char *name,
 			 size_t len, const char *reason);
 /* Write the whole ExtenderFilterResult into <out>. */

@@ -104,24 +104,16 @@ static void walk_nodes(const struct ext_service *svc, const struct ext_args *a, 
 
 	cache_read_begin(svc->cache);
 	if (!a->full_nodes) {
-		/* In chunks: look a chunk's nodes up and prefetch their records, then
-		 * evaluate them, so the records' cache misses overlap instead of
-		 * stalling one node at a time (5,000 nodes do not fit in cache). */
-		enum { CHUNK = 16 };
+		/* In batches: look a batch's nodes up together (their memory
+		 * fetches overlap; 5,000 nodes do not fit in cache), then
+		 * evaluate them. */
+		for (size_t x = 0; x < a->n_nodes; x += CACHE_LOOKUP_BATCH) {
+			struct cache_node_view v[CACHE_LOOKUP_BATCH];
+			bool found[CACHE_LOOKUP_BATCH];
+			size_t m = a->n_nodes - x < CACHE_LOOKUP_BATCH ? a->n_nodes - x
+								      : CACHE_LOOKUP_BATCH;
 
-		for (size_t x = 0; x < a->n_nodes; x += CHUNK) {
-			struct cache_node_view v[CHUNK];
-			bool found[CHUNK];
-			size_t m = a->n_nodes - x < CHUNK ? a->n_nodes - x : CHUNK;
-
-			for (size_t j = 0; j < m; j++) {
-				found[j] = cache_node_lookup(svc->cache, a->names[x + j].s,
-							     a->names[x + j].len, &v[j]);
-				if (found[j]) {
-					__builtin_prefetch(v[j].node);
-					__builtin_prefetch((const char *)v[j].node + 64);
-				}
-			}
+			cache_node_lookup_many(svc->cache, &a->names[x], m, v, found);
 			for (size_t j = 0; j < m; j++) {
 				struct node_ref ref = { a->names[x + j].s, a->names[x + j].len,
 							x + j, NULL, found[j] ? &v[j] : NULL, NULL };

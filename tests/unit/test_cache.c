@@ -37,6 +37,7 @@
 #include "cache/cache.h"
 /* cache's own test: the relist sweeps and the request set-up are internal to cache/. */
 #include "cache/internal.h"
+#include "cache/nameidx.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -979,6 +980,219 @@ static void test_cache_store_upsert_lookup_replace_delete(void **state)
 	assert_true(s.found);
 	assert_int_equal(s.allocatable, 2);
 	cache_writer_reclaim(c);
+}
+
+/* ---- The name index --------------------------------------------------------------- */
+
+struct ix_name {
+	char s[80];
+	size_t len;
+	bool in;                        /* the model: present in the index */
+};
+
+/* A name of length 1..70, so every branch of the hash (under 4, under 8,
+ * whole words, an overlapping last word) is taken. */
+static void ix_name_make(struct ix_name *n, int i)
+{
+	static const char pad[] = "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnop";
+	int len = 1 + (i * 7) % 70;
+
+	n->len = (size_t)snprintf(n->s, sizeof(n->s), "%x%.*s", i, len, pad);
+	n->in = false;
+}
+
+static void *ix_find(const struct nameidx *ix, const struct ix_name *n)
+{
+	const struct nameidx_table *t = nameidx_table(ix);
+	uint64_t h = nameidx_hash(ix, n->s, n->len), pos = h;
+	struct ix_name *v;
+
+	while ((v = nameidx_next_match(t, h, &pos)))
+		if (v->len == n->len && memcmp(v->s, n->s, n->len) == 0)
+			return v;
+	return NULL;
+}
+
+/* Random adds and removes against a model: after each step every name is
+ * found exactly when the model holds it, iteration yields each held name
+ * once, and the table is rebuilt (tombstones dropped) as it fills. */
+static void test_cache_nameidx_against_a_model(void **state)
+{
+	enum { N = 700, STEPS = 20000 };
+	struct ix_name *names = calloc(N, sizeof(*names));
+	struct nameidx ix;
+	uint64_t rng = 0x1dea;
+	size_t live = 0, rebuilds = 0;
+
+	(void)state;
+	assert_non_null(names);
+	for (int i = 0; i < N; i++)
+		ix_name_make(&names[i], i);
+	assert_int_equal(nameidx_init(&ix, 4, 7), 0);
+	for (int step = 0; step < STEPS; step++) {
+		/* Mostly adds early, mostly removes late: the table grows and shrinks. */
+		struct ix_name *n = &names[rng_next(&rng) % (step < STEPS / 2 ? N : N / 3)];
+		uint64_t h = nameidx_hash(&ix, n->s, n->len);
+
+		if (!n->in) {
+			struct nameidx_table *old;
+
+			assert_int_equal(nameidx_put(&ix, h, n, &old), 0);
+			if (old) {
+				rebuilds++;
+				free(old);      /* no reader holds it */
+			}
+			n->in = true;
+			live++;
+		} else {
+			assert_true(nameidx_remove(&ix, h, n));
+			assert_false(nameidx_remove(&ix, h, n));
+			n->in = false;
+			live--;
+		}
+		if (step % 97 == 0 || step == STEPS - 1) {
+			const struct nameidx_table *t = nameidx_table(&ix);
+			uint64_t pos = 0;
+			size_t seen = 0;
+			struct ix_name *v;
+
+			for (int i = 0; i < N; i++)
+				assert_ptr_equal(ix_find(&ix, &names[i]), names[i].in ? &names[i] : NULL);
+			while ((v = nameidx_iter(t, &pos))) {
+				assert_true(v->in);
+				seen++;
+			}
+			assert_int_equal(seen, live);
+			/* At most half full, so every probe ends. */
+			assert_true((ix.live + ix.tombs) * 2 <= t->mask + 1);
+		}
+	}
+	assert_true(rebuilds >= 5);
+	nameidx_free(&ix);
+	free(names);
+}
+
+/* The batched lookup answers exactly what one-at-a-time lookups answer, for
+ * known, deleted, unknown, prefix, empty and over-long names, in batches of
+ * every size. */
+static void test_cache_lookup_many_agrees_with_lookup(void **state)
+{
+	struct cache *c = *state;
+	static char names[400][40], long_name[70000];
+	struct cache_name q[400];
+	uint64_t rng = 42;
+	size_t nq = 0;
+
+	for (int i = 0; i < 300; i++) {
+		snprintf(names[i], sizeof(names[i]), "node-%d", i);
+		add_node(c, names[i], 1 + i % 8, 1 + i % 8);
+	}
+	for (int i = 0; i < 300; i += 3)
+		assert_int_equal(cache_node_delete(c, names[i]), 0);
+	cache_writer_reclaim(c);
+	for (int i = 300; i < 400; i++)
+		snprintf(names[i], sizeof(names[i]), i % 2 ? "node-%d" : "node-%d-x", i - 300);
+	for (int i = 0; i < 400; i++)
+		q[nq++] = (struct cache_name){ names[i], strlen(names[i]) };
+	memset(long_name, 'a', sizeof(long_name) - 1);
+	q[17] = (struct cache_name){ "", 0 };
+	q[33] = (struct cache_name){ long_name, sizeof(long_name) - 1 };
+	q[50] = (struct cache_name){ "node-5", 5 };     /* "node-": a prefix */
+	for (size_t i = nq - 1; i > 0; i--) {
+		size_t j = rng_next(&rng) % (i + 1);
+		struct cache_name t = q[i];
+
+		q[i] = q[j];
+		q[j] = t;
+	}
+	cache_read_begin(c);
+	for (size_t at = 0, b = 1; at < nq; at += b, b = b % CACHE_LOOKUP_BATCH + 1) {
+		struct cache_node_view v[CACHE_LOOKUP_BATCH];
+		bool found[CACHE_LOOKUP_BATCH];
+		size_t m = nq - at < b ? nq - at : b;
+
+		cache_node_lookup_many(c, &q[at], m, v, found);
+		for (size_t j = 0; j < m; j++) {
+			struct cache_node_view one;
+			bool f = cache_node_lookup(c, q[at + j].s, q[at + j].len, &one);
+
+			assert_int_equal(found[j], f);
+			if (f) {
+				assert_ptr_equal(v[j].node, one.node);
+				assert_int_equal(v[j].used, one.used);
+				assert_int_equal(v[j].unattributed, one.unattributed);
+			}
+		}
+	}
+	cache_read_end(c);
+}
+
+/* Readers never miss a node that stays, while the writer adds and deletes
+ * hundreds of others (so the table is rebuilt under them). Run under TSan in
+ * ./scripts/test. */
+struct ix_race {
+	struct cache *c;
+	int stop;                       /* atomic */
+	unsigned misses, reads;         /* per reader, summed after join */
+};
+
+static void *ix_race_reader(void *arg)
+{
+	struct ix_race *r = arg;
+	struct cache_name q[CACHE_LOOKUP_BATCH];
+	char names[CACHE_LOOKUP_BATCH][24];
+	unsigned misses = 0, reads = 0;
+
+	for (int i = 0; i < CACHE_LOOKUP_BATCH; i++) {
+		snprintf(names[i], sizeof(names[i]), "stay-%d", i * 3);
+		q[i] = (struct cache_name){ names[i], strlen(names[i]) };
+	}
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		struct cache_node_view v[CACHE_LOOKUP_BATCH];
+		bool found[CACHE_LOOKUP_BATCH];
+
+		cache_read_begin(r->c);
+		cache_node_lookup_many(r->c, q, CACHE_LOOKUP_BATCH, v, found);
+		for (int i = 0; i < CACHE_LOOKUP_BATCH; i++) {
+			misses += !found[i] || strcmp(v[i].node->name, names[i]) != 0;
+			reads++;
+		}
+		cache_read_end(r->c);
+	}
+	__atomic_add_fetch(&r->misses, misses, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&r->reads, reads, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void test_cache_lookup_never_misses_a_staying_node(void **state)
+{
+	struct cache *c = *state;
+	struct ix_race r = { .c = c };
+	pthread_t tid[2];
+	char name[32];
+
+	for (int i = 0; i < 50; i++) {
+		snprintf(name, sizeof(name), "stay-%d", i);
+		add_node(c, name, 8, 8);
+	}
+	for (int t = 0; t < 2; t++)
+		assert_int_equal(pthread_create(&tid[t], NULL, ix_race_reader, &r), 0);
+	for (int round = 0; round < 6; round++) {
+		for (int i = 0; i < 400; i++) {
+			snprintf(name, sizeof(name), "churn-%d-%d", round, i);
+			add_node(c, name, 4, 4);
+		}
+		for (int i = 0; i < 400; i++) {
+			snprintf(name, sizeof(name), "churn-%d-%d", round, i);
+			assert_int_equal(cache_node_delete(c, name), 0);
+		}
+		cache_writer_reclaim(c);
+	}
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
+	for (int t = 0; t < 2; t++)
+		pthread_join(tid[t], NULL);
+	assert_true(r.reads > 0);
+	assert_int_equal(r.misses, 0);
 }
 
 /* Lookups use the given length, not a terminator. */
@@ -4142,6 +4356,9 @@ int main(void)
 		CACHE_TEST(test_cache_node_lookup_uses_length),
 		cmocka_unit_test(test_cache_view_free_gpus_and_mask),
 		CACHE_TEST(test_cache_node_foreach_visits_live_nodes),
+		cmocka_unit_test(test_cache_nameidx_against_a_model),
+		CACHE_TEST(test_cache_lookup_many_agrees_with_lookup),
+		CACHE_TEST(test_cache_lookup_never_misses_a_staying_node),
 		CACHE_TEST(test_cache_synced_flag),
 		CACHE_TEST(test_cache_pod_apply_annotated_pod_holds_its_devices),
 		CACHE_TEST(test_cache_pod_apply_unannotated_pod_counts_unattributed),
