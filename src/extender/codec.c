@@ -207,77 +207,79 @@ static struct cache_name *item_texts(const char *body, size_t len, size_t n)
  * per name), and give cJSON the rest with the array replaced by null. Returns 1
  * when done (<out> holds the names, <*rest> the text to parse), 0 when the
  * body is anything else (escaped or non-ASCII names, an array that is not all
- * strings, no such key at the top level): the general path then reads it. */
+ * strings, no such key at the top level): the general path then reads it.
+ * The array is copied once and its names are cut in the copy (each closing
+ * quote becomes the name's NUL), in one pass. The bytes of the array are all
+ * checked here (plain names, JSON whitespace, commas), so the caller need
+ * check only the rest for unsafe bytes. */
 static int cut_names(const char *body, size_t len, struct ext_args *out, char **rest,
 		     size_t *rest_len)
 {
 	static const char key[] = "\"NodeNames\":";
-	const char *end = body + len, *k = memmem(body, len, key, sizeof(key) - 1), *p, *arr;
-	size_t n = 0, bytes = 0, cap = 0;
-	char *w;
+	const char *end = body + len, *k = memmem(body, len, key, sizeof(key) - 1), *arr;
+	size_t n = 0, cap = 0, after;
+	char *copy, *p, *cend;
 
 	if (!k)
 		return 0;
 	arr = skip_ws(k + sizeof(key) - 1, end);
 	if (arr >= end || *arr != '[' || !top_level_key(body, k))
 		return 0;       /* (null in full mode: no scan of the nodes) */
-	/* First pass: count and check. */
-	for (p = skip_ws(arr + 1, end); p < end && *p != ']';) {
+	copy = malloc((size_t)(end - arr) + 1);
+	if (!copy)
+		return 0;
+	memcpy(copy, arr, (size_t)(end - arr));
+	cend = copy + (end - arr);
+	*cend = '\0';
+	for (p = (char *)skip_ws(copy + 1, cend); p < cend && *p != ']';) {
 		size_t run;
 
 		if (*p != '"')
-			return 0;
-		run = json_plain_run(p + 1, (size_t)(end - p - 1));
-		if (p + 1 + run >= end || p[1 + run] != '"' || run == 0)
-			return 0;
-		n++;
-		bytes += run + 1;
-		p = skip_ws(p + run + 2, end);
-		if (p < end && *p == ',') {
-			p = skip_ws(p + 1, end);
-			if (p >= end || *p != '"')
-				return 0;       /* [..., ] is not JSON */
-		} else if (p < end && *p != ']') {
-			return 0;
+			goto refuse;
+		run = json_plain_run(p + 1, (size_t)(cend - p - 1));
+		if (p + 1 + run >= cend || p[1 + run] != '"' || run == 0)
+			goto refuse;
+		if (n == cap) {
+			struct cache_name *g = realloc(out->names,
+						       (cap = cap ? cap * 2 : 256) * sizeof(*g));
+
+			if (!g)
+				goto refuse;
+			out->names = g;
+		}
+		p[1 + run] = '\0';
+		out->names[n++] = (struct cache_name){ p + 1, run };
+		p = (char *)skip_ws(p + run + 2, cend);
+		if (p < cend && *p == ',') {
+			p = (char *)skip_ws(p + 1, cend);
+			if (p >= cend || *p != '"')
+				goto refuse;    /* [..., ] is not JSON */
+		} else if (p < cend && *p != ']') {
+			goto refuse;
 		}
 	}
-	if (p >= end)
-		return 0;
-	cap = n ? n : 1;
-	out->names = malloc(cap * sizeof(*out->names));
-	out->name_bytes = malloc(bytes ? bytes : 1);
-	*rest = malloc((size_t)(arr - body) + 4 + (size_t)(end - p - 1) + 1);
-	if (!out->names || !out->name_bytes || !*rest) {
-		free(out->names);
-		free(out->name_bytes);
-		free(*rest);
-		out->names = NULL;
-		out->name_bytes = NULL;
-		*rest = NULL;
-		return 0;
-	}
-	/* Second pass: copy each name, NUL-terminated. */
-	w = out->name_bytes;
-	n = 0;
-	for (const char *q = skip_ws(arr + 1, end); q < p;) {
-		size_t run = json_plain_run(q + 1, (size_t)(p - q - 1));
-
-		memcpy(w, q + 1, run);
-		w[run] = '\0';
-		out->names[n++] = (struct cache_name){ w, run };
-		w += run + 1;
-		q = skip_ws(q + run + 2, p);
-		if (q < p && *q == ',')
-			q = skip_ws(q + 1, p);
-	}
+	if (p >= cend)
+		goto refuse;
 	/* The rest: everything but the array, which becomes null. */
+	after = (size_t)(cend - p - 1);
+	*rest = malloc((size_t)(arr - body) + 4 + after + 1);
+	if (!*rest || (!out->names && !(out->names = malloc(sizeof(*out->names)))))
+		goto refuse;
 	memcpy(*rest, body, (size_t)(arr - body));
 	memcpy(*rest + (arr - body), "null", 4);
-	memcpy(*rest + (arr - body) + 4, p + 1, (size_t)(end - p - 1));
-	*rest_len = (size_t)(arr - body) + 4 + (size_t)(end - p - 1);
+	memcpy(*rest + (arr - body) + 4, arr + (p - copy) + 1, after);
+	*rest_len = (size_t)(arr - body) + 4 + after;
 	(*rest)[*rest_len] = '\0';
+	out->name_bytes = copy;
 	out->n_nodes = n;
 	return 1;
+refuse:
+	free(copy);
+	free(out->names);
+	free(*rest);
+	out->names = NULL;
+	*rest = NULL;
+	return 0;
 }
 
 int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *err,
@@ -289,10 +291,16 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 	bool fast, safe;
 
 	memset(out, 0, sizeof(*out));
-	/* Unsafe bytes anywhere (the names included) refuse the whole body; the
-	 * body is scanned for them once. */
-	safe = len && json_find_unsafe(body, len) < 0;
-	if (safe && cut_names(body, len, out, &rest, &rest_len)) {
+	/* Unsafe bytes anywhere (the names included) refuse the whole body; each
+	 * byte is checked once: cut_names checks the names, the scan the rest. */
+	if (len && cut_names(body, len, out, &rest, &rest_len) &&
+	    json_find_unsafe(rest, rest_len) >= 0) {
+		/* Unsafe outside the names: the general path says where. */
+		ext_args_fini(out);
+		free(rest);
+		rest = NULL;
+	}
+	if (rest) {
 		fast = true;
 		out->root = parse_object(rest, rest_len, true, err, errlen);
 		free(rest);
@@ -305,6 +313,7 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 		}
 	} else {
 		fast = false;
+		safe = len && json_find_unsafe(body, len) < 0;
 		out->root = parse_object(body, len, safe, err, errlen);
 	}
 	if (!out->root)
