@@ -121,6 +121,41 @@ static size_t utf8_seq_len(const unsigned char *s, size_t n)
 	return len;
 }
 
+#ifdef __SSE2__
+/* The common case of a name or a reason: at least 16 bytes, none to escape,
+ * room in the buffer. Copies 16 bytes at a time while checking them (the last
+ * load overlaps the one before it), and commits only when none needed
+ * escaping. Returns whether it appended. */
+static bool put_plain(struct strbuf *sb, const char *s, size_t len)
+{
+	unsigned hit = 0;
+	char *d;
+
+	if (len < 16 || sb->failed || sb->cap - sb->len <= len + 2)
+		return false;
+	d = sb->buf + sb->len + 1;
+	for (size_t i = 0; i + 16 <= len; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+
+		hit |= json_special16(v);
+		_mm_storeu_si128((__m128i *)(void *)(d + i), v);
+	}
+	{
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + len - 16));
+
+		hit |= json_special16(v);
+		_mm_storeu_si128((__m128i *)(void *)(d + len - 16), v);
+	}
+	if (hit)
+		return false;   /* the bytes past sb->len are not part of it yet */
+	d[-1] = '"';
+	d[len] = '"';
+	d[len + 1] = '\0';
+	sb->len += len + 2;
+	return true;
+}
+#endif
+
 void strbuf_put_json_str(struct strbuf *sb, const char *s, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -129,6 +164,10 @@ void strbuf_put_json_str(struct strbuf *sb, const char *s, size_t len)
 
 	if (strbuf_reserve(sb, len + 2) < 0)
 		return;
+#ifdef __SSE2__
+	if (put_plain(sb, s, len))
+		return;
+#endif
 	strbuf_putc(sb, '"');
 	while (i < len) {
 		unsigned char c;

@@ -113,17 +113,8 @@ size_t json_plain_run(const char *s, size_t len)
 	size_t i = 0;
 
 #ifdef __SSE2__
-	const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
-	const __m128i ctl = _mm_set1_epi8(0x1f);
-
 	for (; i + 16 <= len; i += 16) {
-		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-		/* v <= 0x1f (unsigned) exactly when max(v, 0x1f) == 0x1f. */
-		__m128i low = _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl);
-		__m128i hit = _mm_or_si128(low, _mm_or_si128(_mm_cmpeq_epi8(v, quote),
-							      _mm_cmpeq_epi8(v, bslash)));
-		/* movemask of v itself: the bytes from 0x80. */
-		unsigned m = (unsigned)_mm_movemask_epi8(hit) | (unsigned)_mm_movemask_epi8(v);
+		unsigned m = json_special16(_mm_loadu_si128((const __m128i *)(const void *)(s + i)));
 
 		if (m)
 			return i + (size_t)__builtin_ctz(m);

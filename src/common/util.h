@@ -38,6 +38,23 @@ long json_find_unsafe(const char *buf, size_t len);
  * as they are: none below 0x20, no '"', no '\\', nothing from 0x80 (16 bytes at
  * a time with SSE2). The scanners above and the string encoder skip such runs. */
 size_t json_plain_run(const char *s, size_t len);
+#ifdef __SSE2__
+#include <emmintrin.h>
+/* The bytes of <v> that JSON text cannot carry as they are (json_plain_run),
+ * as a bit mask. */
+static inline unsigned json_special16(__m128i v)
+{
+	const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
+	const __m128i ctl = _mm_set1_epi8(0x1f);
+	/* v <= 0x1f (unsigned) exactly when max(v, 0x1f) == 0x1f. */
+	__m128i low = _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl);
+	__m128i hit = _mm_or_si128(low, _mm_or_si128(_mm_cmpeq_epi8(v, quote),
+						      _mm_cmpeq_epi8(v, bslash)));
+
+	/* movemask of v itself: the bytes from 0x80. */
+	return (unsigned)_mm_movemask_epi8(hit) | (unsigned)_mm_movemask_epi8(v);
+}
+#endif
 /* A quantity (string, or number as YAML gives it) in milli-units.
  * Returns 0, -EINVAL or -ERANGE. */
 int json_quantity_milli(const cJSON *item, int64_t *milli);

@@ -291,6 +291,44 @@ static void test_strbuf_put_json_str_escapes(void **state)
 	assert_int_equal(bad, 0);
 }
 
+/* Every length up to 80, plain or with one byte to escape at every position,
+ * appended after earlier content: the 16-bytes-at-a-time path for plain text
+ * and the escaping path give the same text as escaping byte by byte, and the
+ * earlier content and the terminator are intact. */
+static void test_strbuf_put_json_str_every_length_and_position(void **state)
+{
+	static const char special[] = { '"', '\\', '\n', 0x01, (char)0xff };
+	static const char *const escaped[] = { "\\\"", "\\\\", "\\n", "\\u0001", "\\ufffd" };
+
+	(void)state;
+	for (size_t len = 0; len <= 80; len++) {
+		for (size_t at = 0; at <= len; at++) {          /* at == len: plain */
+			for (size_t k = 0; k < (at < len ? ARRAY_SIZE(special) : 1); k++) {
+				struct strbuf sb = STRBUF_INIT;
+				char in[81], want[200];
+				size_t w = 0;
+
+				for (size_t i = 0; i < len; i++)
+					in[i] = (char)('a' + (i * 7 + len) % 26);
+				if (at < len)
+					in[at] = special[k];
+				strbuf_puts(&sb, "prefix,");
+				strbuf_put_json_str(&sb, in, len);
+				w += (size_t)snprintf(want + w, sizeof(want) - w, "prefix,\"");
+				for (size_t i = 0; i < len; i++)
+					w += (size_t)snprintf(want + w, sizeof(want) - w, "%s",
+							      i == at ? escaped[k]
+								      : (char[2]){ in[i], 0 });
+				snprintf(want + w, sizeof(want) - w, "\"");
+				assert_false(strbuf_failed(&sb));
+				assert_string_equal(sb.buf, want);
+				assert_int_equal(sb.len, strlen(want));
+				strbuf_fini(&sb);
+			}
+		}
+	}
+}
+
 /* For valid UTF-8 without NUL, the output parses back to the same string. */
 static void test_strbuf_put_json_str_round_trips_through_cjson(void **state)
 {
@@ -1250,6 +1288,7 @@ int main(void)
 		cmocka_unit_test(test_quantity_parse_milli_honours_len),
 		cmocka_unit_test(test_quantity_parse_count_whole_only),
 		cmocka_unit_test(test_strbuf_put_json_str_escapes),
+		cmocka_unit_test(test_strbuf_put_json_str_every_length_and_position),
 		cmocka_unit_test(test_strbuf_put_json_str_round_trips_through_cjson),
 		cmocka_unit_test(test_strbuf_put_json_str_any_bytes_give_valid_json),
 		cmocka_unit_test(test_strbuf_put_i64_extremes),
