@@ -14,12 +14,13 @@ static struct nameidx_table *table_new(size_t entries)
 	return t;
 }
 
-/* The smallest power of two, at least 16, that keeps <n> entries a quarter full. */
+/* The smallest power of two, at least 16, that keeps <n> entries at most a
+ * third full (so it takes n / 6 more adds before the next rebuild). */
 static size_t size_for(size_t n)
 {
 	size_t s = 16;
 
-	while (s < n * 4)
+	while (s < n * 3)
 		s *= 2;
 	return s;
 }
