@@ -19,7 +19,7 @@ const struct placement_score_ops *placement_score_find(const char *name)
 }
 
 /* The memo's slots, per thread; a slot belongs to the memo whose gen it has. */
-enum { MEMO_BITS = 10 };
+enum { MEMO_BITS = 12 };
 static __thread struct memo_slot {
 	const void *cls;
 	uint64_t free_mask;
