@@ -83,6 +83,7 @@ struct placement_score_memo {
 	const struct placement_weights *w;
 	const struct placement_request *req;
 	uint32_t gen;                   /* this memo's slots carry it */
+	uint64_t tag;                   /* the class memo's tag for this request; 0: unused */
 	uint32_t slot_mask;             /* slots in use - 1 (tests shrink it) */
 	uint64_t hits, misses;
 };

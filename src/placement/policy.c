@@ -1,6 +1,7 @@
 /* The table of scoring policies. */
 #include "placement/internal.h"
 
+#include <pthread.h>
 #include <string.h>
 
 static const struct placement_score_ops *const policies[] = {
@@ -19,7 +20,7 @@ const struct placement_score_ops *placement_score_find(const char *name)
 }
 
 /* The memo's slots, per thread; a slot belongs to the memo whose gen it has. */
-enum { MEMO_BITS = 12 };
+enum { MEMO_BITS = 10 };
 static __thread struct memo_slot {
 	const void *cls;
 	uint64_t free_mask;
@@ -29,11 +30,55 @@ static __thread struct memo_slot {
 } tl_slots[1u << MEMO_BITS];
 static __thread uint32_t tl_gen;
 
+/* Scoring contexts - a policy with its weights - by number, so that a class's
+ * score memo can tell them apart in its tag. Numbers start at 1; 0 means the
+ * table is full (the class memo is then not used). */
+enum { CTX_MAX = 1024 };
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ctx {
+	const struct placement_score_ops *ops;
+	struct placement_weights w;
+} ctx_tab[CTX_MAX];                     /* guarded by ctx_lock */
+static unsigned ctx_n;                  /* guarded by ctx_lock */
+static __thread struct ctx tl_ctx;      /* the last one this thread asked for */
+static __thread unsigned tl_ctx_id;
+
+static bool same_ctx(const struct ctx *a, const struct placement_score_ops *ops,
+		     const struct placement_weights *w)
+{
+	return a->ops == ops && a->w.packing == w->packing && a->w.topology == w->topology &&
+	       a->w.fragmentation == w->fragmentation;
+}
+
+static unsigned ctx_id(const struct placement_score_ops *ops, const struct placement_weights *w)
+{
+	unsigned id = 0;
+
+	if (tl_ctx_id && same_ctx(&tl_ctx, ops, w))
+		return tl_ctx_id;
+	pthread_mutex_lock(&ctx_lock);
+	for (unsigned i = 0; i < ctx_n && !id; i++)
+		if (same_ctx(&ctx_tab[i], ops, w))
+			id = i + 1;
+	if (!id && ctx_n < CTX_MAX) {
+		ctx_tab[ctx_n] = (struct ctx){ ops, *w };
+		id = ++ctx_n;
+	}
+	pthread_mutex_unlock(&ctx_lock);
+	if (id) {
+		tl_ctx = (struct ctx){ ops, *w };
+		tl_ctx_id = id;
+	}
+	return id;
+}
+
 void placement_score_memo_init(struct placement_score_memo *m,
 			       const struct placement_score_ops *ops,
 			       const struct placement_weights *w,
 			       const struct placement_request *req)
 {
+	unsigned id = ctx_id(ops, w), k = req->demand.gpus;
+
 	m->ops = ops;
 	m->w = w;
 	m->req = req;
@@ -45,6 +90,21 @@ void placement_score_memo_init(struct placement_score_memo *m,
 	}
 	m->gen = tl_gen;
 	m->slot_mask = (1u << MEMO_BITS) - 1;
+	/* The class memo's tag: [8,16) allocatable, [16,24) free count, [24,32)
+	 * GPUs asked, [32,36) policy kind, [36,44) its level, [44,64) context;
+	 * the score is the low byte. Never 0 when in use. */
+	m->tag = 0;
+	if (id && k < 256 && (unsigned)req->policy.kind < 16)
+		m->tag = (uint64_t)id << 44 | (uint64_t)req->policy.min_level << 36 |
+			 (uint64_t)req->policy.kind << 32 | (uint64_t)k << 24;
+}
+
+static unsigned compute(struct placement_score_memo *m, const struct cache_node_view *view)
+{
+	unsigned score = m->ops->score(m->w, view, m->req);
+
+	m->misses++;
+	return score > PLACEMENT_MAX_SCORE ? PLACEMENT_MAX_SCORE : score;
 }
 
 unsigned placement_score_memoized(struct placement_score_memo *m,
@@ -53,20 +113,34 @@ unsigned placement_score_memoized(struct placement_score_memo *m,
 	const void *cls = view->node->derived;
 	uint64_t mask = cache_view_free_mask(view);
 	uint32_t free_n = cache_view_free_gpus(view), alloc = view->node->gpu_allocatable;
-	uint64_t h = (mask ^ (uint64_t)(uintptr_t)cls ^ ((uint64_t)free_n << 40) ^
-		      ((uint64_t)alloc << 48)) * 0x9e3779b97f4a7c15ULL;
-	struct memo_slot *s = &tl_slots[(h >> (64 - MEMO_BITS)) & m->slot_mask];
+	uint64_t h;
+	struct memo_slot *s;
 	unsigned score;
 
+	if (m->tag && cls && mask < 256 && free_n < 256 && alloc < 256) {
+		/* The class's own memo: small, shared by every request, so it stays
+		 * in cache (one word per free mask of a board of up to 8). */
+		uint64_t want = m->tag | (uint64_t)free_n << 16 | (uint64_t)alloc << 8;
+		uint64_t *e = &((struct placement_topo *)cls)->score[mask];
+		uint64_t v = __atomic_load_n(e, __ATOMIC_RELAXED);
+
+		if ((v & ~(uint64_t)0xff) == want) {
+			m->hits++;
+			return (unsigned)(v & 0xff);
+		}
+		score = compute(m, view);
+		__atomic_store_n(e, want | score, __ATOMIC_RELAXED);
+		return score;
+	}
+	h = (mask ^ (uint64_t)(uintptr_t)cls ^ ((uint64_t)free_n << 40) ^ ((uint64_t)alloc << 48)) *
+	    0x9e3779b97f4a7c15ULL;
+	s = &tl_slots[(h >> (64 - MEMO_BITS)) & m->slot_mask];
 	if (s->gen == m->gen && s->cls == cls && s->free_mask == mask && s->free_n == free_n &&
 	    s->allocatable == alloc) {
 		m->hits++;
 		return s->score;
 	}
-	m->misses++;
-	score = m->ops->score(m->w, view, m->req);
-	if (score > PLACEMENT_MAX_SCORE)
-		score = PLACEMENT_MAX_SCORE;
+	score = compute(m, view);
 	*s = (struct memo_slot){ cls, mask, free_n, alloc, m->gen, (uint8_t)score };
 	return score;
 }

@@ -104,6 +104,7 @@ static struct placement_topo *intern(struct placement_registry *r, const struct 
 	in->topo = *t;
 	memset(in->topo.memo, 0, sizeof(in->topo.memo));
 	memset(in->topo.island, 0, sizeof(in->topo.island));
+	memset(in->topo.score, 0, sizeof(in->topo.score));
 	in->topo.hash = h;
 	in->topo.refs = 1;
 	if (!strmap_get(&r->classes, key, strlen(key)) &&

@@ -59,6 +59,9 @@ struct placement_topo {
 	/* free mask -> largest NVLink island + 1 (0: not known yet), for n <= 8;
 	 * relaxed atomics, as memo. */
 	uint8_t island[256];
+	/* free mask -> score, for n <= 8 (placement_score_memoized): one word
+	 * each, the score tagged with what else it depends on; relaxed atomics. */
+	uint64_t score[256];
 };
 
 /* Parse the text `nvidia-smi topo -m` prints (the GPU rows and columns; NIC
