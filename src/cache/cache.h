@@ -186,6 +186,10 @@ uint32_t cache_view_free_gpus(const struct cache_node_view *v);
 /* Free devices in a view, as a mask within capacity. */
 uint64_t cache_view_free_mask(const struct cache_node_view *v);
 
+/* A count that grows after every change to any node's record or usage: equal
+ * counts read before two lookups mean no node changed between them (up to a
+ * change being counted just after it is made). Thread: any. */
+uint64_t cache_changes(struct cache *c);
 /* Read sections bracket every node lookup. Thread: any; not reentrant. */
 void cache_read_begin(struct cache *c);
 void cache_read_end(struct cache *c);

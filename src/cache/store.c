@@ -103,6 +103,7 @@ struct cache {
 	ck_epoch_record_t *writer;      /* used only by the single writer */
 	struct nameidx nodes;           /* name -> struct slot; writer mutates */
 	unsigned int n_nodes;           /* writer writes, anyone reads (relaxed) */
+	uint64_t changes;               /* bumped after each node record or usage change */
 	unsigned int n_tombstones;      /* slots with no record; writer only */
 	unsigned long n_retired;        /* records retired so far; writer only */
 	bool synced;                    /* relaxed atomic */
@@ -597,7 +598,19 @@ uint64_t cache_view_free_mask(const struct cache_node_view *v)
 /* Add (sign 1) or remove (sign -1) a holding. Adding devices already taken is
  * refused with -EBUSY unless <force>; watch facts are applied with force and
  * the overlap counted as unattributed instead. */
-static int usage_change(struct slot *s, uint64_t devices, uint32_t unattr, int sign)
+/* Count a change to a node record or usage, after it is made. */
+static void changed(struct cache *c)
+{
+	__atomic_add_fetch(&c->changes, 1, __ATOMIC_SEQ_CST);
+}
+
+uint64_t cache_changes(struct cache *c)
+{
+	return __atomic_load_n(&c->changes, __ATOMIC_SEQ_CST);
+}
+
+static int usage_change(struct cache *c, struct slot *s, uint64_t devices, uint32_t unattr,
+			int sign)
 {
 	uint64_t cur[2], next[2];
 
@@ -615,8 +628,10 @@ static int usage_change(struct slot *s, uint64_t devices, uint32_t unattr, int s
 			next[1] = cur[1] >= unattr ? cur[1] - unattr : 0;
 		}
 		/* Claims both words at once; pairs with every other CAS on usage. */
-		if (ck_pr_cas_64_2(s->usage, cur, next))
+		if (ck_pr_cas_64_2(s->usage, cur, next)) {
+			changed(c);
 			return 0;
+		}
 	}
 }
 
@@ -689,6 +704,7 @@ int cache_node_upsert(struct cache *c, struct cache_node *node)
 	 * before its pointer. Pairs with the acquire loads in cache_node_lookup
 	 * and cache_node_foreach. */
 	__atomic_store_n(&s->rec, node, __ATOMIC_SEQ_CST);
+	changed(c);
 	if (old)
 		retire(c, old);
 	else {
@@ -710,6 +726,7 @@ int cache_node_delete(struct cache *c, const char *name)
 	old = s->rec;
 	/* seq_cst store: pairs with the record load after refs++ in assume. */
 	__atomic_store_n(&s->rec, NULL, __ATOMIC_SEQ_CST);
+	changed(c);
 	c->n_tombstones++;
 	__atomic_sub_fetch(&c->n_nodes, 1, __ATOMIC_RELAXED);
 	retire(c, old);
@@ -773,7 +790,7 @@ static void entry_release(struct cache *c, struct pod_entry *e)
 
 	if (!s)
 		return;
-	usage_change(s, e->hold_devices, e->hold_unattr, -1);
+	usage_change(c, s, e->hold_devices, e->hold_unattr, -1);
 	pthread_mutex_lock(&s->pods_lock);
 	if (e->node_prev)
 		e->node_prev->node_next = e->node_next;
@@ -832,7 +849,7 @@ static int entry_hold_fact(struct cache *c, struct pod_entry *e, const struct ca
 		s = slot_create(c, p->node, len);
 	if (!s)
 		return -ENOMEM;
-	if (devices && usage_change(s, devices, 0, 1) == -EBUSY) {
+	if (devices && usage_change(c, s, devices, 0, 1) == -EBUSY) {
 		log_warn("cache", "pod %s/%s: devices in %s are held by another pod on %s; "
 			 "counting its %u GPUs as unattributed", p->ns, p->name,
 			 "troupe.io/gpu-ids", p->node, p->demand.gpus);
@@ -840,7 +857,7 @@ static int entry_hold_fact(struct cache *c, struct pod_entry *e, const struct ca
 		unattr = p->demand.gpus;
 	}
 	if (!devices)
-		usage_change(s, 0, unattr, 1);
+		usage_change(c, s, 0, unattr, 1);
 	slot_ref(s);
 	entry_link(e, s);
 	e->hold_devices = devices;
@@ -1078,8 +1095,10 @@ int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_
 		next[0] = cur[0] | want;
 		next[1] = cur[1];
 		/* Check-and-claim in one step; pairs with every other usage CAS. */
-		if (ck_pr_cas_64_2(s->usage, cur, next))
+		if (ck_pr_cas_64_2(s->usage, cur, next)) {
+			changed(c);
 			break;
+		}
 	}
 	entry_link(e, s);       /* the reference taken above now belongs to e */
 	e->hold_devices = want;

@@ -13,6 +13,7 @@
 #include "cache/cache.h"
 #include "common/log.h"
 #include "extender/config.h"
+#include "extender/cycle.h"
 #include "placement/placement.h"
 #include "extender/server.h"
 #include "extender/verbs.h"
@@ -222,6 +223,8 @@ int main(int argc, char **argv)
 	}
 	svc.gangs = gangs;
 	svc.counters = &counters;
+	/* Without it (no memory) prioritize only does its own lookups. */
+	svc.cycle = ext_cycle_new();
 	server = ext_server_start(&svc, err, sizeof(err));
 	if (!server) {
 		log_error("main", "%s", err);
@@ -257,6 +260,7 @@ out:
 	ext_server_drain(server, 2000);
 	ext_server_stop(server);
 	gang_manager_free(gangs);
+	ext_cycle_free(svc.cycle);
 	cache_binder_free(binder);
 	cache_informer_stop(informer);
 	cache_free(cache);

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "extender/codec.h"
+#include "extender/cycle.h"
 #include "gang/gang.h"
 
 enum { BIND_ATTEMPTS = 16 };
@@ -211,6 +212,8 @@ struct filter_ctx {
 	const struct cache_pod *pod;
 	struct placement_request req;
 	struct ext_filter_out out;
+	struct ext_cycle_entry *cycle;  /* scores of the passed nodes, for prioritize */
+	struct placement_score_memo memo;       /* for those scores */
 	char last_reason[PLACEMENT_REASON_LEN];
 	char retry[640];                /* answer with this error: kube-scheduler retries */
 };
@@ -243,6 +246,9 @@ static void filter_node(const struct node_ref *ref, void *arg)
 	}
 	if (fit.verdict == PLACEMENT_FITS) {
 		pass_node(&fc->out, fc->a, ref->index, ref->object);
+		if (fc->cycle)
+			ext_cycle_entry_add(fc->cycle, ref->index,
+					    placement_score_memoized(&fc->memo, ref->view));
 		return;
 	}
 	memcpy(fc->last_reason, fit.reason, sizeof(fit.reason));
@@ -391,10 +397,17 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 		if (!copy || cache_pod_remember(svc->cache, copy) < 0)
 			log_warn("extender", "filter: out of memory remembering a pod");
 	}
-	if (pod->demand.gpus == 0)
+	if (pod->demand.gpus == 0) {
 		pass_all(&a, &fc.out);
-	else if (!filter_gang(svc, &a, &fc))
+	} else if (!filter_gang(svc, &a, &fc)) {
+		if (svc->cycle && a.name_bytes) {
+			/* Score what passes, for the prioritize that follows (cycle.h);
+			 * the change count is read before any lookup. */
+			fc.cycle = ext_cycle_entry_new(pod->uid, cache_changes(svc->cache), &fc.req);
+			placement_score_memo_init(&fc.memo, svc->score, &svc->cfg->weights, &fc.req);
+		}
 		walk_nodes(svc, &a, filter_node, &fc);
+	}
 	if (fc.retry[0]) {
 		/* An error, not "no node fits": kube-scheduler retries it after its
 		 * backoff instead of waiting for a cluster event. */
@@ -413,7 +426,12 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 	if (svc->counters)
 		__atomic_add_fetch(&svc->counters->filter_ns_total, util_now_ns() - t0,
 				   __ATOMIC_RELAXED);
+	if (fc.cycle) {
+		ext_cycle_put(svc->cycle, fc.cycle, &a);        /* takes a's names */
+		fc.cycle = NULL;
+	}
 out:
+	ext_cycle_entry_free(fc.cycle);
 	cache_pod_free(pod);
 	ext_filter_out_fini(&fc.out);
 	ext_args_fini(&a);
@@ -463,10 +481,38 @@ static void prioritize_node(const struct node_ref *ref, void *arg)
 	put_score(pc, ref->name, ref->len, score);
 }
 
+/* Prioritize from the scores the pod's filter left (cycle.h): each name filter
+ * passed, in order, is answered from them; any other name as usual. */
+static void prioritize_from_filter(const struct ext_service *svc, const struct ext_args *a,
+				   const struct ext_cycle_entry *e, struct prio_ctx *pc)
+{
+	size_t at = 0, reused = 0;
+
+	cache_read_begin(svc->cache);
+	for (size_t x = 0; x < a->n_nodes; x++) {
+		const struct cache_name *n = &a->names[x];
+		struct cache_node_view v;
+		unsigned score;
+
+		if (ext_cycle_score(e, n, &at, &score)) {
+			put_score(pc, n->s, n->len, score);
+			reused++;
+			continue;
+		}
+		prioritize_node(&(struct node_ref){ n->s, n->len, x, NULL,
+						    cache_node_lookup(svc->cache, n->s, n->len, &v)
+							    ? &v : NULL, NULL }, pc);
+	}
+	cache_read_end(svc->cache);
+	log_debug("extender", "prioritize: pod %s/%s: %zu of %zu scores from its filter",
+		  pc->pod->ns, pc->pod->name, reused, a->n_nodes);
+}
+
 void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 		    struct ext_reply *r)
 {
 	struct prio_ctx pc = { .svc = svc, .out = &r->body };
+	struct ext_cycle_entry *cycle = NULL;
 	struct ext_args a;
 	struct cache_pod *pod = NULL;
 	char err[256];
@@ -502,11 +548,17 @@ void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 
 			put_score(&pc, name ? name : "", name ? strlen(name) : 0, 0);
 		}
+	} else if ((cycle = svc->cycle && !pc.gang && !a.full_nodes
+				? ext_cycle_take(svc->cycle, pod->uid, cache_changes(svc->cache),
+						 &pc.req)
+				: NULL)) {
+		prioritize_from_filter(svc, &a, cycle, &pc);
 	} else {
 		walk_nodes(svc, &a, prioritize_node, &pc);
 	}
 	strbuf_putc(&r->body, ']');
 out:
+	ext_cycle_entry_free(cycle);
 	cache_pod_free(pod);
 	ext_args_fini(&a);
 }
@@ -1243,6 +1295,16 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 			      "# TYPE troupe_filter_seconds_total counter\n"
 			      "troupe_filter_seconds_total %.6f\n",
 			      __atomic_load_n(&c->filter_ns_total, __ATOMIC_RELAXED) / 1e9);
+	}
+	if (svc->cycle) {
+		uint64_t used, stale;
+
+		ext_cycle_get_stats(svc->cycle, &used, &stale);
+		metric(sb, "troupe_prioritize_from_filter_total", "counter",
+		       "Prioritize requests answered from the scores their filter left", used);
+		metric(sb, "troupe_prioritize_filter_stale_total", "counter",
+		       "Filter scores not used: the cache or the pod's request changed since",
+		       stale);
 	}
 	if (svc->informer) {
 		struct cache_informer_stats is;

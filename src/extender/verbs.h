@@ -28,6 +28,7 @@ struct ext_service {
 	struct placement_registry *registry;    /* topology classes; may be NULL */
 	struct gang_manager *gangs;             /* gang admission; NULL disables it */
 	struct ext_counters *counters;          /* request counters for /metrics; may be NULL */
+	struct ext_cycle *cycle;        /* filter's scores for prioritize (cycle.h); NULL: off */
 	/* Benchmarks only (bench/http_baseline): answer every POST verb with
 	 * <reply> after reading the body (level 0), or after also parsing it with
 	 * cJSON (level 1); NULL in troupe. */

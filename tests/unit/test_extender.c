@@ -34,6 +34,7 @@
 #include "common/yamljson.h"
 #include "extender/codec.h"
 #include "extender/config.h"
+#include "extender/cycle.h"
 #include "extender/verbs.h"
 #include "placement/placement.h"
 
@@ -2754,6 +2755,233 @@ static void test_ext_verbs_escaped_nul_does_not_alias(void **state)
 }
 
 /* ============================================================================
+ * prioritize from the scores filter left (extender/cycle.h)
+ * ========================================================================== */
+
+static uint64_t cy_rng(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* A cluster of <n> nodes of three known boards (by GFD labels) and one
+ * unknown, some not Ready or cordoned or short of allocatable, with random
+ * devices held; topology classes derived as troupe does. */
+static struct cache *cy_cluster(struct ext_config *cfg, struct placement_registry *reg, int n,
+				uint64_t *rng)
+{
+	static const char *const product[4] = { "NVIDIA-A100-SXM4-80GB", "Tesla-V100-SXM2-16GB",
+						"NVIDIA-H100-80GB-HBM3", "Acme-X1" };
+	static const unsigned count[4] = { 8, 8, 4, 8 };
+	char err[CACHE_ERR_LEN], text[1024];
+	struct cache *c;
+
+	ext_config_defaults(cfg);
+	cfg->cache.node_derive = placement_topo_derive;
+	cfg->cache.node_release = placement_topo_release;
+	cfg->cache.hook_ctx = reg;
+	c = cache_new(&cfg->cache);
+	assert_non_null(c);
+	for (int i = 0; i < n; i++) {
+		int b = (int)(cy_rng(rng) % 4);
+		unsigned cap = count[b], alloc = cap - (cy_rng(rng) % 5 == 0 ? 1 : 0);
+		uint64_t held = cy_rng(rng) & ((1u << cap) - 1) & cy_rng(rng);
+		struct cache_node *node;
+		cJSON *j;
+
+		snprintf(text, sizeof(text),
+			 "{\"metadata\":{\"name\":\"cy-%d\",\"labels\":{\"nvidia.com/gpu.product\":"
+			 "\"%s\",\"nvidia.com/gpu.count\":\"%u\"}},\"spec\":{\"unschedulable\":%s},"
+			 "\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"%u\"},\"allocatable\":"
+			 "{\"nvidia.com/gpu\":\"%u\",\"cpu\":\"64\",\"memory\":\"512Gi\"},"
+			 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}]}}",
+			 i, product[b], cap, cy_rng(rng) % 30 == 0 ? "true" : "false", cap, alloc,
+			 cy_rng(rng) % 30 == 0 ? "False" : "True");
+		j = cJSON_Parse(text);
+		node = cache_node_parse(j, &cfg->cache, err, sizeof(err));
+		cJSON_Delete(j);
+		assert_non_null(node);
+		assert_int_equal(cache_node_upsert(c, node), 0);
+		for (unsigned d = 0; d < cap; d++) {
+			struct cache_pod *pod;
+
+			if (!(held & (1u << d)))
+				continue;
+			snprintf(text, sizeof(text),
+				 "{\"metadata\":{\"name\":\"h-%d-%u\",\"namespace\":\"ml\",\"uid\":"
+				 "\"h-%d-%u\",\"annotations\":{\"troupe.io/gpu-ids\":\"%u\"}},"
+				 "\"spec\":{\"nodeName\":\"cy-%d\",\"containers\":[{\"name\":\"w\","
+				 "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
+				 "\"status\":{\"phase\":\"Running\"}}", i, d, i, d, d, i);
+			j = cJSON_Parse(text);
+			pod = cache_pod_parse(j, &cfg->cache, err, sizeof(err));
+			cJSON_Delete(j);
+			assert_non_null(pod);
+			assert_int_equal(cache_pod_apply(c, pod), 0);
+		}
+	}
+	cache_set_synced(c, true);
+	return c;
+}
+
+/* The whole reply of <verb> for <body>, as text (caller frees). */
+static char *cy_call(verb_fn verb, const struct ext_service *svc, const char *body)
+{
+	struct ext_reply r;
+	char *out;
+
+	ext_reply_init(&r);
+	verb(svc, body, strlen(body), &r);
+	assert_int_equal(r.status, 200);
+	out = strdup(r.body.buf ? r.body.buf : "");
+	ext_reply_fini(&r);
+	return out;
+}
+
+/* Property: prioritize answers exactly what it answers with no filter scores
+ * to reuse, over random clusters, pods (1 to 8 GPUs, topology policies) and
+ * name lists: the names filter passed; a subsequence of them with a failing
+ * node and an unknown one mixed in (other plugins drop, kube-scheduler never
+ * adds, but troupe must not care); the passed names reversed; and after the
+ * cache changed between filter and prioritize. The reuse must really happen
+ * in the first two kinds, and never after a change. */
+static void test_ext_prioritize_from_filter_equals_fresh(void **state)
+{
+	static const char *const policies[] = { NULL, "preferred", "none", "required" };
+	struct placement_registry *reg = placement_registry_new();
+	struct ext_config cfg;
+	uint64_t rng = 0xc7c1e, used0 = 0, stale0 = 0, used, stale;
+	struct ext_service svc = { 0 };
+	struct cache *c;
+	enum { N = 300 };
+
+	(void)state;
+	assert_non_null(reg);
+	c = cy_cluster(&cfg, reg, N, &rng);
+	svc.cache = c;
+	svc.cfg = &cfg;
+	svc.score = placement_score_find("topology");
+	svc.source = "test";
+	svc.cycle = ext_cycle_new();
+	assert_non_null(svc.cycle);
+	for (int round = 0; round < 80; round++) {
+		int kind = round % 4;
+		unsigned k = 1u << (cy_rng(&rng) % 4);
+		const char *pol = policies[cy_rng(&rng) % 4];
+		char podname[32], res[300], *fbody, *pbody, *fans, *with, *fresh;
+		const char *names[N + 2];
+		size_t nn = 0;
+		cJSON *ans, *pass, *pod, *it;
+		struct ext_cycle *cycle = svc.cycle;
+
+		snprintf(podname, sizeof(podname), "cy-pod-%d", round);
+		snprintf(res, sizeof(res), "{\"limits\":{\"nvidia.com/gpu\":\"%u\"}}", k);
+		pod = pod_with(podname, res);
+		if (pol)
+			cJSON_AddItemToObject(cJSON_AddObjectToObject(cJSON_GetObjectItem(pod,
+											   "metadata"),
+								      "annotations"),
+					      "troupe.io/topology", cJSON_CreateString(pol));
+		/* Filter over a random two thirds of the nodes, in random order. */
+		{
+			static char nm[N][16];
+
+			for (int i = 0; i < N; i++) {
+				snprintf(nm[i], sizeof(nm[i]), "cy-%d", i);
+				if (cy_rng(&rng) % 3)
+					names[nn++] = nm[i];
+			}
+		}
+		for (size_t i = nn - 1; i > 0; i--) {
+			size_t j = cy_rng(&rng) % (i + 1);
+			const char *t = names[i];
+
+			names[i] = names[j];
+			names[j] = t;
+		}
+		names[nn] = NULL;
+		fbody = names_args(cJSON_Duplicate(pod, true), names);
+		fans = cy_call(ext_filter, &svc, fbody);
+		ans = cJSON_Parse(fans);
+		pass = cJSON_GetObjectItemCaseSensitive(ans, "NodeNames");
+		assert_true(cJSON_IsArray(pass));
+		/* The prioritize list. */
+		nn = 0;
+		cJSON_ArrayForEach(it, pass) {
+			if (kind == 1 && cy_rng(&rng) % 3 == 0)
+				continue;       /* dropped by another plugin */
+			names[nn++] = it->valuestring;
+			if (kind == 1 && nn == 3)
+				names[nn++] = "ghost-0";
+		}
+		if (kind == 1)
+			names[nn++] = "cy-0";   /* may or may not have passed */
+		if (kind == 2)
+			for (size_t i = 0; i < nn / 2; i++) {
+				const char *t = names[i];
+
+				names[i] = names[nn - 1 - i];
+				names[nn - 1 - i] = t;
+			}
+		names[nn] = NULL;
+		pbody = names_args(cJSON_Duplicate(pod, true), names);
+		if (kind == 3 && nn > 0) {
+			/* A bind in between: the first passed node loses devices. */
+			char err[CACHE_ERR_LEN], text[600];
+			struct cache_pod *p;
+			char uid[32];
+			int r = -EAGAIN;
+			cJSON *j;
+
+			snprintf(text, sizeof(text),
+				 "{\"metadata\":{\"name\":\"b-%d\",\"namespace\":\"ml\",\"uid\":\"b-%d\"},"
+				 "\"spec\":{\"containers\":[{\"name\":\"w\",\"resources\":{\"limits\":"
+				 "{\"nvidia.com/gpu\":\"1\"}}}]}}", round, round);
+			j = cJSON_Parse(text);
+			p = cache_pod_parse(j, &cfg.cache, err, sizeof(err));
+			cJSON_Delete(j);
+			assert_non_null(p);
+			assert_int_equal(cache_pod_remember(c, p), 0);
+			snprintf(uid, sizeof(uid), "b-%d", round);
+			for (unsigned d = 0; d < 8 && r != 0; d++)
+				r = cache_pod_assume(c, uid, names[0], &(uint64_t){ 1ULL << d });
+			if (r != 0)
+				nn = 0;         /* the node had nothing free: nothing changed */
+		}
+		with = cy_call(ext_prioritize, &svc, pbody);
+		svc.cycle = NULL;
+		fresh = cy_call(ext_prioritize, &svc, pbody);
+		svc.cycle = cycle;
+		if (strcmp(with, fresh) != 0)
+			fail_msg("round %d (kind %d, %u GPUs, policy %s): prioritize from filter "
+				 "answered\n%.400s\nbut afresh\n%.400s", round, kind, k,
+				 pol ? pol : "(none)", with, fresh);
+		ext_cycle_get_stats(svc.cycle, &used, &stale);
+		if (kind <= 1 && nn > 0)
+			assert_int_equal(used, used0 + 1);
+		if (kind == 3 && nn > 0) {
+			/* (nn == 0 here when no device could be taken: no change) */
+			assert_int_equal(used, used0);
+			assert_int_equal(stale, stale0 + 1);
+		}
+		used0 = used;
+		stale0 = stale;
+		free(with);
+		free(fresh);
+		free(pbody);
+		cJSON_Delete(ans);
+		free(fans);
+		free(fbody);
+		cJSON_Delete(pod);
+	}
+	ext_cycle_free(svc.cycle);
+	cache_free(c);
+	placement_registry_free(reg);
+}
+
+/* ============================================================================
  * preempt
  * ========================================================================== */
 
@@ -3112,6 +3340,7 @@ int main(void)
 		FX(test_ext_prioritize_scores_every_input_node),
 		FX(test_ext_prioritize_full_mode_uses_request_objects),
 		FX(test_ext_prioritize_bad_requests),
+		cmocka_unit_test(test_ext_prioritize_from_filter_equals_fresh),
 		/* bind */
 		FX(test_ext_bind_after_filter_assumes_gpus),
 		FX(test_ext_bind_is_idempotent_for_same_node),
