@@ -63,21 +63,23 @@ struct cache_taint {
 
 /* A node as troupe keeps it: one allocation, immutable once published. */
 struct cache_node {
-	const char *name;
+	/* What filter and prioritize read of every node share the first cache
+	 * line (records are 64-byte aligned). */
 	int gpu_resource;               /* index in cache_opts, -1: advertises none */
 	uint32_t gpu_capacity;          /* devices 0..capacity-1 exist (capped at 64) */
 	uint32_t gpu_allocatable;       /* healthy devices the kubelet offers */
-	int64_t cpu_milli;              /* allocatable */
-	int64_t mem_bytes;              /* allocatable */
 	bool ready;                     /* condition Ready is True */
 	bool unschedulable;             /* spec.unschedulable (cordoned) */
+	uint16_t n_labels;
 	uint64_t unhealthy;             /* devices named by annotation troupe.io/gpu-unhealthy */
+	const void *derived;            /* cache_opts.node_derive's result, or NULL */
+	const char *name;
+	int64_t cpu_milli;              /* allocatable */
+	int64_t mem_bytes;              /* allocatable */
+	uint16_t n_taints;
 	const char *topology_text;      /* annotation troupe.io/gpu-topology, or NULL */
 	const char *gpu_uuids;          /* annotation troupe.io/gpu-uuids ("GPU-a,GPU-b,..."
 					 * by device index), or NULL */
-	const void *derived;            /* cache_opts.node_derive's result, or NULL */
-	uint16_t n_labels;
-	uint16_t n_taints;
 	const struct cache_kv *labels;  /* sorted by key */
 	const struct cache_taint *taints;
 };

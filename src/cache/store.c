@@ -529,8 +529,7 @@ void cache_node_lookup_many(struct cache *c, const struct cache_name *names, siz
 		rec = __atomic_load_n(&s[i]->rec, __ATOMIC_ACQUIRE);
 		if (!rec)
 			continue;
-		__builtin_prefetch(rec);
-		__builtin_prefetch((const char *)rec + 64);
+		__builtin_prefetch(rec);        /* the fit check reads its first line */
 		out[i].node = rec;
 		usage_load(s[i], &out[i].used, &out[i].unattributed);
 		found[i] = true;
