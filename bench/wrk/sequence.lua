@@ -1,5 +1,6 @@
 -- wrk script: what kube-scheduler sends for each pod, in order: filter, then
--- prioritize over the same names, then bind to one of them. Pods rotate over
+-- prioritize over the names filter passed (in its order, as kube-scheduler
+-- does), then bind to one of them. Pods rotate over
 -- 1,000 UIDs (bench-pod-0 .. bench-pod-999): the first round assumes GPUs, later
 -- rounds re-bind a pod to the node it already holds (idempotent).
 --   wrk -s sequence.lua http://127.0.0.1:8888 -- filter.json names.txt
@@ -7,6 +8,7 @@
 -- sequences/s = requests/s / 3.
 local parts = {}                -- the filter body around the pod's name and UID
 local names = {}
+local passed = nil              -- filter's answer: '"NodeNames":[...]'
 local step, pod = 0, 0
 local PODS = 1000
 
@@ -35,6 +37,11 @@ function request()
   if step < 2 then
     local body = parts[1] .. '"bench-' .. pod .. '"' .. parts[2] .. '"bench-pod-' .. pod .. '"' ..
                  parts[3]
+    if step == 1 and passed then
+      -- The same pod, over the names its filter passed.
+      local a, b = body:find('"NodeNames":%b[]')
+      body = body:sub(1, a - 1) .. passed .. body:sub(b + 1)
+    end
     r = wrk.format("POST", step == 0 and "/filter" or "/prioritize", headers, body)
   else
     r = wrk.format("POST", "/bind", headers, string.format(
@@ -44,6 +51,14 @@ function request()
   end
   step = (step + 1) % 3
   return r
+end
+
+function response(status, headers, body)
+  -- After a filter (the next step is prioritize): keep the names it passed.
+  if step == 1 then
+    local a, b = body:find('"NodeNames":%b[]')
+    passed = a and body:sub(a, b) or nil
+  end
 end
 
 -- done(): the JSON report line, shared with the other script.
