@@ -188,9 +188,11 @@ uint32_t cache_view_free_gpus(const struct cache_node_view *v);
 /* Free devices in a view, as a mask within capacity. */
 uint64_t cache_view_free_mask(const struct cache_node_view *v);
 
-/* A count that grows after every change to any node's record or usage: equal
- * counts read before two lookups mean no node changed between them (up to a
- * change being counted just after it is made). Thread: any. */
+/* Changes to any node's record or usage, counted as they begin. When
+ * cache_changes_settled() says none is under way and gives <count>, then as long
+ * as cache_changes() still returns <count>, no node has changed since: what was
+ * read in between is still the cache's state. Thread: any. */
+bool cache_changes_settled(struct cache *c, uint64_t *count);
 uint64_t cache_changes(struct cache *c);
 /* Read sections bracket every node lookup. Thread: any; not reentrant. */
 void cache_read_begin(struct cache *c);

@@ -30,6 +30,7 @@
 #include "cache/internal.h"
 #include "cache/nameidx.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -103,7 +104,6 @@ struct cache {
 	ck_epoch_record_t *writer;      /* used only by the single writer */
 	struct nameidx nodes;           /* name -> struct slot; writer mutates */
 	unsigned int n_nodes;           /* writer writes, anyone reads (relaxed) */
-	uint64_t changes;               /* bumped after each node record or usage change */
 	unsigned int n_tombstones;      /* slots with no record; writer only */
 	unsigned long n_retired;        /* records retired so far; writer only */
 	bool synced;                    /* relaxed atomic */
@@ -117,6 +117,11 @@ struct cache {
 	pthread_mutex_t members_lock;
 	struct strmap members;          /* "ns/group" -> struct members; guarded by members_lock */
 	bool members_lost;              /* an update failed (no memory): scan every pod */
+	/* Changes to node records and usage, begun and done (seq_cst), on a line
+	 * of their own: binds bump them, every lookup reads the lines above. */
+	struct {
+		uint64_t begun, done;
+	} changes __attribute__((aligned(64)));
 };
 
 struct members {
@@ -203,9 +208,12 @@ struct cache *cache_new(const struct cache_opts *opts)
 		errno = EINVAL;
 		return NULL;
 	}
-	c = calloc(1, sizeof(*c));
+	/* Aligned as its type asks (the stripes and the change counts are
+	 * 64-byte aligned); calloc promises only 16. */
+	c = aligned_alloc(64, (sizeof(*c) + 63) & ~(size_t)63);
 	if (!c)
 		return NULL;
+	memset(c, 0, sizeof(*c));
 	c->opts = *opts;
 	c->gen = __atomic_add_fetch(&cache_generation, 1, __ATOMIC_RELAXED);
 	ck_epoch_init(&c->epoch);
@@ -498,6 +506,8 @@ void cache_node_lookup_many(struct cache *c, const struct cache_name *names, siz
 	uint64_t h[CACHE_LOOKUP_BATCH];
 	struct slot *s[CACHE_LOOKUP_BATCH];
 
+	assert(n <= CACHE_LOOKUP_BATCH);
+
 	/* In stages, each prefetching what the next reads, so the batch's
 	 * cache misses overlap: hash and fetch the buckets; take each bucket's
 	 * first candidate and fetch the slot; check the name and fetch the
@@ -594,24 +604,37 @@ uint64_t cache_view_free_mask(const struct cache_node_view *v)
 
 /* ---- Usage updates ------------------------------------------------------ */
 
-/* Add (sign 1) or remove (sign -1) a holding. Adding devices already taken is
- * refused with -EBUSY unless <force>; watch facts are applied with force and
- * the overlap counted as unattributed instead. */
-/* Count a change to a node record or usage, after it is made. */
-static void changed(struct cache *c)
+/* Bracket every change to a node record or usage (even one that fails). */
+static void change_begin(struct cache *c)
 {
-	__atomic_add_fetch(&c->changes, 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&c->changes.begun, 1, __ATOMIC_SEQ_CST);
+}
+
+static void change_end(struct cache *c)
+{
+	__atomic_add_fetch(&c->changes.done, 1, __ATOMIC_SEQ_CST);
 }
 
 uint64_t cache_changes(struct cache *c)
 {
-	return __atomic_load_n(&c->changes, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&c->changes.begun, __ATOMIC_SEQ_CST);
 }
 
+bool cache_changes_settled(struct cache *c, uint64_t *count)
+{
+	/* Begun first: when as many are done, every change it counts is over. */
+	*count = __atomic_load_n(&c->changes.begun, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&c->changes.done, __ATOMIC_SEQ_CST) == *count;
+}
+
+/* Add (sign 1) or remove (sign -1) a holding. Adding devices already taken is
+ * refused with -EBUSY unless <force>; watch facts are applied with force and
+ * the overlap counted as unattributed instead. */
 static int usage_change(struct cache *c, struct slot *s, uint64_t devices, uint32_t unattr,
 			int sign)
 {
 	uint64_t cur[2], next[2];
+	bool ok;
 
 	for (;;) {
 		/* A torn pair only makes the CAS below fail and retry. */
@@ -627,10 +650,11 @@ static int usage_change(struct cache *c, struct slot *s, uint64_t devices, uint3
 			next[1] = cur[1] >= unattr ? cur[1] - unattr : 0;
 		}
 		/* Claims both words at once; pairs with every other CAS on usage. */
-		if (ck_pr_cas_64_2(s->usage, cur, next)) {
-			changed(c);
+		change_begin(c);
+		ok = ck_pr_cas_64_2(s->usage, cur, next);
+		change_end(c);
+		if (ok)
 			return 0;
-		}
 	}
 }
 
@@ -702,8 +726,9 @@ int cache_node_upsert(struct cache *c, struct cache_node *node)
 	/* Release (seq_cst includes it): the record's contents are visible
 	 * before its pointer. Pairs with the acquire loads in cache_node_lookup
 	 * and cache_node_foreach. */
+	change_begin(c);
 	__atomic_store_n(&s->rec, node, __ATOMIC_SEQ_CST);
-	changed(c);
+	change_end(c);
 	if (old)
 		retire(c, old);
 	else {
@@ -724,8 +749,9 @@ int cache_node_delete(struct cache *c, const char *name)
 		return -ENOENT;
 	old = s->rec;
 	/* seq_cst store: pairs with the record load after refs++ in assume. */
+	change_begin(c);
 	__atomic_store_n(&s->rec, NULL, __ATOMIC_SEQ_CST);
-	changed(c);
+	change_end(c);
 	c->n_tombstones++;
 	__atomic_sub_fetch(&c->n_nodes, 1, __ATOMIC_RELAXED);
 	retire(c, old);
@@ -1034,6 +1060,7 @@ int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_
 	struct slot *s = NULL;
 	struct cache_node *rec;
 	uint64_t want = *devices, cur[2], next[2];
+	bool ok;
 	int ret = 0;
 
 	cache_read_begin(c);
@@ -1094,10 +1121,11 @@ int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_
 		next[0] = cur[0] | want;
 		next[1] = cur[1];
 		/* Check-and-claim in one step; pairs with every other usage CAS. */
-		if (ck_pr_cas_64_2(s->usage, cur, next)) {
-			changed(c);
+		change_begin(c);
+		ok = ck_pr_cas_64_2(s->usage, cur, next);
+		change_end(c);
+		if (ok)
 			break;
-		}
 	}
 	entry_link(e, s);       /* the reference taken above now belongs to e */
 	e->hold_devices = want;

@@ -1030,7 +1030,9 @@ static void test_cache_nameidx_against_a_model(void **state)
 		ix_name_make(&names[i], i);
 	assert_int_equal(nameidx_init(&ix, 4, 7), 0);
 	for (int step = 0; step < STEPS; step++) {
-		/* Mostly adds early, mostly removes late: the table grows and shrinks. */
+		/* Names from the whole set early, from a third of it late: the table
+	 * grows, then those late names go in and out, leaving tombstones that
+	 * the rebuilds drop. */
 		struct ix_name *n = &names[rng_next(&rng) % (step < STEPS / 2 ? N : N / 3)];
 		uint64_t h = nameidx_hash(&ix, n->s, n->len);
 
@@ -1177,12 +1179,14 @@ static void test_cache_lookup_never_misses_a_staying_node(void **state)
 	}
 	for (int t = 0; t < 2; t++)
 		assert_int_equal(pthread_create(&tid[t], NULL, ix_race_reader, &r), 0);
-	for (int round = 0; round < 6; round++) {
-		for (int i = 0; i < 400; i++) {
+	/* 24,000 adds: the index (4,096 entries at first) is rebuilt every
+	 * 2,000 or so, while the readers run. */
+	for (int round = 0; round < 12; round++) {
+		for (int i = 0; i < 2000; i++) {
 			snprintf(name, sizeof(name), "churn-%d-%d", round, i);
 			add_node(c, name, 4, 4);
 		}
-		for (int i = 0; i < 400; i++) {
+		for (int i = 0; i < 2000; i++) {
 			snprintf(name, sizeof(name), "churn-%d-%d", round, i);
 			assert_int_equal(cache_node_delete(c, name), 0);
 		}
@@ -1193,6 +1197,82 @@ static void test_cache_lookup_never_misses_a_staying_node(void **state)
 		pthread_join(tid[t], NULL);
 	assert_true(r.reads > 0);
 	assert_int_equal(r.misses, 0);
+}
+
+/* Two values under one hash: each is found by its name (the probe goes on past
+ * the other), and removing one leaves the other. */
+static void test_cache_nameidx_same_hash(void **state)
+{
+	struct ix_name a, b;
+	struct nameidx ix;
+	struct nameidx_table *old;
+	const struct nameidx_table *t;
+	uint64_t h = 0x1234, pos;
+
+	(void)state;
+	ix_name_make(&a, 1);
+	ix_name_make(&b, 2);
+	assert_int_equal(nameidx_init(&ix, 4, 7), 0);
+	assert_int_equal(nameidx_put(&ix, h, &a, &old), 0);
+	assert_null(old);
+	assert_int_equal(nameidx_put(&ix, h, &b, &old), 0);
+	assert_null(old);
+	t = nameidx_table(&ix);
+	pos = h;
+	assert_ptr_equal(nameidx_next_match(t, h, &pos), &a);
+	assert_ptr_equal(nameidx_next_match(t, h, &pos), &b);
+	assert_null(nameidx_next_match(t, h, &pos));
+	assert_false(nameidx_remove(&ix, h + 1, &a));   /* another hash: not there */
+	assert_true(nameidx_remove(&ix, h, &a));
+	pos = h;
+	assert_ptr_equal(nameidx_next_match(t, h, &pos), &b);
+	assert_null(nameidx_next_match(t, h, &pos));
+	assert_true(nameidx_remove(&ix, h, &b));
+	pos = h;
+	assert_null(nameidx_next_match(t, h, &pos));
+	nameidx_free(&ix);
+}
+
+/* Every change to a node record or usage is counted, and the count is settled
+ * between changes: what prioritize relies on to reuse filter's scores. */
+static void test_cache_changes_count_every_change(void **state)
+{
+	struct cache *c = *state;
+	uint64_t n0, n;
+	uint64_t dev = 0x2;
+
+#define CHANGED(what)                                                            \
+	do {                                                                     \
+		assert_true(cache_changes_settled(c, &n));                       \
+		if (n <= n0)                                                     \
+			fail_msg("%s was not counted", what);                    \
+		assert_int_equal(cache_changes(c), n);                           \
+		n0 = n;                                                          \
+	} while (0)
+	assert_true(cache_changes_settled(c, &n0));
+	add_node(c, "gpu-0", 8, 8);
+	CHANGED("adding a node");
+	add_node(c, "gpu-0", 8, 6);
+	CHANGED("replacing a node");
+	cache_pod_apply(c, POD(.uid = "p1", .node = "gpu-0", .gpus = 1, .ids = "0"));
+	CHANGED("a pod taking a device");
+	cache_pod_apply(c, POD(.uid = "p2", .node = "gpu-0", .gpus = 2));
+	CHANGED("a pod taking unattributed GPUs");
+	assert_int_equal(cache_pod_delete(c, "p1"), 0);
+	CHANGED("a pod leaving");
+	assert_int_equal(cache_pod_remember(c, pod_make((struct podspec){ .uid = "p3", .gpus = 1 })),
+			 0);
+	assert_int_equal(cache_pod_assume(c, "p3", "gpu-0", &dev), 0);
+	CHANGED("an assume");
+	assert_int_equal(cache_pod_forget(c, "p3"), 0);
+	CHANGED("a forget");
+	assert_int_equal(cache_node_delete(c, "gpu-0"), 0);
+	CHANGED("deleting a node");
+	/* Nothing changed: the count stays. */
+	assert_false(look(c, "gpu-0").found);
+	assert_true(cache_changes_settled(c, &n));
+	assert_int_equal(n, n0);
+#undef CHANGED
 }
 
 /* Lookups use the given length, not a terminator. */
@@ -4357,6 +4437,8 @@ int main(void)
 		cmocka_unit_test(test_cache_view_free_gpus_and_mask),
 		CACHE_TEST(test_cache_node_foreach_visits_live_nodes),
 		cmocka_unit_test(test_cache_nameidx_against_a_model),
+		cmocka_unit_test(test_cache_nameidx_same_hash),
+		CACHE_TEST(test_cache_changes_count_every_change),
 		CACHE_TEST(test_cache_lookup_many_agrees_with_lookup),
 		CACHE_TEST(test_cache_lookup_never_misses_a_staying_node),
 		CACHE_TEST(test_cache_synced_flag),
