@@ -217,7 +217,7 @@ static int cut_names(const char *body, size_t len, struct ext_args *out, char **
 {
 	static const char key[] = "\"NodeNames\":";
 	const char *end = body + len, *k = memmem(body, len, key, sizeof(key) - 1), *arr;
-	size_t n = 0, cap = 0, after;
+	size_t n = 0, cap = 0, after, close;
 	char *copy, *p, *cend;
 
 	if (!k)
@@ -260,14 +260,27 @@ static int cut_names(const char *body, size_t len, struct ext_args *out, char **
 	}
 	if (p >= cend)
 		goto refuse;
-	/* The rest: everything but the array, which becomes null. */
+	close = (size_t)(p - copy);             /* the list's ']' */
 	after = (size_t)(cend - p - 1);
+	if (after > 4096) {
+		/* Keep only the list: filter may hand it to a cycle entry. */
+		char *list = malloc(close + 1);
+
+		if (!list)
+			goto refuse;
+		memcpy(list, copy, close + 1);
+		for (size_t i = 0; i < n; i++)
+			out->names[i].s = list + (out->names[i].s - copy);
+		free(copy);
+		copy = list;
+	}
+	/* The rest: everything but the array, which becomes null. */
 	*rest = malloc((size_t)(arr - body) + 4 + after + 1);
 	if (!*rest || (!out->names && !(out->names = malloc(sizeof(*out->names)))))
 		goto refuse;
 	memcpy(*rest, body, (size_t)(arr - body));
 	memcpy(*rest + (arr - body), "null", 4);
-	memcpy(*rest + (arr - body) + 4, arr + (p - copy) + 1, after);
+	memcpy(*rest + (arr - body) + 4, arr + close + 1, after);
 	*rest_len = (size_t)(arr - body) + 4 + after;
 	(*rest)[*rest_len] = '\0';
 	out->name_bytes = copy;

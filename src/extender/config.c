@@ -404,6 +404,19 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 			 cfg->score_policy);
 		return -EINVAL;
 	}
+	{
+		const double w[3] = { cfg->weights.packing, cfg->weights.topology,
+				      cfg->weights.fragmentation };
+		const char *names[3] = { "packing", "topology", "fragmentation" };
+
+		for (int i = 0; i < 3; i++) {
+			if (!isfinite(w[i]) || w[i] < 0) {
+				snprintf(err, errlen, "scoring.weights.%s must be a number >= 0, not %g",
+					 names[i], w[i]);
+				return -EINVAL;
+			}
+		}
+	}
 	if (cfg->weights.packing + cfg->weights.topology + cfg->weights.fragmentation <= 0) {
 		snprintf(err, errlen, "scoring.weights: at least one weight must be positive");
 		return -EINVAL;

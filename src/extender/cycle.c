@@ -16,7 +16,7 @@ struct ext_cycle {
 	struct ext_cycle_entry *e[CYCLE_ENTRIES];      /* guarded by lock */
 	uint64_t stamp[CYCLE_ENTRIES];                  /* when put; oldest goes first */
 	uint64_t clock;
-	uint64_t used, stale;                           /* guarded by lock */
+	uint64_t used, stale, names;                    /* guarded by lock */
 };
 
 struct ext_cycle *ext_cycle_new(void)
@@ -150,11 +150,19 @@ struct ext_cycle_entry *ext_cycle_take(struct ext_cycle *c, const char *uid, uin
 	return e;
 }
 
-void ext_cycle_get_stats(struct ext_cycle *c, uint64_t *used, uint64_t *stale)
+void ext_cycle_get_stats(struct ext_cycle *c, uint64_t *used, uint64_t *stale, uint64_t *names)
 {
 	pthread_mutex_lock(&c->lock);
 	*used = c->used;
 	*stale = c->stale;
+	*names = c->names;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void ext_cycle_count_names(struct ext_cycle *c, uint64_t n)
+{
+	pthread_mutex_lock(&c->lock);
+	c->names += n;
 	pthread_mutex_unlock(&c->lock);
 }
 

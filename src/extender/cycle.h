@@ -7,8 +7,9 @@
  * check filter has just done, so filter scores each node it passes (from the
  * per-request score memo, cheap) and leaves the scores here with the request's
  * names. prioritize takes them when the pod, its request and the cache are
- * the same - cache_changes() unchanged since filter began its lookups, so no
- * node's record or usage changed in between - and answers each name that
+ * the same - no node change under way when filter began its lookups
+ * (cache_changes_settled) and none begun since (cache_changes() unchanged), so
+ * no node's record or usage changed in between - and answers each name that
  * filter passed, in order (other plugins' gaps skipped), from them; any other
  * name is evaluated as usual. The answer is the one a fresh prioritize would
  * give (tests hold it to that).
@@ -30,7 +31,7 @@ struct ext_cycle;
 /* What filter passed for one pod. */
 struct ext_cycle_entry {
 	char uid[129];
-	uint64_t changes;               /* cache_changes() before filter's first lookup */
+	uint64_t changes;               /* cache_changes_settled() before filter's first lookup */
 	struct placement_request req;
 	/* The filter request's names (taken from its ext_args: no copy). */
 	struct cache_name *names;
@@ -45,8 +46,8 @@ struct ext_cycle_entry {
 struct ext_cycle *ext_cycle_new(void);
 void ext_cycle_free(struct ext_cycle *c);
 
-/* Filter: an entry for the pod <uid> asking <req>, with cache_changes() read
- * before any lookup. NULL when out of memory. */
+/* Filter: an entry for the pod <uid> asking <req>, with the count
+ * cache_changes_settled() gave before any lookup. NULL when out of memory. */
 struct ext_cycle_entry *ext_cycle_entry_new(const char *uid, uint64_t changes,
 					    const struct placement_request *req);
 void ext_cycle_entry_free(struct ext_cycle_entry *e);
@@ -62,9 +63,12 @@ void ext_cycle_put(struct ext_cycle *c, struct ext_cycle_entry *e, struct ext_ar
 struct ext_cycle_entry *ext_cycle_take(struct ext_cycle *c, const char *uid, uint64_t changes,
 				       const struct placement_request *req);
 
-/* How many entries prioritize took (<used>), and found stale - the cache or
- * the request changed since the filter (<stale>). */
-void ext_cycle_get_stats(struct ext_cycle *c, uint64_t *used, uint64_t *stale);
+/* How many entries prioritize took (<used>) and found stale - the cache or
+ * the request changed since the filter (<stale>) - and how many names it
+ * answered from them (<names>). */
+void ext_cycle_get_stats(struct ext_cycle *c, uint64_t *used, uint64_t *stale, uint64_t *names);
+/* Prioritize: <n> names were answered from an entry. */
+void ext_cycle_count_names(struct ext_cycle *c, uint64_t n);
 
 /* Prioritize: the score filter gave the name <name>, searching forward from
  * <*at> in the pass order (at most a few dozen names ahead: kube-scheduler's

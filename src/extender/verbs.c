@@ -400,10 +400,14 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 	if (pod->demand.gpus == 0) {
 		pass_all(&a, &fc.out);
 	} else if (!filter_gang(svc, &a, &fc)) {
-		if (svc->cycle && a.name_bytes) {
-			/* Score what passes, for the prioritize that follows (cycle.h);
-			 * the change count is read before any lookup. */
-			fc.cycle = ext_cycle_entry_new(pod->uid, cache_changes(svc->cache), &fc.req);
+		uint64_t changes;
+
+		/* Score what passes, for the prioritize that follows (cycle.h):
+		 * names mode, not a gang member (prioritize scores those from
+		 * their slots), and no node change under way before any lookup. */
+		if (svc->cycle && a.name_bytes && !(svc->gangs && pod->group) &&
+		    cache_changes_settled(svc->cache, &changes)) {
+			fc.cycle = ext_cycle_entry_new(pod->uid, changes, &fc.req);
 			placement_score_memo_init(&fc.memo, svc->score, &svc->cfg->weights, &fc.req);
 		}
 		walk_nodes(svc, &a, filter_node, &fc);
@@ -504,6 +508,7 @@ static void prioritize_from_filter(const struct ext_service *svc, const struct e
 							    ? &v : NULL, NULL }, pc);
 	}
 	cache_read_end(svc->cache);
+	ext_cycle_count_names(svc->cycle, reused);
 	log_debug("extender", "prioritize: pod %s/%s: %zu of %zu scores from its filter",
 		  pc->pod->ns, pc->pod->name, reused, a->n_nodes);
 }
@@ -1297,14 +1302,17 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 			      __atomic_load_n(&c->filter_ns_total, __ATOMIC_RELAXED) / 1e9);
 	}
 	if (svc->cycle) {
-		uint64_t used, stale;
+		uint64_t used, stale, names;
 
-		ext_cycle_get_stats(svc->cycle, &used, &stale);
+		ext_cycle_get_stats(svc->cycle, &used, &stale, &names);
 		metric(sb, "troupe_prioritize_from_filter_total", "counter",
 		       "Prioritize requests answered from the scores their filter left", used);
 		metric(sb, "troupe_prioritize_filter_stale_total", "counter",
 		       "Filter scores not used: the cache or the pod's request changed since",
 		       stale);
+		metric(sb, "troupe_prioritize_names_from_filter_total", "counter",
+		       "Node scores prioritize took from its filter instead of computing them",
+		       names);
 	}
 	if (svc->informer) {
 		struct cache_informer_stats is;

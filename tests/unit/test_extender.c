@@ -19,6 +19,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <malloc.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -609,6 +611,39 @@ static void test_ext_args_decode_names_fast_path_matches_cjson(void **state)
 		ext_args_fini(&sa);
 	}
 	assert_true(fast_ok >= 5);      /* the fast path did run */
+}
+
+/* NodeNames before a large Pod: the names and the pod decode as sent, and the
+ * names keep only the list's bytes (a cycle entry may hold them long after). */
+static void test_ext_args_decode_names_before_a_large_pod(void **state)
+{
+	char *body = malloc(20000), err[256] = "";
+	struct ext_args a;
+	const cJSON *ann;
+	size_t at;
+
+	(void)state;
+	assert_non_null(body);
+	at = (size_t)sprintf(body, "{\"NodeNames\":[\"n-1\",\"n-2\",\"n-3\"],\"Pod\":{\"metadata\":"
+			      "{\"name\":\"p\",\"annotations\":{\"big\":\"");
+	memset(body + at, 'x', 12000);
+	at += 12000;
+	sprintf(body + at, "\"}}}}");
+	assert_int_equal(ext_args_decode(body, strlen(body), &a, err, sizeof(err)), 0);
+	assert_non_null(a.name_bytes);  /* the fast path */
+	assert_int_equal(a.n_nodes, 3);
+	assert_string_equal(a.names[0].s, "n-1");
+	assert_string_equal(a.names[2].s, "n-3");
+	assert_int_equal(a.names[2].len, 3);
+	ann = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a.pod, "metadata"),
+						 "annotations"), "big");
+	assert_true(cJSON_IsString(ann));
+	assert_int_equal(strlen(ann->valuestring), 12000);
+	/* The names live in a copy of the list only, not of the pod after it. */
+	assert_true(malloc_usable_size(a.name_bytes) < 1024);
+	ext_args_fini(&a);
+	free(body);
 }
 
 /* Full mode: each item's text is found in the body exactly (so a passing node
@@ -1327,6 +1362,16 @@ static void cfg_zero_weight(struct ext_config *c)
 	c->weights.fragmentation = 0;
 }
 
+static void cfg_negative_weight(struct ext_config *c)
+{
+	c->weights.topology = -1;
+}
+
+static void cfg_nan_weight(struct ext_config *c)
+{
+	c->weights.fragmentation = NAN;
+}
+
 static void cfg_tiny_body(struct ext_config *c)
 {
 	c->max_body_bytes = 100;
@@ -1366,6 +1411,8 @@ static const struct validate_case validate_cases[] = {
 	{ "defaults", cfg_nothing, NULL },
 	{ "unknown scoring policy", cfg_unknown_policy, "scoring.policy \"spread\" is unknown" },
 	{ "zero weight", cfg_zero_weight, "scoring.weights" },
+	{ "negative weight", cfg_negative_weight, "scoring.weights.topology must be a number >= 0" },
+	{ "NaN weight", cfg_nan_weight, "scoring.weights.fragmentation must be a number >= 0" },
 	{ "tiny body cap", cfg_tiny_body, "http.max_body_bytes" },
 	{ "smallest body cap", cfg_smallest_body, NULL },
 	{ "too few connections", cfg_few_connections, "http.connection_limit" },
@@ -2852,7 +2899,7 @@ static void test_ext_prioritize_from_filter_equals_fresh(void **state)
 	static const char *const policies[] = { NULL, "preferred", "none", "required" };
 	struct placement_registry *reg = placement_registry_new();
 	struct ext_config cfg;
-	uint64_t rng = 0xc7c1e, used0 = 0, stale0 = 0, used, stale;
+	uint64_t rng = 0xc7c1e, used0 = 0, stale0 = 0, names0 = 0, used, stale, reused;
 	struct ext_service svc = { 0 };
 	struct cache *c;
 	enum { N = 300 };
@@ -2958,9 +3005,15 @@ static void test_ext_prioritize_from_filter_equals_fresh(void **state)
 			fail_msg("round %d (kind %d, %u GPUs, policy %s): prioritize from filter "
 				 "answered\n%.400s\nbut afresh\n%.400s", round, kind, k,
 				 pol ? pol : "(none)", with, fresh);
-		ext_cycle_get_stats(svc.cycle, &used, &stale);
+		ext_cycle_get_stats(svc.cycle, &used, &stale, &reused);
 		if (kind <= 1 && nn > 0)
 			assert_int_equal(used, used0 + 1);
+		/* Every name filter passed was answered from its score: all of
+		 * them in order, all but the two added in the subsequence. */
+		if (kind == 0)
+			assert_int_equal(reused - names0, nn);
+		if (kind == 1)
+			assert_true(reused - names0 + 2 >= nn && reused - names0 <= nn - 1);
 		if (kind == 3 && nn > 0) {
 			/* (nn == 0 here when no device could be taken: no change) */
 			assert_int_equal(used, used0);
@@ -2968,6 +3021,7 @@ static void test_ext_prioritize_from_filter_equals_fresh(void **state)
 		}
 		used0 = used;
 		stale0 = stale;
+		names0 = reused;
 		free(with);
 		free(fresh);
 		free(pbody);
@@ -2975,6 +3029,79 @@ static void test_ext_prioritize_from_filter_equals_fresh(void **state)
 		free(fans);
 		free(fbody);
 		cJSON_Delete(pod);
+	}
+	ext_cycle_free(svc.cycle);
+	cache_free(c);
+	placement_registry_free(reg);
+}
+
+/* The few entries kept: the oldest goes when a fifth pod is filtered; a pod
+ * filtered again replaces its entry; an entry serves one prioritize; a pod whose
+ * request changed since its filter is scored afresh. Every answer equals a
+ * fresh one. */
+static void test_ext_prioritize_from_filter_entries(void **state)
+{
+	struct placement_registry *reg = placement_registry_new();
+	struct ext_service svc = { 0 };
+	struct ext_config cfg;
+	uint64_t rng = 0x5eed, used, stale, names;
+	const char *list[41];
+	char nm[40][16], *fb[6], *pb[6];
+	struct cache *c;
+
+	(void)state;
+	assert_non_null(reg);
+	c = cy_cluster(&cfg, reg, 40, &rng);
+	svc.cache = c;
+	svc.cfg = &cfg;
+	svc.score = placement_score_find("topology");
+	svc.source = "test";
+	svc.cycle = ext_cycle_new();
+	for (int i = 0; i < 40; i++) {
+		snprintf(nm[i], sizeof(nm[i]), "cy-%d", i);
+		list[i] = nm[i];
+	}
+	list[40] = NULL;
+	/* Pods 0..4 ask 1 GPU; 5 is pod 0 again (same UID) asking 2. */
+	for (int p = 0; p < 6; p++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "e-%d", p % 5);
+		fb[p] = names_args(gpu_pod(name, p == 5 ? 2 : 1), list);
+		pb[p] = names_args(gpu_pod(name, p == 5 ? 2 : 1), list);
+	}
+#define EXPECT(body, n_used, n_stale)                                                    \
+	do {                                                                             \
+		char *with = cy_call(ext_prioritize, &svc, body), *fresh;                \
+		struct ext_cycle *keep = svc.cycle;                                      \
+                                                                                         \
+		svc.cycle = NULL;                                                        \
+		fresh = cy_call(ext_prioritize, &svc, body);                             \
+		svc.cycle = keep;                                                        \
+		assert_string_equal(with, fresh);                                        \
+		ext_cycle_get_stats(svc.cycle, &used, &stale, &names);                   \
+		assert_int_equal(used, n_used);                                          \
+		assert_int_equal(stale, n_stale);                                        \
+		free(with);                                                              \
+		free(fresh);                                                             \
+	} while (0)
+	for (int p = 0; p < 5; p++)
+		free(cy_call(ext_filter, &svc, fb[p]));
+	EXPECT(pb[0], 0, 0);    /* the oldest of five went */
+	EXPECT(pb[4], 1, 0);
+	EXPECT(pb[4], 1, 0);    /* taken: a second prioritize scores afresh */
+	free(cy_call(ext_filter, &svc, fb[1]));
+	free(cy_call(ext_filter, &svc, fb[1]));  /* filtered again: replaces its entry */
+	EXPECT(pb[1], 2, 0);
+	EXPECT(pb[2], 3, 0);
+	/* Pod e-0 filtered asking 2 GPUs, then prioritized asking 1. */
+	free(cy_call(ext_filter, &svc, fb[5]));
+	EXPECT(pb[0], 3, 1);
+#undef EXPECT
+	assert_true(names > 0);
+	for (int p = 0; p < 6; p++) {
+		free(fb[p]);
+		free(pb[p]);
 	}
 	ext_cycle_free(svc.cycle);
 	cache_free(c);
@@ -3298,6 +3425,7 @@ int main(void)
 		/* codec */
 		cmocka_unit_test(test_ext_args_decode_names_mode_request),
 		cmocka_unit_test(test_ext_args_decode_names_fast_path_matches_cjson),
+		cmocka_unit_test(test_ext_args_decode_names_before_a_large_pod),
 		cmocka_unit_test(test_ext_args_decode_finds_each_full_node_text),
 		cmocka_unit_test(test_ext_args_decode_full_mode_request),
 		cmocka_unit_test(test_ext_args_decode_no_nodes),
@@ -3341,6 +3469,7 @@ int main(void)
 		FX(test_ext_prioritize_full_mode_uses_request_objects),
 		FX(test_ext_prioritize_bad_requests),
 		cmocka_unit_test(test_ext_prioritize_from_filter_equals_fresh),
+		cmocka_unit_test(test_ext_prioritize_from_filter_entries),
 		/* bind */
 		FX(test_ext_bind_after_filter_assumes_gpus),
 		FX(test_ext_bind_is_idempotent_for_same_node),
