@@ -245,6 +245,28 @@ static unsigned binpack(double packing, uint32_t capacity, uint32_t alloc, uint6
 	return ops->score(&w, &v, &(struct placement_request){ .demand = d });
 }
 
+/* The memo's answer for one node and request equals the policy's own. */
+static void memo_check_one(const struct placement_score_ops *ops, const struct placement_topo *cls,
+			   unsigned cap, uint64_t used, unsigned k, int kind, int lvl)
+{
+	static const struct placement_weights w = { 1, 1, 1 };
+	struct placement_request req = { .demand = gpus(NV, k) };
+	struct placement_score_memo memo;
+	struct cache_node n = make_node(NV, cap, cap, true, false);
+	struct cache_node_view v = { &n, used, 0 };
+	unsigned want;
+
+	n.derived = cls;
+	req.policy.kind = (enum placement_policy_kind)kind;
+	req.policy.min_level = (uint8_t)lvl;
+	placement_score_memo_init(&memo, ops, &w, &req);
+	want = ops->score(&w, &v, &req);
+	want = want > PLACEMENT_MAX_SCORE ? PLACEMENT_MAX_SCORE : want;
+	if (placement_score_memoized(&memo, &v) != want)
+		fail_msg("%s: class %s, held %#llx, %u GPUs, policy %d level %d: memo differs",
+			 ops->name, cls->source, (unsigned long long)used, k, kind, lvl);
+}
+
 /* The score memo answers exactly what the policy answers, for every policy,
  * over random nodes of a few topology classes (and none), random holdings and
  * random requests; and nodes alike are scored once. */
@@ -270,8 +292,9 @@ static void test_placement_score_memo_matches_policy(void **state)
 			struct placement_score_memo memo;
 			unsigned n_nodes = 1000;
 
-			req.policy.kind = rand_r(&seed) % 2 ? PLACEMENT_POLICY_PREFERRED
-							    : PLACEMENT_POLICY_NONE;
+			/* Every policy kind, and levels for required:<LEVEL>. */
+			req.policy.kind = (enum placement_policy_kind)(rand_r(&seed) % 4);
+			req.policy.min_level = (uint8_t)(rand_r(&seed) % (PLACEMENT_LINK_NV0 + 13));
 			placement_score_memo_init(&memo, ops, &w, &req);
 			/* Every other round with two slots, so that nodes differing in
 			 * only one field of the key often meet in a slot. */
@@ -300,6 +323,22 @@ static void test_placement_score_memo_matches_policy(void **state)
 			}
 			assert_int_equal(memo.hits + memo.misses, n_nodes);
 			assert_true(memo.hits > 0);
+		}
+		/* Requests differing in one field only, one after the other, over
+		 * the same node: the class memo, shared by requests, must tell
+		 * them apart by every field of its tag. */
+		for (int c = 0; c < 3; c++)
+		for (uint64_t used = 0; used < 4; used += 3)
+		for (unsigned k = 2; k <= 3; k++)
+		for (int kind = 0; kind < 4; kind++)
+		for (int lvl = PLACEMENT_LINK_NV0 - 3; lvl <= PLACEMENT_LINK_NV0 + 12; lvl += 3) {
+			/* base, k+1, base, next kind, base, next level, base */
+			static const int vary[7] = { 0, 1, 0, 2, 0, 3, 0 };
+
+			for (int x = 0; x < 7; x++)
+				memo_check_one(ops, &cls[c], counts[c], used,
+					       k + (vary[x] == 1), (kind + (vary[x] == 2)) % 4,
+					       lvl + (vary[x] == 3));
 		}
 	}
 }
