@@ -106,9 +106,9 @@ class Server:
             self.proc.wait()
 
 
-def wrk(port, path, script, args, a, cores):
+def wrk(port, path, script, args, a, cores, connections=None):
     argv = pinned(1 if cores >= 2 else 0, [
-        "wrk", "-t1", f"-c{a.connections}", f"-d{a.duration}s", "--latency", "-s",
+        "wrk", "-t1", f"-c{connections or a.connections}", f"-d{a.duration}s", "--latency", "-s",
         os.path.join(LUA, script), f"http://127.0.0.1:{port}{path}", "--"] + args, cores)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=a.duration + 60)
     line = [l for l in out.stdout.splitlines() if l.startswith("{")]
@@ -192,9 +192,10 @@ def run_size(size, a, cores):
             res["troupe"] = summarize(runs)
             rows.append((label, len(body), res))
         for k in sorted({min(500, size), size}):
+            # One connection: the script follows one pod at a time.
             seq = summarize([wrk(troupe.port, "", "sequence.lua",
                                  [os.path.join(d, f"filter-names-{k}.json"),
-                                  os.path.join(d, f"names-{k}.txt")], a, cores)
+                                  os.path.join(d, f"names-{k}.txt")], a, cores, connections=1)
                              for _ in range(a.reps)])
             rows.append((f"filter + prioritize + bind, {k} names", 0, {"troupe": seq}))
     finally:

@@ -3,7 +3,8 @@
 -- does), then bind to one of them. Pods rotate over
 -- 1,000 UIDs (bench-pod-0 .. bench-pod-999): the first round assumes GPUs, later
 -- rounds re-bind a pod to the node it already holds (idempotent).
---   wrk -s sequence.lua http://127.0.0.1:8888 -- filter.json names.txt
+--   wrk -t1 -c1 -s sequence.lua http://127.0.0.1:8888 -- filter.json names.txt
+-- One connection per wrk thread: the script follows one pod at a time.
 -- Latency is per request (each of the three counts); run_http.py reports
 -- sequences/s = requests/s / 3.
 local parts = {}                -- the filter body around the pod's name and UID
