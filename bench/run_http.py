@@ -59,11 +59,15 @@ def pinned(core, argv, cores):
         else argv
 
 
-def wait_port(port, proc, what, timeout=60):
+def wait_port(port, proc, what, timeout=60, log=None):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if proc.poll() is not None:
-            sys.exit(f"{what} exited with {proc.returncode}")
+            tail = ""
+            if log:
+                log.seek(0)
+                tail = log.read().decode(errors="replace")[-2000:]
+            sys.exit(f"{what} exited with {proc.returncode}\n{tail}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
@@ -93,9 +97,12 @@ class Server:
         self.port = free_port()
         self.what = what
         argv = [a.replace("{port}", str(self.port)) for a in argv]
+        # Its log goes to a file: a pipe nobody reads fills up and blocks the
+        # server on its next log line.
+        self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(pinned(0, argv, cores), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-        wait_port(self.port, self.proc, what)
+                                     stderr=self.log)
+        wait_port(self.port, self.proc, what, log=self.log)
 
     def stop(self):
         self.proc.terminate()
@@ -115,6 +122,8 @@ def wrk(port, path, script, args, a, cores, connections=None):
     if out.returncode != 0 or not line:
         sys.exit(f"wrk failed ({out.returncode}): {out.stderr}{out.stdout[-500:]}")
     r = json.loads(line[-1])
+    if r["requests"] == 0:
+        sys.exit(f"wrk: no request against {path or script} was answered in {a.duration} s")
     r["rps"] = r["requests"] / (r["duration_us"] / 1e6)
     if r["errors"] or r["non2xx"]:
         sys.exit(f"wrk saw errors against {path}: {r}")
