@@ -691,6 +691,59 @@ class GangTest(unittest.TestCase):
         self.assertEqual(lost[:3], [], f"{len(lost)} of {3 * members} held binds got no answer "
                          "when troupe stopped (the connection was closed instead)")
 
+    def test_e4_a_restart_after_a_gang_bound_rebuilds_its_holdings(self):
+        """A bound gang survives troupe's restart: the new troupe rebuilds each
+        member's node and devices from the API server (spec.nodeName and
+        troupe.io/gpu-ids, design.md: no lost state), holds no reservation for
+        it, and places the next gang only on what the first left free."""
+        self.add_nodes(6)
+        pods = self.create_gang("rb", 4, 8, min_member=4, timeout_s=60)
+        uids = {pods[i]["metadata"]["uid"]: i for i in range(4)}
+        t = self.start_troupe()
+        self.wait_cache_sees(t, pods.values(), ["rb"])
+        sched = self.scheduler(t, seed=6)
+        for i in range(4):
+            sched.add_pod(pods[i])
+        sched.run(deadline_s=30)
+        self.assertEqual(len(sched.bound()), 4)
+        on = self.assert_gang_bound("rb", 4, 8)
+        wait_until(lambda: sum(1 for p in t.cache()["pods"]
+                               if p["uid"] in uids and p["state"] == "bound") == 4,
+                   10, "troupe saw the four members bound")
+        before = {p["uid"]: (p["node"], p["devices"]) for p in t.cache()["pods"]
+                  if p["uid"] in uids}
+        # troupe dies (no clean stop) and comes back.
+        t.proc.kill()
+        t.proc.wait()
+        t.stop(check=False)
+        t2 = self.start_troupe()
+        assert_converges(self, t2, self.srv)
+        members = {p["uid"]: p for p in t2.cache()["pods"] if p["uid"] in uids}
+        self.assertEqual(sorted(members), sorted(uids), "every member known after restart")
+        for uid, p in members.items():
+            self.assertEqual(p["state"], "bound", p)
+            self.assertEqual(p["node"], on[uids[uid]], p)
+            self.assertEqual((p["node"], p["devices"]), before[uid],
+                             "the same devices as before the restart")
+            self.assertEqual(len(p["devices"].split(",")), 8, p)
+        self.assertEqual(self.reservations(t2), [])
+        free = self.free_gpus(t2)
+        self.assertEqual({n for n, f in free.items() if f == 8},
+                         set(free) - set(on.values()), "only the gang's nodes are full")
+        # The next gang fits only on the two nodes left.
+        pods2 = self.create_gang("rc", 2, 8, min_member=2, timeout_s=60)
+        self.wait_cache_sees(t2, pods2.values(), ["rc"])
+        sched2 = self.scheduler(t2, seed=7)
+        for i in range(2):
+            sched2.add_pod(pods2[i])
+        sched2.run(deadline_s=30)
+        self.assertEqual(len(sched2.bound()), 2)
+        on2 = self.assert_gang_bound("rc", 2, 8)
+        self.assertEqual(set(on2.values()) & set(on.values()), set(),
+                         "the second gang landed on the first one's nodes")
+        assert_converges(self, t2, self.srv)
+        assert_no_device_twice(self, t2)
+
     # ---- f. all-or-nothing at the edges ------------------------------------------------------
 
     def test_f_a_bind_arriving_after_the_plan_expired_is_not_bound_alone(self):

@@ -695,6 +695,51 @@ static void test_cache_pod_parse_identity(void **state)
 	cache_pod_free(p);
 }
 
+/* The quorum a pod names itself, from each key kube-interfaces.md lists, in
+ * its order; a value that is not a whole number from 1 to 100,000 is skipped
+ * for the next key. */
+static void test_cache_pod_parse_quorum_keys(void **state)
+{
+	static const struct {
+		const char *what, *meta;
+		uint32_t want;
+	} cases[] = {
+		{ "coscheduling label", "'labels':{'pod-group.scheduling.sigs.k8s.io/min-available':'4'}", 4 },
+		{ "coscheduling annotation",
+		  "'annotations':{'pod-group.scheduling.sigs.k8s.io/min-available':'5'}", 5 },
+		{ "Kueue total count", "'annotations':{'kueue.x-k8s.io/pod-group-total-count':'6'}", 6 },
+		{ "troupe annotation", "'annotations':{'troupe.io/min-member':'7'}", 7 },
+		{ "the label beats the annotations",
+		  "'labels':{'pod-group.scheduling.sigs.k8s.io/min-available':'4'},"
+		  "'annotations':{'troupe.io/min-member':'7'}", 4 },
+		{ "Kueue beats troupe's annotation",
+		  "'annotations':{'kueue.x-k8s.io/pod-group-total-count':'6','troupe.io/min-member':'7'}",
+		  6 },
+		{ "zero is skipped", "'annotations':{'kueue.x-k8s.io/pod-group-total-count':'0',"
+		  "'troupe.io/min-member':'7'}", 7 },
+		{ "not a number is skipped", "'annotations':{'troupe.io/min-member':'four'}", 0 },
+		{ "a sign is not a number", "'annotations':{'troupe.io/min-member':'-3'}", 0 },
+		{ "trailing text is not a number", "'annotations':{'troupe.io/min-member':'3x'}", 0 },
+		{ "over 100,000 is skipped", "'annotations':{'troupe.io/min-member':'100001'}", 0 },
+		{ "100,000 is kept", "'annotations':{'troupe.io/min-member':'100000'}", 100000 },
+		{ "none", "'labels':{'app':'x'}", 0 },
+	};
+	char text[512], err[CACHE_ERR_LEN];
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct cache_pod *p;
+
+		snprintf(text, sizeof(text), "{'metadata':{'name':'w','namespace':'ml','uid':'u',%s},"
+			 "'spec':{}}", cases[i].meta);
+		p = pod_parse_sq(text, err, sizeof(err));
+		assert_non_null(p);
+		if (p->min_member != cases[i].want)
+			fail_msg("%s: quorum %u, want %u", cases[i].what, p->min_member, cases[i].want);
+		cache_pod_free(p);
+	}
+}
+
 static void test_cache_pod_parse_requires_name(void **state)
 {
 	static const char *const cases[] = {
@@ -4423,6 +4468,7 @@ int main(void)
 		cmocka_unit_test(test_cache_node_parse_requires_name),
 		cmocka_unit_test(test_cache_demand_compute_as_kubernetes_does),
 		cmocka_unit_test(test_cache_pod_parse_identity),
+		cmocka_unit_test(test_cache_pod_parse_quorum_keys),
 		cmocka_unit_test(test_cache_pod_parse_requires_name),
 		cmocka_unit_test(test_cache_pod_parse_phases),
 		cmocka_unit_test(test_cache_pod_parse_deletion_timestamp),

@@ -44,7 +44,33 @@ static const struct group_case group_cases[] = {
 	  "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\","
 	  "\"annotations\":{\"scheduling.k8s.io/group-name\":\"train\"}}}",
 	  "ml/train" },
+	{ "Kubernetes workload API field",
+	  "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\"},"
+	  "\"spec\":{\"schedulingGroup\":{\"podGroupName\":\"train\"}}}",
+	  "ml/train" },
+	{ "Kueue label",
+	  "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\","
+	  "\"labels\":{\"kueue.x-k8s.io/pod-group-name\":\"train\"}}}",
+	  "ml/train" },
 	/* Precedence: first found in the documented order. */
+	{ "the workload API field beats every label",
+	  "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\","
+	  "\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"a\"}},"
+	  "\"spec\":{\"schedulingGroup\":{\"podGroupName\":\"w\"}}}",
+	  "ml/w" },
+	{ "an empty workload API field is skipped",
+	  "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\","
+	  "\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"a\"}},"
+	  "\"spec\":{\"schedulingGroup\":{\"podGroupName\":\"\"}}}",
+	  "ml/a" },
+	{ "the Volcano annotation beats the Kueue label",
+	  "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\","
+	  "\"labels\":{\"kueue.x-k8s.io/pod-group-name\":\"k\"},"
+	  "\"annotations\":{\"scheduling.k8s.io/group-name\":\"d\"}}}",
+	  "ml/d" },
+	{ "the Kueue key counts only as a label",
+	  "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\","
+	  "\"annotations\":{\"kueue.x-k8s.io/pod-group-name\":\"k\"}}}", NULL },
 	{ "current label beats the older ones",
 	  "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\",\"labels\":{"
 	  "\"pod-group.scheduling.sigs.k8s.io/name\":\"c\","
