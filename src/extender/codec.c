@@ -58,6 +58,22 @@ static const char *skip_ws(const char *p, const char *end)
 	return p;
 }
 
+/* The closing quote of the JSON string whose opening quote is at <p>, escapes
+ * skipped, or NULL when the string runs to <end>. */
+static const char *string_end(const char *p, const char *end)
+{
+	for (p++;;) {
+		if (p >= end)
+			return NULL;
+		p += json_plain_run(p, (size_t)(end - p));
+		if (p >= end)
+			return NULL;
+		if (*p == '"')
+			return p;
+		p += *p == '\\' ? 2 : 1;
+	}
+}
+
 /* Whether <at> lies at the top level of the object <body> opens, outside any
  * string, right after '{' or ',' (so it starts a member's key). */
 static bool top_level_key(const char *body, const char *at)
@@ -69,18 +85,10 @@ static bool top_level_key(const char *body, const char *at)
 		char c = *p;
 
 		if (c == '"') {
-			/* A string: to its closing quote, escapes skipped. */
-			for (p++;;) {
-				if (p >= at)
-					return false;   /* <at> is inside it */
-				p += json_plain_run(p, (size_t)(at - p));
-				if (p >= at)
-					return false;
-				if (*p == '"')
-					break;
-				p += *p == '\\' ? 2 : 1;
-			}
-			last = p++;
+			last = string_end(p, at);
+			if (!last)
+				return false;   /* <at> is inside it */
+			p = last + 1;
 			continue;
 		}
 		if (c == '{' || c == '[')
@@ -104,16 +112,9 @@ static const char *skip_value(const char *p, const char *end)
 		if (p >= end)
 			return NULL;
 		if (*p == '"') {
-			for (p++;;) {
-				if (p >= end)
-					return NULL;
-				p += json_plain_run(p, (size_t)(end - p));
-				if (p >= end)
-					return NULL;
-				if (*p == '"')
-					break;
-				p += *p == '\\' ? 2 : 1;
-			}
+			p = string_end(p, end);
+			if (!p)
+				return NULL;
 			p++;
 		} else if (*p == '{' || *p == '[') {
 			depth++;

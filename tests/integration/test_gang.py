@@ -271,6 +271,18 @@ class GangTest(unittest.TestCase):
             seen[key] = seen.get(key, 0) + 1
         self.fail(f"timed out driving the scheduler until {what}; outcomes: {seen}")
 
+    def schedule_whole_gang(self, t, group, n, seed):
+        """Create gang <group> of <n> 8-GPU members (quorum n), schedule it
+        through <t> and check it bound completely; returns (pods, nodes)."""
+        pods = self.create_gang(group, n, 8, min_member=n, timeout_s=60)
+        self.wait_cache_sees(t, pods.values(), [group])
+        sched = self.scheduler(t, seed=seed)
+        for i in range(n):
+            sched.add_pod(pods[i])
+        sched.run(deadline_s=30)
+        self.assertEqual(len(sched.bound()), n)
+        return pods, self.assert_gang_bound(group, n, 8)
+
     def outcomes_of(self, sched, uid):
         return [o for o in sched.outcomes if o.pod == uid]
 
@@ -697,16 +709,9 @@ class GangTest(unittest.TestCase):
         troupe.io/gpu-ids, design.md: no lost state), holds no reservation for
         it, and places the next gang only on what the first left free."""
         self.add_nodes(6)
-        pods = self.create_gang("rb", 4, 8, min_member=4, timeout_s=60)
-        uids = {pods[i]["metadata"]["uid"]: i for i in range(4)}
         t = self.start_troupe()
-        self.wait_cache_sees(t, pods.values(), ["rb"])
-        sched = self.scheduler(t, seed=6)
-        for i in range(4):
-            sched.add_pod(pods[i])
-        sched.run(deadline_s=30)
-        self.assertEqual(len(sched.bound()), 4)
-        on = self.assert_gang_bound("rb", 4, 8)
+        pods, on = self.schedule_whole_gang(t, "rb", 4, seed=6)
+        uids = {pods[i]["metadata"]["uid"]: i for i in range(4)}
         wait_until(lambda: sum(1 for p in t.cache()["pods"]
                                if p["uid"] in uids and p["state"] == "bound") == 4,
                    10, "troupe saw the four members bound")
@@ -731,14 +736,7 @@ class GangTest(unittest.TestCase):
         self.assertEqual({n for n, f in free.items() if f == 8},
                          set(free) - set(on.values()), "only the gang's nodes are full")
         # The next gang fits only on the two nodes left.
-        pods2 = self.create_gang("rc", 2, 8, min_member=2, timeout_s=60)
-        self.wait_cache_sees(t2, pods2.values(), ["rc"])
-        sched2 = self.scheduler(t2, seed=7)
-        for i in range(2):
-            sched2.add_pod(pods2[i])
-        sched2.run(deadline_s=30)
-        self.assertEqual(len(sched2.bound()), 2)
-        on2 = self.assert_gang_bound("rc", 2, 8)
+        _, on2 = self.schedule_whole_gang(t2, "rc", 2, seed=7)
         self.assertEqual(set(on2.values()) & set(on.values()), set(),
                          "the second gang landed on the first one's nodes")
         assert_converges(self, t2, self.srv)

@@ -301,6 +301,20 @@ static void check_mixed_plan(const struct cluster *c, const struct gang_plan *p,
 
 /* Invariants of any plan of <members> members of <k> GPUs: check_mixed_plan
  * with one need. */
+/* gang_plan_mixed over the whole cluster succeeds, and its plan holds
+ * (check_mixed_plan). */
+static void plan_mixed_ok(const struct cluster *c, const struct gang_need *needs, unsigned n_needs,
+			  struct gang_plan *p)
+{
+	char why[256] = "";
+	int ret = gang_plan_mixed(c->views, c->n, needs, n_needs, &gang_default_levels, p, why,
+				  sizeof(why));
+
+	if (ret != 0)
+		fail_msg("gang_plan_mixed: %d (%s)", ret, why);
+	check_mixed_plan(c, p, needs, n_needs);
+}
+
 static void check_plan(const struct cluster *c, const struct gang_plan *p, unsigned members,
 		       unsigned k)
 {
@@ -512,17 +526,13 @@ static void test_gang_plan_mixed_needs_share_nodes(void **state)
 	add_node(&c, "n1", 8, "s", "rack-a", 0, true);
 	add_node(&c, "n2", 8, "s", "rack-b", 0xF, true);        /* 4 free */
 	/* One 8-GPU member and four 2-GPU members: two empty nodes of one rack. */
-	assert_int_equal(gang_plan_mixed(c.views, c.n, leader_workers, 2, &gang_default_levels,
-					 &p, why, sizeof(why)), 0);
-	check_mixed_plan(&c, &p, leader_workers, 2);
+	plan_mixed_ok(&c, leader_workers, 2, &p);
 	assert_int_equal(p.nodes_used, 2);
 	assert_string_equal(p.domain, "rack-a");
 	gang_plan_fini(&p);
 	/* 4 + 2 + 2 GPUs: the 4-GPU member first, the 2-GPU ones in the room
 	 * left beside it: one node, not the half-used one and another. */
-	assert_int_equal(gang_plan_mixed(c.views, c.n, small_first, 2, &gang_default_levels, &p,
-					 why, sizeof(why)), 0);
-	check_mixed_plan(&c, &p, small_first, 2);
+	plan_mixed_ok(&c, small_first, 2, &p);
 	assert_int_equal(p.nodes_used, 1);
 	gang_plan_fini(&p);
 	/* Three 8-GPU members cannot fit; the reason names both kinds. */
@@ -565,7 +575,6 @@ static void test_gang_plan_mixed_fills_every_member_into_the_finest_domain(void 
 {
 	struct cluster c = { 0 };
 	struct gang_plan p;
-	char why[256];
 	struct gang_need two_kinds[2] = { { gpus(8), 1 }, { gpus(8), 1 } };
 	struct gang_need six_four_four[2] = { { gpus(6), 1 }, { gpus(4), 2 } };
 
@@ -574,9 +583,7 @@ static void test_gang_plan_mixed_fills_every_member_into_the_finest_domain(void 
 	add_kind_node(&c, "nv0", 0, "b0");
 	add_kind_node(&c, "nv1", 0, "b0");
 	add_kind_node(&c, "amd0", 1, "b0");
-	assert_int_equal(gang_plan_mixed(c.views, c.n, two_kinds, 2, &gang_default_levels, &p, why,
-					 sizeof(why)), 0);
-	check_mixed_plan(&c, &p, two_kinds, 2);
+	plan_mixed_ok(&c, two_kinds, 2, &p);
 	assert_string_equal(p.domain, "b0");
 	for (unsigned s = 0; s < p.n_slots; s++)
 		assert_int_equal(c.nodes[p.slots[s].node]->gpu_resource,
@@ -590,9 +597,7 @@ static void test_gang_plan_mixed_fills_every_member_into_the_finest_domain(void 
 	add_node(&c, "a", 8, "s0", "b0", 0, true);
 	add_node(&c, "b", 8, "s0", "b0", 0, true);
 	add_node(&c, "far", 8, "s1", "b1", 0, true);
-	assert_int_equal(gang_plan_mixed(c.views, c.n, six_four_four, 2, &gang_default_levels, &p,
-					 why, sizeof(why)), 0);
-	check_mixed_plan(&c, &p, six_four_four, 2);
+	plan_mixed_ok(&c, six_four_four, 2, &p);
 	assert_int_equal(p.level, 3);
 	assert_string_equal(p.domain, "b0");
 	gang_plan_fini(&p);
