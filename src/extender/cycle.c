@@ -16,7 +16,8 @@ struct ext_cycle {
 	struct ext_cycle_entry *e[CYCLE_ENTRIES];      /* guarded by lock */
 	uint64_t stamp[CYCLE_ENTRIES];                  /* when put; oldest goes first */
 	uint64_t clock;
-	uint64_t used, stale, names;                    /* guarded by lock */
+	uint64_t used, stale;                           /* guarded by lock */
+	uint64_t names;                                 /* relaxed atomic */
 };
 
 struct ext_cycle *ext_cycle_new(void)
@@ -155,15 +156,14 @@ void ext_cycle_get_stats(struct ext_cycle *c, uint64_t *used, uint64_t *stale, u
 	pthread_mutex_lock(&c->lock);
 	*used = c->used;
 	*stale = c->stale;
-	*names = c->names;
 	pthread_mutex_unlock(&c->lock);
+	*names = __atomic_load_n(&c->names, __ATOMIC_RELAXED);
 }
 
 void ext_cycle_count_names(struct ext_cycle *c, uint64_t n)
 {
-	pthread_mutex_lock(&c->lock);
-	c->names += n;
-	pthread_mutex_unlock(&c->lock);
+	/* No lock: prioritize already took it once, in ext_cycle_take. */
+	__atomic_add_fetch(&c->names, n, __ATOMIC_RELAXED);
 }
 
 bool ext_cycle_score(const struct ext_cycle_entry *e, const struct cache_name *name, size_t *at,
