@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""End-to-end: single pods through the real kube-scheduler calling troupe, on
+the real API server, checked by reading pods, events and conditions.
+
+  test_shipped_config_places_gpu_pods      1. the shipped config is accepted;
+                                              GPU pods land where troupe says,
+                                              with troupe.io/gpu-ids; CPU pods
+                                              are unaffected
+  test_unschedulable_reason_and_requeue    2. troupe's reason in FailedScheduling
+                                              and PodScheduled; 9. the freeing
+                                              event requeues the pod
+  test_topology_required                   3. troupe.io/topology: required on
+                                              NVSwitch, cube-mesh and PCIe nodes
+  test_preemption_through_postfilter       6. preemption through troupe's
+                                              preempt verb
+
+The cluster: 20 simulated nodes (tests/e2e/cmd/kubesim/nodes.go): gpu-0000 (H100
+NVSwitch), gpu-0001 (V100 cube-mesh), gpu-0002 (L40S PCIe), and so on in turn;
+gpu-0017 tainted, gpu-0018 cordoned, gpu-0019 with 7 of 8 GPUs allocatable.
+"""
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_common import E2E, gpu_pod, gpu_ids, metric_samples, start_module_cluster, wait_until  # noqa: E402
+
+
+def setUpModule():
+    E2E.cluster = start_module_cluster("scheduling", nodes=20)
+
+
+def tearDownModule():
+    if E2E.cluster:
+        E2E.cluster.down()
+
+
+CUBE_MESH_NVLINK = {  # pairs joined by NVLink on the DGX-1 capture (dgx1-v100.txt)
+    frozenset(p) for p in [(0, 1), (0, 2), (0, 3), (0, 4), (1, 2), (1, 3), (1, 5), (2, 3), (2, 6),
+                           (3, 7), (4, 5), (4, 6), (4, 7), (5, 6), (5, 7), (6, 7)]}
+
+
+class Scheduling(E2E):
+
+    def test_shipped_config_places_gpu_pods(self):
+        # kube-scheduler is running with config/scheduler-config.yaml as
+        # shipped (cluster.py substitutes only urlPrefix and the kubeconfig).
+        cfg = self.c.scheduler_config()
+        self.assertIn("filterVerb: filter", cfg)
+        self.assertIn("bindVerb: bind", cfg)
+        before = metric_samples(self.c.metrics("troupe"), "troupe_requests_total")
+        sizes = {"one": 1, "two": 2, "four": 4, "eight": 8, "three": 3, "six": 6}
+        for name, g in sizes.items():
+            self.create(gpu_pod(name, g))
+        self.create(gpu_pod("cpu-only", None))
+        nodes = {n["metadata"]["name"]: n for n in self.c.get("/api/v1/nodes")["items"]}
+        for name, g in sizes.items():
+            p = self.wait_bound(name)
+            node = nodes[p["spec"]["nodeName"]]
+            ids = gpu_ids(p)
+            self.assertIsNotNone(ids, "%s has no troupe.io/gpu-ids: %s" % (name, p["metadata"]))
+            self.assertEqual(len(ids), g, name)
+            self.assertEqual(len(set(ids)), g, name)
+            alloc = int(node["status"]["allocatable"]["nvidia.com/gpu"])
+            self.assertTrue(all(0 <= i < 8 for i in ids), ids)
+            self.assertLessEqual(g, alloc)
+            self.assertFalse(node["spec"].get("unschedulable"), "placed on a cordoned node")
+            self.assertFalse(node["spec"].get("taints"), "placed on a tainted node")
+            self.assertEqual(self.condition(p, "PodScheduled")["status"], "True")
+            self.wait_running(name)
+        cpu = self.wait_bound("cpu-only")
+        self.assertIsNone(gpu_ids(cpu))
+        self.assertNotIn("troupe.io/gpu-link", cpu["metadata"].get("annotations") or {})
+        # Every GPU pod was filtered and bound through troupe; the CPU pod never
+        # reached it (managedResources lists only nvidia.com/gpu).
+        after = metric_samples(self.c.metrics("troupe"), "troupe_requests_total")
+        binds = sum(v - before.get(k, 0) for k, v in after.items() if 'verb="bind"' in k)
+        self.assertEqual(binds, len(sizes), after)
+
+    def test_unschedulable_reason_and_requeue(self):
+        # gpu-0004: troupe is told GPU 7 is unhealthy, kube-scheduler is not
+        # (allocatable stays 8). A 4-GPU blocker leaves kube-scheduler seeing 4
+        # free and troupe 3, so only troupe refuses the 4-GPU pod.
+        node = "gpu-0004"
+        self.c.kubectl("annotate", "node", node, "troupe.io/gpu-unhealthy=7", "--overwrite")
+        self.addCleanup(self.c.kubectl, "annotate", "node", node, "troupe.io/gpu-unhealthy-")
+        time.sleep(1)
+        self.create(gpu_pod("blocker", 4, hosts=[node]))
+        self.wait_bound("blocker")
+        self.create(gpu_pod("waiter", 4, hosts=[node]))
+        ev = self.wait_event("waiter", "FailedScheduling", contains="troupe: ")
+        self.assertIn("pod needs 4", ev["message"])
+        cond = wait_until(lambda: self.condition(self.pod("waiter"), "PodScheduled"),
+                          what="PodScheduled condition")
+        self.assertEqual(cond["status"], "False")
+        self.assertEqual(cond["reason"], "Unschedulable")
+        # kube-scheduler counts nodes by reason: "1 troupe: 3 of 8 nvidia.com/gpu
+        # free, pod needs 4, 17 node(s) didn't match ...".
+        self.assertIn("1 troupe: 3 of 8 nvidia.com/gpu free, pod needs 4", cond["message"])
+        # What `kubectl describe pod` shows.
+        described = self.c.kubectl("describe", "pod", "waiter", "-n", self.ns).stdout
+        self.assertIn("FailedScheduling", described)
+        self.assertIn("troupe: ", described)
+
+        # 9. The delete of the blocker is the event that requeues the waiter,
+        # not kube-scheduler's periodic flush of unschedulable pods (5 minutes).
+        m0 = metric_samples(self.c.metrics("kube-scheduler"), "scheduler_queue_incoming_pods_total")
+        t0 = time.monotonic()
+        self.delete_pod("blocker")
+        p = self.wait_bound("waiter", timeout=60)
+        took = time.monotonic() - t0
+        self.assertEqual(p["spec"]["nodeName"], node)
+        m1 = metric_samples(self.c.metrics("kube-scheduler"), "scheduler_queue_incoming_pods_total")
+        delta = {k: v - m0.get(k, 0) for k, v in m1.items() if v - m0.get(k, 0) > 0}
+        # The blocker's delete shows first as an update (deletionTimestamp set;
+        # kubesim then finishes it), and kube-scheduler counts a terminating
+        # pod's resources as freed: either event may be the one.
+        moved = {k: v for k, v in delta.items()
+                 if ("AssignedPodDelete" in k or "AssignedPodUpdate" in k)
+                 and 'queue="unschedulable"' not in k}
+        self.assertTrue(moved, "the blocker's delete requeued no pod: %s" % delta)
+        self.assertFalse([k for k in delta if "UnschedulableTimeout" in k],
+                         "the pod was requeued by the periodic flush: %s" % delta)
+        self.assertLess(took, 60)
+        self.assertNotIn(7, gpu_ids(p))
+
+    def test_topology_required(self):
+        hosts = ["gpu-0000", "gpu-0001", "gpu-0002"]     # NVSwitch, cube-mesh, PCIe
+        req = {"troupe.io/topology": "required"}
+        for i in range(5):
+            self.create(gpu_pod("req-%d" % i, 4, hosts=hosts, annotations=req))
+        placed = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(placed) < 4:
+            for i in range(5):
+                p = self.pod("req-%d" % i)
+                if p["spec"].get("nodeName"):
+                    placed[p["metadata"]["name"]] = p
+            time.sleep(0.5)
+        self.assertEqual(len(placed), 4, "expected two on NVSwitch and two on the cube mesh")
+        by_node = {}
+        for p in placed.values():
+            by_node.setdefault(p["spec"]["nodeName"], []).append(gpu_ids(p))
+            link = p["metadata"]["annotations"].get("troupe.io/gpu-link", "")
+            self.assertTrue(link.startswith("NV"), "worst link %r is not NVLink" % link)
+        self.assertEqual(sorted(by_node), ["gpu-0000", "gpu-0001"], by_node)
+        for ids in by_node["gpu-0001"]:
+            for a in ids:
+                for b in ids:
+                    if a < b:
+                        self.assertIn(frozenset((a, b)), CUBE_MESH_NVLINK,
+                                      "GPUs %d and %d of %s are not NVLinked" % (a, b, ids))
+        # The fifth fits no NVLinked set anywhere: the PCIe node is refused
+        # for good, the others are full.
+        waiting = [n for n in ("req-%d" % i for i in range(5)) if n not in placed][0]
+        ev = self.wait_event(waiting, "FailedScheduling", contains="troupe: ")
+        self.assertIn("NVLinked", ev["message"])
+        # required:PIX on the PCIe board: a pair under one PCIe switch.
+        self.create(gpu_pod("pix", 2, hosts=["gpu-0002"],
+                            annotations={"troupe.io/topology": "required:PIX"}))
+        ids = gpu_ids(self.wait_bound("pix"))
+        self.assertEqual(ids[0] // 2, ids[1] // 2, "GPUs %s are not under one switch" % ids)
+
+    def test_preemption_through_postfilter(self):
+        for name, value in (("e2e-low", 0), ("e2e-high", 1000000)):
+            self.c.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                           {"metadata": {"name": name}, "value": value})
+        node = "gpu-0003"
+        before = metric_samples(self.c.metrics("troupe"), "troupe_requests_total")
+        self.create(gpu_pod("victim", 8, hosts=[node], priority="e2e-low"))
+        self.wait_running("victim")
+        victim_uid = self.pod("victim")["metadata"]["uid"]
+        self.create(gpu_pod("preemptor", 8, hosts=[node], priority="e2e-high"))
+        p = self.wait_bound("preemptor", timeout=90)
+        self.assertEqual(p["spec"]["nodeName"], node)
+        self.assertEqual(len(gpu_ids(p)), 8)
+        v = self.pod("victim")
+        self.assertTrue(v is None or v["metadata"]["uid"] != victim_uid, "victim still there")
+        ev = self.events("victim", reason="Preempted")
+        self.assertTrue(ev, "no Preempted event on the victim")
+        after = metric_samples(self.c.metrics("troupe"), "troupe_requests_total")
+        preempts = sum(v - before.get(k, 0) for k, v in after.items() if 'verb="preempt"' in k)
+        self.assertGreaterEqual(preempts, 1, "kube-scheduler did not call troupe's preempt verb")
+
+
+if __name__ == "__main__":
+    unittest.main()
