@@ -26,6 +26,14 @@ upstream sources (paths are under kubernetes/kubernetes):
 * Binding: the checks, messages and status codes of
   pkg/registry/core/pod/storage/storage.go (BindingREST) and
   apimachinery/pkg/api/errors/errors.go;
+* authorization as RBAC shows it to a client: SelfSubjectAccessReview
+  (pkg/registry/authorization/selfsubjectaccessreview: 201 with status.allowed,
+  422 unless exactly one of resourceAttributes and nonResourceAttributes) answers
+  allowed: false for the permissions a test denies, and a request that lacks its
+  permission gets 403 with the Forbidden Status of
+  endpoints/handlers/responsewriters/errors.go, checked before the resource is
+  looked up (so a CRD that is not installed answers 403, not 404, to a client
+  without the permission), as the authorization filter runs before routing;
 * every error body is a v1 Status (endpoints/handlers/responsewriters).
 
 TLS (optional): with a server certificate and key the server speaks HTTPS,
@@ -66,6 +74,13 @@ from urllib.parse import parse_qs, unquote, urlsplit
 PODGROUP_GROUP = "scheduling.x-k8s.io"
 PODGROUP_VERSION = "v1alpha1"
 PODGROUP_API_VERSION = PODGROUP_GROUP + "/" + PODGROUP_VERSION
+AUTHZ_GROUP = "authorization.k8s.io"
+AUTHZ_API_VERSION = AUTHZ_GROUP + "/v1"
+# The user every token-authenticated request is (troupe's service account).
+DEFAULT_USER = "system:serviceaccount:kube-system:troupe"
+# What RBAC says when it allows (rbac.go's authorizingVisitor.String()).
+RBAC_ALLOWED = ('RBAC: allowed by ClusterRoleBinding "troupe" of ClusterRole "troupe" to '
+                'ServiceAccount "troupe/kube-system"')
 
 ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
 
@@ -272,6 +287,19 @@ def err_invalid(kind, group, name, causes):
                     _details(name, group, kind, causes=[
                         {"reason": cause_types.get(m.split(":")[0], "FieldValueInvalid"),
                          "message": m, "field": f} for f, m in causes]))
+
+
+def err_forbidden(user, verb, group, resource, subresource, ns, name):
+    """responsewriters.Forbidden for a resource request: errors.NewForbidden on
+    the group and resource (not the subresource) with forbiddenMessage."""
+    res = resource + ("/" + subresource if subresource else "")
+    where = ("in the namespace %s" % _goquote(ns)) if ns else "at the cluster scope"
+    why = "User %s cannot %s resource %s in API group %s %s" % (
+        _goquote(user), verb, _goquote(res), _goquote(group), where)
+    qualified = resource + ("." + group if group else "")
+    what = "%s %s" % (qualified, _goquote(name)) if name else qualified
+    return APIError(403, "%s is forbidden: %s" % (what, why), "Forbidden",
+                    _details(name, group, resource))
 
 
 def err_untyped(msg):
@@ -556,6 +584,14 @@ class FakeAPIServer:
         self.tls_key = tls_key
         self.client_ca = client_ca
         self.handshake_timeout = 10.0      # seconds a client may take to finish the TLS handshake
+        # Authorization: permissions are (verb, group, resource, subresource)
+        # tuples, see deny().  Without TLS users every authenticated request is
+        # self.user.  serve_access_reviews False: the authorization.k8s.io API
+        # is not served (404), as behind an aggregator that lacks it.
+        self.user = DEFAULT_USER
+        self.serve_access_reviews = True
+        self.review_denied = set()
+        self.request_denied = set()
 
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
@@ -578,6 +614,7 @@ class FakeAPIServer:
         self.bindings = []   # every Binding body received (parsed JSON objects)
         self.tls_failures = []   # (client address, error text) of failed TLS handshakes
         self.x509_users = []     # subject CN of every request authenticated by client certificate
+        self.access_reviews = []  # spec.resourceAttributes of every SelfSubjectAccessReview
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -908,6 +945,25 @@ class FakeAPIServer:
         """From now on only "Authorization: Bearer <new>" is accepted."""
         with self._lock:
             self.token = new
+
+    def deny(self, verb, resource, group="", subresource="", reviews=True, requests=True):
+        """Take a permission away, as removing its RBAC rule does: reviews,
+        SelfSubjectAccessReviews of it answer allowed: false; requests, the
+        requests needing it (list, watch, create pods/binding, ...) get 403.
+        Watches already open keep streaming, as they do on a real server."""
+        key = (verb, group, resource, subresource)
+        with self._lock:
+            if reviews:
+                self.review_denied.add(key)
+            if requests:
+                self.request_denied.add(key)
+
+    def allow(self, verb, resource, group="", subresource=""):
+        """Give a permission back (both for reviews and for requests)."""
+        key = (verb, group, resource, subresource)
+        with self._lock:
+            self.review_denied.discard(key)
+            self.request_denied.discard(key)
 
     def cut_watches(self, kind=None, mid_event=True, abrupt=True):
         """End the open watch streams of `kind` (all kinds if None).  abrupt:
@@ -1385,9 +1441,13 @@ class _Handler(BaseHTTPRequestHandler):
                 "goVersion": "go1.22.5", "compiler": "gc", "platform": "linux/amd64"}))
         segs = [unquote(s) for s in path.split("/") if s]
         if segs[:2] == ["api", "v1"]:
-            group, rest = "", segs[2:]
-        elif segs[:3] == ["apis", PODGROUP_GROUP, PODGROUP_VERSION] and fake.podgroups_crd:
-            group, rest = PODGROUP_GROUP, segs[3:]
+            group, rest, served = "", segs[2:], True
+        elif segs[:1] == ["apis"] and len(segs) >= 3:
+            # The request's attributes come from the path alone (RequestInfoFactory),
+            # whether or not the group is served.
+            group, rest = segs[1], segs[3:]
+            served = ((segs[1:3] == [PODGROUP_GROUP, PODGROUP_VERSION] and fake.podgroups_crd)
+                      or (segs[1:3] == [AUTHZ_GROUP, "v1"] and fake.serve_access_reviews))
         else:
             raise err_resource_not_found()
         ns = None
@@ -1398,7 +1458,14 @@ class _Handler(BaseHTTPRequestHandler):
         resource = rest[0]
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
+        self._authorize(group, resource, sub, ns, name, q)
+        if not served:
+            raise err_resource_not_found()
 
+        if group == AUTHZ_GROUP:
+            if resource == "selfsubjectaccessreviews" and ns is None and name is None:
+                return self._only("POST", lambda: self._access_review(body))
+            raise err_resource_not_found()
         if group == "" and resource == "bindings" and ns and name is None:
             return self._only("POST", lambda: self._binding(ns, None, body))
         info = KINDS.get(resource)
@@ -1423,6 +1490,58 @@ class _Handler(BaseHTTPRequestHandler):
         if sub == "binding" and info.plural == "pods":
             return self._only("POST", lambda: self._binding(ns, name, body))
         raise err_resource_not_found()
+
+    def _authorize(self, group, resource, sub, ns, name, q):
+        """The authorization filter: 403 when the request's verb on its
+        resource is in request_denied (endpoints/request/requestinfo.go verbs)."""
+        fake = self.fake
+        cmd = "GET" if self.command == "HEAD" else self.command
+        if cmd == "GET":
+            verb = "watch" if _parse_bool(q, "watch") else ("get" if name else "list")
+        elif cmd == "DELETE" and not name:
+            verb = "deletecollection"
+        else:
+            verb = {"POST": "create", "PUT": "update", "PATCH": "patch",
+                    "DELETE": "delete"}.get(cmd, cmd.lower())
+        with fake._lock:
+            denied = (verb, group, resource, sub or "") in fake.request_denied
+        if denied:
+            user = self.x509_user if self.x509_user is not None else fake.user
+            raise err_forbidden(user, verb, group, resource, sub, ns, name)
+
+    def _access_review(self, body):
+        """POST selfsubjectaccessreviews: answer for the requesting user, from
+        review_denied; the review itself is created (201) and never stored."""
+        fake = self.fake
+        review = self._json_body(body, "SelfSubjectAccessReview")
+        self._check_type(review, "SelfSubjectAccessReview", AUTHZ_API_VERSION)
+        spec = review.get("spec")
+        spec = spec if isinstance(spec, dict) else {}
+        attrs, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if attrs is not None and non_resource is not None:
+            raise err_invalid("SelfSubjectAccessReview", AUTHZ_GROUP, "", [(
+                "spec.nonResourceAttributes",
+                "Invalid value: \"object\": cannot be specified in combination with "
+                "resourceAttributes")])
+        if attrs is None and non_resource is None:
+            raise err_invalid("SelfSubjectAccessReview", AUTHZ_GROUP, "", [(
+                "spec.resourceAttributes",
+                "Invalid value: \"null\": exactly one of nonResourceAttributes or "
+                "resourceAttributes must be specified")])
+        allowed = True
+        if attrs is not None:
+            if not isinstance(attrs, dict):
+                raise err_bad_request("spec.resourceAttributes must be an object")
+            key = tuple(str(attrs.get(k) or "") for k in ("verb", "group", "resource",
+                                                           "subresource"))
+            with fake._lock:
+                fake.access_reviews.append(copy.deepcopy(attrs))
+                allowed = key not in fake.review_denied
+        # RBAC gives no reason when nothing allows the request.
+        status = {"allowed": True, "reason": RBAC_ALLOWED} if allowed else {"allowed": False}
+        self._send(201, {"kind": "SelfSubjectAccessReview", "apiVersion": AUTHZ_API_VERSION,
+                         "metadata": {"creationTimestamp": None}, "spec": spec,
+                         "status": status})
 
     def _only(self, method, fn):
         if self.command != method and not (method == "GET" and self.command == "HEAD"):
