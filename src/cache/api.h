@@ -1,7 +1,8 @@
 /* The Kubernetes API client side of the cache: where the API server is and how
- * to authenticate (api.c), the informer that lists and watches nodes, pods and
- * pod groups into the store (informer.c), and the binder that posts pod
- * bindings (binder.c). Only these three files touch libcurl.
+ * to authenticate (api.c), the permissions troupe needs (access.c), the
+ * informer that lists and watches nodes, pods and pod groups into the store and
+ * keeps troupe's readiness (informer.c), and the binder that posts pod bindings
+ * (binder.c). Only api.c, informer.c and binder.c touch libcurl.
  *
  * Threads: the informer runs one thread of its own and is the store's single
  * writer while it runs; the binder runs one thread driving every binding POST
@@ -42,6 +43,32 @@ void cache_api_free(struct cache_api *api);
 /* "https://10.0.0.1:443 (in-cluster service account)", for logs. */
 const char *cache_api_describe(const struct cache_api *api);
 
+/* ---- Permissions ----------------------------------------------------------- */
+
+/* What troupe must be allowed to do, one verb on one resource each, as the
+ * informer checks them (SelfSubjectAccessReview) and as /readyz names them. */
+enum cache_perm {
+	CACHE_PERM_LIST_NODES,
+	CACHE_PERM_WATCH_NODES,
+	CACHE_PERM_LIST_PODS,
+	CACHE_PERM_WATCH_PODS,
+	CACHE_PERM_BIND_PODS,           /* create pods/binding */
+	CACHE_PERM_LIST_PODGROUPS,
+	CACHE_PERM_WATCH_PODGROUPS,
+	CACHE_PERM_COUNT
+};
+
+struct cache_permission {
+	const char *verb;               /* "list" */
+	const char *group;              /* API group, "" for the core group */
+	const char *resource;           /* "pods" */
+	const char *subresource;        /* "binding", or "" */
+	const char *name;               /* "create pods/binding", for logs and /readyz */
+};
+
+/* The permission <p> (static storage), or NULL when out of range. */
+const struct cache_permission *cache_permission_get(enum cache_perm p);
+
 /* ---- Informer ------------------------------------------------------------- */
 
 struct cache_informer_opts {
@@ -52,13 +79,17 @@ struct cache_informer_opts {
 	unsigned backoff_max_ms;        /* default 30000 */
 	unsigned healthy_reset_s;       /* a watch up this long resets backoff; default 60 */
 	unsigned podgroup_retry_s;      /* retry a missing PodGroup CRD after; default 300 */
+	/* Check every permission again this often; 0: only once, at start. Unlike
+	 * the fields above, 0 is kept (the caller passes the default, 60). */
+	unsigned access_check_s;
 };
 
 struct cache_informer;
 
 /* Start the informer thread: list then watch nodes, pods and
- * scheduling.x-k8s.io/v1alpha1 podgroups into <c>. The cache is marked synced
- * once every initial list is applied. Returns NULL with <err> set. */
+ * scheduling.x-k8s.io/v1alpha1 podgroups into <c>, and check troupe's
+ * permissions (at once, then every opts->access_check_s). The cache is marked
+ * synced once every initial list is applied. Returns NULL with <err> set. */
 struct cache_informer *cache_informer_start(struct cache *c, struct cache_api *api,
 					    const struct cache_informer_opts *opts, char *err,
 					    size_t errlen);
@@ -73,8 +104,31 @@ struct cache_informer_stats {
 	uint64_t watch_restarts;        /* watches re-opened from a resourceVersion */
 	uint64_t errors;                /* failed requests (connection, 429, 5xx, ...) */
 	uint64_t partial_lines;         /* cut events discarded */
+	uint64_t permission_denials;    /* reviews answering "not allowed", and 403s */
 };
 void cache_informer_get_stats(const struct cache_informer *inf, struct cache_informer_stats *out);
+
+/* Whether troupe can serve with the informer's cluster state, worst first. */
+enum cache_ready_state {
+	CACHE_READY,
+	CACHE_SYNCING,                  /* an initial list is not applied yet */
+	CACHE_API_UNREACHABLE,          /* a list or watch cannot (re)connect */
+	CACHE_FORBIDDEN,                /* a permission is missing */
+};
+
+struct cache_readiness {
+	enum cache_ready_state state;
+	/* Bit (1u << enum cache_perm) per permission missing: a review said "not
+	 * allowed", or a list or watch was refused (403) and has not succeeded
+	 * since. Non-zero exactly when state is CACHE_FORBIDDEN. */
+	uint32_t missing;
+	/* The first failing list or watch, e.g. "watch pods: HTTP 503: ...";
+	 * "" when none is failing. */
+	char detail[512];
+};
+
+/* A copy of the informer's readiness. Thread: any. */
+void cache_informer_readiness(const struct cache_informer *inf, struct cache_readiness *out);
 
 /* ---- Binder ----------------------------------------------------------------- */
 

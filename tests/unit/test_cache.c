@@ -1,8 +1,9 @@
 /* Unit tests for src/cache: parsing Node and Pod objects, a pod's demand as
  * Kubernetes computes it, device lists, the node store, GPU accounting by pods,
  * assume/forget, snapshot loading, a concurrent property test of assume, pod
- * groups, the by-node index, the sweeps after a relist, and where the API server
- * is and how troupe authenticates to it (kubeconfig, in-cluster, plain URL).
+ * groups, the by-node index, the sweeps after a relist, where the API server is
+ * and how troupe authenticates to it (kubeconfig, in-cluster, plain URL), and the
+ * permissions troupe checks: its reviews and how their answers are read.
  *
  * Objects are written as JSON with single quotes (json_sq turns them into
  * double quotes), so each case reads like the object it stands for. Tables
@@ -53,16 +54,24 @@ static const struct cache_opts OPTS2 = {
 
 /* ---- Helpers -------------------------------------------------------------- */
 
+/* Copy JSON written with single quotes into <out>, quotes made double. */
+static void sq_text(char *out, size_t len, const char *text)
+{
+	snprintf(out, len, "%s", text);
+	for (char *p = out; *p; p++)
+		if (*p == '\'')
+			*p = '"';
+}
+
 /* Parse JSON written with single quotes. */
 static cJSON *json_sq(const char *text)
 {
-	char *s = strdup(text);
+	size_t len = strlen(text) + 1;
+	char *s = malloc(len);
 	cJSON *j;
 
 	assert_non_null(s);
-	for (char *p = s; *p; p++)
-		if (*p == '\'')
-			*p = '"';
+	sq_text(s, len, text);
 	j = cJSON_Parse(s);
 	if (!j)
 		fail_msg("test JSON does not parse: %s", s);
@@ -4271,6 +4280,157 @@ static void test_cache_api_from_kubeconfig_insecure_skip_tls_verify(void **state
 	assert_int_equal(bad, 0);
 }
 
+/* ---- Permissions ------------------------------------------------------------ */
+
+/* Each permission's review names exactly its verb, group, resource and
+ * subresource, the last two only when there are any. */
+static void test_cache_access_review_new_names_the_permission(void **state)
+{
+	static const struct {
+		enum cache_perm p;
+		const char *name;
+		const char *want;
+	} cases[] = {
+		{ CACHE_PERM_LIST_NODES, "list nodes",
+		  "{'apiVersion':'authorization.k8s.io/v1','kind':'SelfSubjectAccessReview',"
+		  "'spec':{'resourceAttributes':{'verb':'list','resource':'nodes'}}}" },
+		{ CACHE_PERM_WATCH_PODS, "watch pods",
+		  "{'apiVersion':'authorization.k8s.io/v1','kind':'SelfSubjectAccessReview',"
+		  "'spec':{'resourceAttributes':{'verb':'watch','resource':'pods'}}}" },
+		{ CACHE_PERM_BIND_PODS, "create pods/binding",
+		  "{'apiVersion':'authorization.k8s.io/v1','kind':'SelfSubjectAccessReview',"
+		  "'spec':{'resourceAttributes':{'verb':'create','resource':'pods',"
+		  "'subresource':'binding'}}}" },
+		{ CACHE_PERM_LIST_PODGROUPS, "list podgroups",
+		  "{'apiVersion':'authorization.k8s.io/v1','kind':'SelfSubjectAccessReview',"
+		  "'spec':{'resourceAttributes':{'verb':'list','group':'scheduling.x-k8s.io',"
+		  "'resource':'podgroups'}}}" },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *got = cache__access_review_new(cases[i].p), want[512];
+
+		sq_text(want, sizeof(want), cases[i].want);
+		if (!got || strcmp(got, want) != 0 ||
+		    strcmp(cache_permission_get(cases[i].p)->name, cases[i].name) != 0) {
+			print_message("%s: got %s\n", cases[i].name, got ? got : "NULL");
+			bad++;
+		}
+		free(got);
+	}
+	assert_int_equal(bad, 0);
+	/* Every permission has a review and a name; none past the end. */
+	for (int p = 0; p < CACHE_PERM_COUNT; p++) {
+		char *got = cache__access_review_new((enum cache_perm)p);
+
+		assert_non_null(got);
+		assert_non_null(strstr(got, cache_permission_get((enum cache_perm)p)->verb));
+		free(got);
+	}
+	assert_null(cache_permission_get(CACHE_PERM_COUNT));
+	errno = 0;
+	assert_null(cache__access_review_new(CACHE_PERM_COUNT));
+	assert_int_equal(errno, EINVAL);
+}
+
+static void test_cache_access_review_parse_answers(void **state)
+{
+	static const struct {
+		const char *body;       /* single quotes for double */
+		int ret;
+		bool allowed;
+		const char *reason;
+	} cases[] = {
+		{ "{'kind':'SelfSubjectAccessReview','apiVersion':'authorization.k8s.io/v1',"
+		  "'status':{'allowed':true,'reason':'RBAC: allowed by ClusterRoleBinding'}}",
+		  0, true, "RBAC: allowed by ClusterRoleBinding" },
+		{ "{'kind':'SelfSubjectAccessReview','status':{'allowed':false}}", 0, false, "" },
+		{ "{'status':{'allowed':false,'denied':true,'reason':'webhook says no'}}",
+		  0, false, "webhook says no" },
+		{ "{'status':{'allowed':false,'evaluationError':'clusterrole troupe not found'}}",
+		  0, false, "clusterrole troupe not found" },
+		{ "{'status':{'allowed':true,'reason':7}}", 0, true, "" },
+		/* Not answers: */
+		{ "{'kind':'SelfSubjectAccessReview','status':{}}", -EINVAL, false, "" },
+		{ "{'kind':'SelfSubjectAccessReview'}", -EINVAL, false, "" },
+		{ "{'status':{'allowed':'true'}}", -EINVAL, false, "" },
+		{ "{'status':{'allowed':1}}", -EINVAL, false, "" },
+		{ "{'status':[true]}", -EINVAL, false, "" },
+		{ "{'kind':'Status','apiVersion':'v1','status':{'allowed':true},'code':403}",
+		  -EINVAL, false, "" },
+		{ "[{'status':{'allowed':true}}]", -EINVAL, false, "" },
+		{ "{'status':{'allowed':true}", -EINVAL, false, "" },
+		{ "<html>502 Bad Gateway</html>", -EINVAL, false, "" },
+		{ "", -EINVAL, false, "" },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char body[512], reason[64] = "x";
+		bool allowed = !cases[i].allowed;
+		int ret;
+
+		sq_text(body, sizeof(body), cases[i].body);
+		ret = cache__access_review_parse(body, strlen(body), &allowed, reason,
+						 sizeof(reason));
+		if (ret != cases[i].ret || (ret == 0 && allowed != cases[i].allowed) ||
+		    strcmp(reason, cases[i].reason) != 0) {
+			print_message("%s: ret %d allowed %d reason [%s]\n", body, ret, allowed,
+				      reason);
+			bad++;
+		}
+	}
+	assert_int_equal(bad, 0);
+	/* A NULL body (no answer at all) and a reason cut to its buffer. */
+	{
+		const char *long_reason = "{\"status\":{\"allowed\":true,\"reason\":\"0123456789\"}}";
+		char reason[5];
+		bool allowed = false;
+
+		assert_int_equal(cache__access_review_parse(NULL, 0, &allowed, reason,
+							    sizeof(reason)), -EINVAL);
+		assert_int_equal(cache__access_review_parse(long_reason, strlen(long_reason),
+							    &allowed, reason, sizeof(reason)), 0);
+		assert_true(allowed);
+		assert_string_equal(reason, "0123");
+	}
+}
+
+static void test_cache_status_message_reads_a_status(void **state)
+{
+	static const struct {
+		const char *body;
+		bool found;
+		const char *want;
+	} cases[] = {
+		{ "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":"
+		  "\"pods is forbidden: User \\\"u\\\" cannot list resource \\\"pods\\\"\","
+		  "\"reason\":\"Forbidden\",\"code\":403}\n",
+		  true, "pods is forbidden: User \"u\" cannot list resource \"pods\"" },
+		{ "{\"kind\":\"Status\",\"message\":\"\"}", false, "" },
+		{ "{\"message\":42}", false, "" },
+		{ "Forbidden", false, "" },
+		{ "", false, "" },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char out[128] = "x";
+		bool found = cache__status_message(cases[i].body, strlen(cases[i].body), out,
+						   sizeof(out));
+
+		if (found != cases[i].found || strcmp(out, cases[i].want) != 0) {
+			print_message("%s: %d [%s]\n", cases[i].body, found, out);
+			bad++;
+		}
+	}
+	assert_int_equal(bad, 0);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 #define CACHE_TEST(f) cmocka_unit_test_setup_teardown(f, cache_setup, cache_teardown)
@@ -4540,6 +4700,9 @@ int main(void)
 		API_TEST(test_cache_api_from_kubeconfig_relative_tls_files),
 		API_TEST(test_cache_api_from_kubeconfig_inline_data),
 		API_TEST(test_cache_api_from_kubeconfig_insecure_skip_tls_verify),
+		cmocka_unit_test(test_cache_access_review_new_names_the_permission),
+		cmocka_unit_test(test_cache_access_review_parse_answers),
+		cmocka_unit_test(test_cache_status_message_reads_a_status),
 	};
 	int ret;
 
