@@ -128,7 +128,7 @@ struct cache_readiness {
 };
 
 /* A copy of the informer's readiness. Thread: any. */
-void cache_informer_readiness(const struct cache_informer *inf, struct cache_readiness *out);
+void cache_informer_readiness(struct cache_informer *inf, struct cache_readiness *out);
 
 /* ---- Binder ----------------------------------------------------------------- */
 

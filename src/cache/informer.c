@@ -19,6 +19,20 @@
  *   - 401: re-read the token file, then back off and retry.
  *   - 404 on the PodGroup list: the CRD is not installed; that stream is
  *     disabled with one log line and retried every few minutes.
+ *   - 403: as any failure, and the permission (list or watch of that kind) is
+ *     missing until that request succeeds again.
+ *
+ * Readiness. The informer is also what knows whether troupe can serve: it is
+ * not ready while an initial list is missing, while a stream fails to
+ * (re)connect (from its first failed list or watch request until its next list
+ * or watch answers 200; a watch that ends after being answered is not a
+ * failure, only a new attempt that fails is, so a server ending watches on its
+ * timeout never flaps readiness), and while a permission is missing. Missing
+ * permissions are learnt from the 403s above and from SelfSubjectAccessReviews
+ * of every permission troupe needs, sent at start and every access_check_s on
+ * the same multi handle; a review that cannot be made (network, 5xx, the API not
+ * served) changes nothing. The result is published under a mutex for /readyz;
+ * every change of state is logged once.
  *
  * Watch events are newline-delimited JSON objects that can be split anywhere
  * across reads: bytes are buffered and only complete lines are applied. A
@@ -43,11 +57,15 @@ enum kind { K_NODES, K_PODS, K_PODGROUPS, K_COUNT };
 static const struct {
 	const char *name;
 	const char *path;
+	enum cache_perm list, watch;    /* the permissions its requests need */
 } kinds[K_COUNT] = {
-	{ "nodes", "/api/v1/nodes" },
-	{ "pods", "/api/v1/pods" },
-	{ "podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups" },
+	{ "nodes", "/api/v1/nodes", CACHE_PERM_LIST_NODES, CACHE_PERM_WATCH_NODES },
+	{ "pods", "/api/v1/pods", CACHE_PERM_LIST_PODS, CACHE_PERM_WATCH_PODS },
+	{ "podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", CACHE_PERM_LIST_PODGROUPS,
+	  CACHE_PERM_WATCH_PODGROUPS },
 };
+
+#define REVIEW_PATH "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 enum phase {
 	P_START,        /* begin a list when due */
@@ -57,7 +75,7 @@ enum phase {
 	P_DISABLED,     /* podgroups without the CRD: list again when due */
 };
 
-enum { MAX_LINE = 64 * 1024 * 1024, RV_LEN = 64 };
+enum { MAX_LINE = 64 * 1024 * 1024, RV_LEN = 64, MAX_STATUS = 64 * 1024 };
 
 struct stream {
 	struct cache_informer *inf;
@@ -65,7 +83,7 @@ struct stream {
 	enum phase phase;
 	CURL *easy;
 	struct curl_slist *headers;
-	struct strbuf body;             /* a list page */
+	struct strbuf body;             /* a list page, or the Status of a refused watch */
 	struct strbuf line;             /* watch bytes not yet ending in a newline */
 	char rv[RV_LEN];                /* last resourceVersion seen */
 	char *cont;                     /* continue token of the list in progress */
@@ -78,7 +96,19 @@ struct stream {
 	uint64_t started_ns;            /* of the current request */
 	uint64_t events_this_watch;
 	long retry_after_s;
+	bool answered;                  /* the current watch got 200 (headers in) */
+	bool failing;                   /* the last list or watch request failed */
+	char failure[400];              /* what failed: "watch pods: HTTP 503: ..." */
 	char curl_err[CURL_ERROR_SIZE]; /* libcurl's detailed reason (TLS, DNS, ...) */
+};
+
+/* One SelfSubjectAccessReview in flight. */
+struct review {
+	CURL *easy;                     /* NULL when none is in flight */
+	struct curl_slist *headers;
+	char *body;                     /* the review posted */
+	struct strbuf answer;
+	char curl_err[CURL_ERROR_SIZE];
 };
 
 struct cache_informer {
@@ -90,8 +120,20 @@ struct cache_informer {
 	bool stop;                      /* atomic */
 	struct stream streams[K_COUNT];
 	unsigned rng;
+	/* Access checks and what they found: informer thread only. */
+	struct review reviews[CACHE_PERM_COUNT];
+	unsigned reviews_running;
+	uint64_t reviews_due_ns;        /* next round; 0: none */
+	bool review_warned;             /* this round already logged a failed review */
+	uint32_t review_denied;         /* permissions the last answered review refused */
+	uint32_t request_denied;        /* permissions a list or watch was refused (403) */
+	enum cache_ready_state shown;   /* the state last logged */
+	bool was_ready;
 	/* Counters: written by the informer thread, read anywhere (relaxed). */
 	struct cache_informer_stats stats;
+	/* What /readyz tells: written by the informer thread, read anywhere. */
+	pthread_mutex_t lock;
+	struct cache_readiness readiness;       /* guarded by lock */
 };
 
 static void stat_add(uint64_t *ctr, uint64_t n)
@@ -107,6 +149,126 @@ void cache_informer_get_stats(const struct cache_informer *inf, struct cache_inf
 	out->watch_restarts = __atomic_load_n(&inf->stats.watch_restarts, __ATOMIC_RELAXED);
 	out->errors = __atomic_load_n(&inf->stats.errors, __ATOMIC_RELAXED);
 	out->partial_lines = __atomic_load_n(&inf->stats.partial_lines, __ATOMIC_RELAXED);
+	out->permission_denials = __atomic_load_n(&inf->stats.permission_denials,
+						  __ATOMIC_RELAXED);
+}
+
+void cache_informer_readiness(struct cache_informer *inf, struct cache_readiness *out)
+{
+	pthread_mutex_lock(&inf->lock);
+	*out = inf->readiness;
+	pthread_mutex_unlock(&inf->lock);
+}
+
+/* ---- Readiness --------------------------------------------------------------- */
+
+/* "missing permissions: list pods, watch pods" for the not-ready line. */
+static void missing_text(uint32_t missing, char *out, size_t len)
+{
+	size_t n = (size_t)snprintf(out, len, "missing permission%s",
+				    __builtin_popcount(missing) > 1 ? "s" : "");
+	const char *sep = ": ";
+
+	for (int p = 0; p < CACHE_PERM_COUNT && n < len; p++) {
+		if (!(missing & (1u << p)))
+			continue;
+		n += (size_t)snprintf(out + n, len - n, "%s%s", sep,
+				      cache_permission_get((enum cache_perm)p)->name);
+		sep = ", ";
+	}
+}
+
+/* Work out the readiness from what the streams and checks found, publish it,
+ * and log when its state changes. Informer thread. */
+static void readiness_update(struct cache_informer *inf)
+{
+	struct cache_readiness r = { .state = CACHE_READY };
+	char why[600];
+
+	r.missing = inf->review_denied | inf->request_denied;
+	for (int k = 0; k < K_COUNT; k++) {
+		if (inf->streams[k].failing) {
+			snprintf(r.detail, sizeof(r.detail), "%s", inf->streams[k].failure);
+			break;
+		}
+	}
+	if (r.missing)
+		r.state = CACHE_FORBIDDEN;
+	else if (r.detail[0])
+		r.state = CACHE_API_UNREACHABLE;
+	else if (!cache_is_synced(inf->cache))
+		r.state = CACHE_SYNCING;
+	pthread_mutex_lock(&inf->lock);
+	inf->readiness = r;
+	pthread_mutex_unlock(&inf->lock);
+	if (r.state == inf->shown)
+		return;
+	inf->shown = r.state;
+	if (r.state == CACHE_READY) {
+		log_info("informer", "troupe is ready%s", inf->was_ready ? " again" : "");
+		inf->was_ready = true;
+	} else if (r.state == CACHE_FORBIDDEN) {
+		missing_text(r.missing, why, sizeof(why));
+		log_warn("informer", "troupe is not ready: %s", why);
+	} else if (r.state == CACHE_API_UNREACHABLE) {
+		log_warn("informer", "troupe is not ready: API server unreachable: %s", r.detail);
+	}
+}
+
+/* A list or watch of <s> was refused (403): its permission is missing until
+ * that request succeeds again. */
+static void request_forbidden(struct stream *s, bool watch, const char *msg)
+{
+	enum cache_perm p = watch ? kinds[s->kind].watch : kinds[s->kind].list;
+	struct cache_informer *inf = s->inf;
+
+	stat_add(&inf->stats.permission_denials, 1);
+	if (inf->request_denied & (1u << p))
+		return;
+	inf->request_denied |= 1u << p;
+	log_error("informer", "%s: forbidden (403): %s", cache_permission_get(p)->name,
+		  msg[0] ? msg : "no message");
+}
+
+/* A list or watch request of <s> was answered: it is allowed, and the stream
+ * is reaching the server. */
+static void request_answered(struct stream *s, bool watch)
+{
+	enum cache_perm p = watch ? kinds[s->kind].watch : kinds[s->kind].list;
+	struct cache_informer *inf = s->inf;
+
+	if (inf->request_denied & (1u << p)) {
+		inf->request_denied &= ~(1u << p);
+		log_info("informer", "%s: allowed again", cache_permission_get(p)->name);
+	}
+	s->failing = false;
+	readiness_update(inf);
+}
+
+/* A list or watch request of <s> failed (<reason>): troupe is not ready until
+ * one is answered. */
+static void request_failed(struct stream *s, bool watch, const char *reason)
+{
+	s->failing = true;
+	snprintf(s->failure, sizeof(s->failure), "%s %s: %s", watch ? "watch" : "list",
+		 kinds[s->kind].name, reason);
+	readiness_update(s->inf);
+}
+
+/* What a request that just ended got, for logs and /readyz: libcurl's reason
+ * (<curl_err>, else <rc>'s text), or the HTTP status with the message of the
+ * Status the server sent in <body> (the message alone in <msg>). */
+static void describe_failure(CURLcode rc, const char *curl_err, long status,
+			     const struct strbuf *body, char *out, size_t len, char *msg,
+			     size_t msglen)
+{
+	msg[0] = '\0';
+	if (rc != CURLE_OK)
+		snprintf(out, len, "%s", curl_err[0] ? curl_err : curl_easy_strerror(rc));
+	else if (cache__status_message(body->buf, body->len, msg, msglen))
+		snprintf(out, len, "HTTP %ld: %s", status, msg);
+	else
+		snprintf(out, len, "HTTP %ld", status);
 }
 
 /* ---- Applying objects ------------------------------------------------------ */
@@ -296,10 +458,14 @@ static size_t on_watch_data(char *ptr, size_t size, size_t n, void *arg)
 
 	if (__atomic_load_n(&s->inf->stop, __ATOMIC_RELAXED))
 		return 0;
-	/* A refused watch (410, 429, 5xx) carries a Status, not events. */
+	/* A refused watch (403, 410, 429, 5xx) carries a Status, not events: kept
+	 * for the log line. */
 	curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
-	if (code != 200)
+	if (code != 200) {
+		if (s->body.len < MAX_STATUS)
+			strbuf_append(&s->body, ptr, total);
 		return total;
+	}
 	strbuf_append(&s->line, ptr, total);
 	if (strbuf_failed(&s->line) || s->line.len > MAX_LINE) {
 		log_warn("informer", "%s watch: an event larger than %d bytes; restarting",
@@ -380,9 +546,20 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 {
 	struct stream *s = arg;
 	size_t len = size * n;
+	long code = 0;
 
 	if (len > 12 && strncasecmp(buf, "Retry-After:", 12) == 0)
 		s->retry_after_s = strtol(buf + 12, NULL, 10);
+	/* The blank line after a watch's headers: the server has taken the watch
+	 * (it sends them at once, events may take minutes), so the stream is up. */
+	if (s->phase == P_WATCHING && !s->answered && (len == 2 || len == 1) &&
+	    (buf[0] == '\r' || buf[0] == '\n')) {
+		curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+		if (code == 200) {
+			s->answered = true;
+			request_answered(s, true);
+		}
+	}
 	return len;
 }
 
@@ -426,6 +603,7 @@ static int request_begin(struct stream *s, const char *query, bool watch)
 				 (long)s->inf->opts.watch_timeout_max_s + 60L);
 	}
 	s->retry_after_s = 0;
+	s->answered = false;
 	s->started_ns = util_now_ns();
 	if (curl_multi_add_handle(s->inf->multi, s->easy) != CURLM_OK) {
 		request_end(s);
@@ -476,6 +654,7 @@ static void start_watch(struct stream *s)
 						 s->inf->opts.watch_timeout_max_s));
 	curl_free(esc);
 	strbuf_fini(&s->line);
+	strbuf_fini(&s->body);
 	s->relist = false;
 	s->broken = false;
 	s->events_this_watch = 0;
@@ -514,14 +693,15 @@ static void mark_synced(struct stream *s)
 		all = all && inf->streams[k].synced;
 	if (all && !cache_is_synced(inf->cache)) {
 		cache_set_synced(inf->cache, true);
-		log_info("informer", "initial lists applied; troupe is ready");
+		log_info("informer", "initial lists applied");
 	}
+	readiness_update(inf);
 }
 
 static void list_page_done(struct stream *s, long status, CURLcode rc)
 {
 	struct cache_informer *inf = s->inf;
-	char why[320], key[320];
+	char reason[360], msg[320], why[400], key[320];
 	const cJSON *items, *it, *meta;
 	const char *cont;
 	cJSON *root;
@@ -537,6 +717,8 @@ static void list_page_done(struct stream *s, long status, CURLcode rc)
 			s->cont = NULL;
 			s->phase = P_DISABLED;
 			s->due_ns = util_now_ns() + (uint64_t)inf->opts.podgroup_retry_s * 1000000000ULL;
+			/* Authorization comes before the lookup: a 404 is an allowed list. */
+			request_answered(s, false);
 			mark_synced(s);
 			return;
 		}
@@ -551,11 +733,13 @@ static void list_page_done(struct stream *s, long status, CURLcode rc)
 		}
 		if (rc == CURLE_OK && status == 401)
 			cache__api_refresh_token(inf->api, true);
-		if (rc != CURLE_OK)
-			snprintf(why, sizeof(why), "list failed: %s", s->curl_err[0] ? s->curl_err
-									      : curl_easy_strerror(rc));
-		else
-			snprintf(why, sizeof(why), "list answered HTTP %ld", status);
+		describe_failure(rc, s->curl_err, status, &s->body, reason, sizeof(reason), msg,
+				 sizeof(msg));
+		if (rc == CURLE_OK && status == 403)
+			request_forbidden(s, false, msg);
+		snprintf(why, sizeof(why), rc != CURLE_OK ? "list failed: %s" : "list answered %s",
+			 reason);
+		request_failed(s, false, reason);
 		free(s->cont);
 		s->cont = NULL;
 		back_off(s, P_START, why);
@@ -568,9 +752,11 @@ static void list_page_done(struct stream *s, long status, CURLcode rc)
 		cJSON_Delete(root);
 		free(s->cont);
 		s->cont = NULL;
+		request_failed(s, false, "the answer is not a list");
 		back_off(s, P_START, "list answer is not a list");
 		return;
 	}
+	request_answered(s, false);
 	cJSON_ArrayForEach(it, json_list(items)) {
 		apply_object(s, it, false, key, sizeof(key));
 		if (key[0])
@@ -603,7 +789,7 @@ static void watch_done(struct stream *s, long status, CURLcode rc)
 {
 	struct cache_informer *inf = s->inf;
 	uint64_t lived = util_now_ns() - s->started_ns;
-	char why[320];
+	char reason[360], msg[320], why[400];
 
 	if (s->line.len > 0) {
 		/* A cut stream: what is left is part of an event. Never apply it. */
@@ -636,13 +822,20 @@ static void watch_done(struct stream *s, long status, CURLcode rc)
 	}
 	if (rc == CURLE_OK && status == 401)
 		cache__api_refresh_token(inf->api, true);
+	describe_failure(rc, s->curl_err, status, &s->body, reason, sizeof(reason), msg,
+			 sizeof(msg));
 	if (s->broken)
 		snprintf(why, sizeof(why), "watch stream unusable");
-	else if (rc != CURLE_OK)
-		snprintf(why, sizeof(why), "watch failed: %s", s->curl_err[0] ? s->curl_err
-								       : curl_easy_strerror(rc));
 	else
-		snprintf(why, sizeof(why), "watch answered HTTP %ld", status);
+		snprintf(why, sizeof(why),
+			 rc != CURLE_OK ? "watch failed: %s" : "watch answered %s", reason);
+	if (rc == CURLE_OK && status == 403)
+		request_forbidden(s, true, msg);
+	/* A watch the server had taken and that then broke (cut, stalled, unusable,
+	 * ended at once) says nothing of whether troupe can reconnect: the next
+	 * attempt does. Only a watch never answered 200 is a failure. */
+	if (!s->answered)
+		request_failed(s, true, reason);
 	stat_add(&inf->stats.watch_restarts, 1);
 	back_off(s, P_WATCH_DUE, why);
 }
@@ -660,6 +853,146 @@ static void on_done(struct stream *s, CURLcode rc)
 		list_page_done(s, status, rc);
 	else
 		watch_done(s, status, rc);
+}
+
+/* ---- Access checks ----------------------------------------------------------- */
+
+static size_t on_review_data(char *ptr, size_t size, size_t n, void *arg)
+{
+	struct review *rv = arg;
+
+	if (rv->answer.len < MAX_STATUS)
+		strbuf_append(&rv->answer, ptr, size * n);
+	return size * n;
+}
+
+static void review_end(struct cache_informer *inf, struct review *rv)
+{
+	if (rv->easy) {
+		curl_multi_remove_handle(inf->multi, rv->easy);
+		curl_easy_cleanup(rv->easy);
+		rv->easy = NULL;
+	}
+	curl_slist_free_all(rv->headers);
+	rv->headers = NULL;
+	free(rv->body);
+	rv->body = NULL;
+	strbuf_fini(&rv->answer);
+}
+
+/* POST the review of permission <p>. Returns 0 or -errno (nothing left open). */
+static int review_begin(struct cache_informer *inf, enum cache_perm p)
+{
+	struct review *rv = &inf->reviews[p];
+	struct curl_slist *h;
+	int ret = -ENOMEM;
+
+	rv->body = cache__access_review_new(p);
+	rv->easy = curl_easy_init();
+	if (!rv->body || !rv->easy)
+		goto out;
+	if (cache__api_prepare(inf->api, rv->easy, REVIEW_PATH, &rv->headers) < 0)
+		goto out;
+	h = curl_slist_append(rv->headers, "Content-Type: application/json");
+	if (!h)
+		goto out;
+	rv->headers = h;
+	curl_easy_setopt(rv->easy, CURLOPT_HTTPHEADER, rv->headers);
+	curl_easy_setopt(rv->easy, CURLOPT_POSTFIELDS, rv->body);
+	curl_easy_setopt(rv->easy, CURLOPT_TIMEOUT_MS, 10000L);
+	curl_easy_setopt(rv->easy, CURLOPT_WRITEFUNCTION, on_review_data);
+	curl_easy_setopt(rv->easy, CURLOPT_WRITEDATA, rv);
+	rv->curl_err[0] = '\0';
+	curl_easy_setopt(rv->easy, CURLOPT_ERRORBUFFER, rv->curl_err);
+	if (curl_multi_add_handle(inf->multi, rv->easy) != CURLM_OK) {
+		ret = -EIO;
+		goto out;
+	}
+	inf->reviews_running++;
+	ret = 0;
+out:
+	if (ret < 0)
+		review_end(inf, rv);
+	return ret;
+}
+
+/* One round: a review of every permission, all at once. */
+static void reviews_start(struct cache_informer *inf)
+{
+	inf->review_warned = false;
+	for (int p = 0; p < CACHE_PERM_COUNT; p++) {
+		int ret = review_begin(inf, (enum cache_perm)p);
+
+		if (ret < 0 && !inf->review_warned) {
+			log_warn("informer", "cannot check permission %s: %s",
+				 cache_permission_get((enum cache_perm)p)->name, strerror(-ret));
+			inf->review_warned = true;
+		}
+	}
+}
+
+/* What a review's answer says of permission <p>: log it when it changes. */
+static void review_answered(struct cache_informer *inf, enum cache_perm p, bool allowed,
+			    const char *reason)
+{
+	const struct cache_permission *perm = cache_permission_get(p);
+	uint32_t bit = 1u << p;
+
+	if (!allowed)
+		stat_add(&inf->stats.permission_denials, 1);
+	if (!allowed && !(inf->review_denied & bit)) {
+		inf->review_denied |= bit;
+		log_error("informer", "missing permission: %s (group \"%s\"): add it to troupe's "
+			  "ClusterRole (config/deploy/rbac.yaml)%s%s", perm->name, perm->group,
+			  reason[0] ? "; the API server says: " : "", reason);
+	} else if (allowed && (inf->review_denied & bit)) {
+		inf->review_denied &= ~bit;
+		log_info("informer", "permission granted again: %s (group \"%s\")", perm->name,
+			 perm->group);
+	} else {
+		return;
+	}
+	readiness_update(inf);
+}
+
+static void review_done(struct cache_informer *inf, struct review *rv, CURLcode rc)
+{
+	enum cache_perm p = (enum cache_perm)(rv - inf->reviews);
+	char reason[256], why[400];
+	bool allowed = false;
+	long status = 0;
+
+	curl_easy_getinfo(rv->easy, CURLINFO_RESPONSE_CODE, &status);
+	why[0] = '\0';
+	if (rc != CURLE_OK || (status != 201 && status != 200)) {
+		describe_failure(rc, rv->curl_err, status, &rv->answer, why, sizeof(why), reason,
+				 sizeof(reason));
+		if (rc == CURLE_OK && status == 401)
+			cache__api_refresh_token(inf->api, true);
+	} else if (cache__access_review_parse(rv->answer.buf, rv->answer.len, &allowed, reason,
+					      sizeof(reason)) < 0) {
+		snprintf(why, sizeof(why), "the answer is not a SelfSubjectAccessReview");
+	} else {
+		review_answered(inf, p, allowed, reason);
+	}
+	/* A review that could not be made tells nothing about the permission:
+	 * keep what was known, say so once a round. */
+	if (why[0] && !inf->review_warned) {
+		log_warn("informer", "cannot check permission %s (SelfSubjectAccessReview): %s; "
+			 "keeping what was known", cache_permission_get(p)->name, why);
+		inf->review_warned = true;
+	}
+	review_end(inf, rv);
+	inf->reviews_running--;
+}
+
+/* The review <easy> belongs to, or NULL when it is a stream's. */
+static struct review *review_of(struct cache_informer *inf, CURL *easy)
+{
+	for (int p = 0; p < CACHE_PERM_COUNT; p++)
+		if (inf->reviews[p].easy == easy)
+			return &inf->reviews[p];
+	return NULL;
 }
 
 /* ---- The thread ------------------------------------------------------------- */
@@ -685,12 +1018,30 @@ static void *informer_main(void *arg)
 			     s->phase == P_WATCH_DUE) && s->due_ns < next)
 				next = s->due_ns;
 		}
+		/* A round still running when the next is due delays it: its end wakes
+		 * the poll below. */
+		if (inf->reviews_due_ns && !inf->reviews_running) {
+			uint64_t period = (uint64_t)inf->opts.access_check_s * 1000000000ULL;
+
+			if (inf->reviews_due_ns <= now) {
+				reviews_start(inf);
+				inf->reviews_due_ns = period ? now + period : 0;
+			}
+			if (inf->reviews_due_ns && inf->reviews_due_ns < next)
+				next = inf->reviews_due_ns;
+		}
 		curl_multi_perform(inf->multi, &running);
 		while ((msg = curl_multi_info_read(inf->multi, &left))) {
 			struct stream *s = NULL;
+			struct review *rv;
 
 			if (msg->msg != CURLMSG_DONE)
 				continue;
+			rv = review_of(inf, msg->easy_handle);
+			if (rv) {
+				review_done(inf, rv, msg->data.result);
+				continue;
+			}
 			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
 			on_done(s, msg->data.result);
 		}
@@ -704,6 +1055,8 @@ static void *informer_main(void *arg)
 	}
 	for (int k = 0; k < K_COUNT; k++)
 		request_end(&inf->streams[k]);
+	for (int p = 0; p < CACHE_PERM_COUNT; p++)
+		review_end(inf, &inf->reviews[p]);
 	cache_writer_reclaim(inf->cache);
 	return NULL;
 }
@@ -736,12 +1089,17 @@ struct cache_informer *cache_informer_start(struct cache *c, struct cache_api *a
 	if (!inf->opts.podgroup_retry_s)
 		inf->opts.podgroup_retry_s = 300;
 	inf->rng = (unsigned)util_now_ns();
+	/* The first round goes with the first lists. */
+	inf->reviews_due_ns = util_now_ns();
+	inf->shown = CACHE_SYNCING;
+	inf->readiness.state = CACHE_SYNCING;
 	inf->multi = curl_multi_init();
 	if (!inf->multi) {
 		snprintf(err, errlen, "cannot create a curl multi handle");
 		free(inf);
 		return NULL;
 	}
+	pthread_mutex_init(&inf->lock, NULL);
 	for (int k = 0; k < K_COUNT; k++) {
 		inf->streams[k].inf = inf;
 		inf->streams[k].kind = (enum kind)k;
@@ -752,6 +1110,7 @@ struct cache_informer *cache_informer_start(struct cache *c, struct cache_api *a
 	if (pthread_create(&inf->thread, NULL, informer_main, inf) != 0) {
 		snprintf(err, errlen, "cannot start the informer thread");
 		curl_multi_cleanup(inf->multi);
+		pthread_mutex_destroy(&inf->lock);
 		free(inf);
 		return NULL;
 	}
@@ -774,5 +1133,6 @@ void cache_informer_stop(struct cache_informer *inf)
 		seen_clear(s);
 	}
 	curl_multi_cleanup(inf->multi);
+	pthread_mutex_destroy(&inf->lock);
 	free(inf);
 }
