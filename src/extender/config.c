@@ -24,6 +24,7 @@
  *     backoff_max_ms: 30000
  *     healthy_reset_seconds: 60
  *     podgroup_retry_seconds: 300
+ *     access_check_seconds: 60      # 0: check permissions at start only
  */
 #include "extender/config.h"
 
@@ -66,6 +67,7 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->informer.backoff_max_ms = 30000;
 	cfg->informer.healthy_reset_s = 60;
 	cfg->informer.podgroup_retry_s = 300;
+	cfg->informer.access_check_s = 60;
 	cfg->gang.default_timeout_s = 60;
 	cfg->gang.http_timeout_s = 30;
 	cfg->gang.margin_s = 3;
@@ -151,6 +153,7 @@ static const struct key keys[] = {
 	{ "api.backoff_max_ms", K_UINT, F(informer.backoff_max_ms), 0 },
 	{ "api.healthy_reset_seconds", K_UINT, F(informer.healthy_reset_s), 0 },
 	{ "api.podgroup_retry_seconds", K_UINT, F(informer.podgroup_retry_s), 0 },
+	{ "api.access_check_seconds", K_UINT, F(informer.access_check_s), 0 },
 	{ "gang", K_MAP, 0, 0 },
 	{ "gang.default_timeout_seconds", K_UINT, F(gang.default_timeout_s), 0 },
 	{ "gang.scheduler_http_timeout_seconds", K_UINT, F(gang.http_timeout_s), 0 },

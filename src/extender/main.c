@@ -198,8 +198,10 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		snprintf(source, sizeof(source), "%s", cache_api_describe(api));
-		/* The informer marks the cache synced once every list is applied;
-		 * until then /readyz answers 503 and filter says it is syncing. */
+		/* The informer marks the cache synced once every list is applied
+		 * (until then filter says it is syncing) and keeps troupe's
+		 * readiness: /readyz answers 503 while a list is missing, a stream
+		 * cannot reach the API server or a permission is missing. */
 		informer = cache_informer_start(cache, api, &cfg.informer, err, sizeof(err));
 		binder = informer ? cache_binder_start(api, cfg.bind_timeout_s * 1000, err,
 						       sizeof(err)) : NULL;

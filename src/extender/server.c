@@ -177,12 +177,7 @@ static void handle_get(const struct ext_service *svc, enum route route, struct e
 		strbuf_puts(&r->body, "{\"status\":\"ok\"}");
 		break;
 	case R_READYZ:
-		if (cache_is_synced(svc->cache)) {
-			strbuf_puts(&r->body, "{\"status\":\"ready\"}");
-		} else {
-			r->status = 503;
-			strbuf_puts(&r->body, "{\"status\":\"syncing\"}");
-		}
+		ext_readyz(svc, r);
 		break;
 	case R_VERSION:
 		strbuf_puts(&r->body, "{\"name\":\"troupe\",\"version\":\"" TROUPE_VERSION "\"}");

@@ -1167,10 +1167,11 @@ void ext_debug_state(const struct ext_service *svc, struct ext_reply *r)
 		cache_informer_get_stats(svc->informer, &is);
 		strbuf_printf(&r->body, ",\"informer\":{\"events\":%llu,\"lists\":%llu,"
 			      "\"relists\":%llu,\"watchRestarts\":%llu,\"errors\":%llu,"
-			      "\"partialLines\":%llu}",
+			      "\"partialLines\":%llu,\"permissionDenials\":%llu}",
 			      (unsigned long long)is.events, (unsigned long long)is.lists,
 			      (unsigned long long)is.relists, (unsigned long long)is.watch_restarts,
-			      (unsigned long long)is.errors, (unsigned long long)is.partial_lines);
+			      (unsigned long long)is.errors, (unsigned long long)is.partial_lines,
+			      (unsigned long long)is.permission_denials);
 	}
 	strbuf_puts(&r->body, ",\"nodes\":[");
 	cache_read_begin(svc->cache);
@@ -1243,6 +1244,56 @@ void ext_debug_cache(const struct ext_service *svc, struct ext_reply *r)
 	strbuf_puts(&r->body, "]}");
 }
 
+/* ---- readiness ----------------------------------------------------------------- */
+
+/* With an API server the informer knows (lists, streams, permissions); a
+ * snapshot is ready once loaded. */
+static void readiness_get(const struct ext_service *svc, struct cache_readiness *out)
+{
+	if (svc->informer) {
+		cache_informer_readiness(svc->informer, out);
+		return;
+	}
+	memset(out, 0, sizeof(*out));
+	out->state = cache_is_synced(svc->cache) ? CACHE_READY : CACHE_SYNCING;
+}
+
+void ext_readyz(const struct ext_service *svc, struct ext_reply *r)
+{
+	struct cache_readiness rd;
+	const char *sep = "";
+
+	readiness_get(svc, &rd);
+	if (rd.state != CACHE_READY)
+		r->status = 503;
+	switch (rd.state) {
+	case CACHE_READY:
+		strbuf_puts(&r->body, "{\"status\":\"ready\"}");
+		break;
+	case CACHE_SYNCING:
+		strbuf_puts(&r->body, "{\"status\":\"syncing\"}");
+		break;
+	case CACHE_API_UNREACHABLE:
+		strbuf_puts(&r->body, "{\"status\":\"api-unreachable\",\"detail\":");
+		strbuf_put_json_str(&r->body, rd.detail, strlen(rd.detail));
+		strbuf_putc(&r->body, '}');
+		break;
+	case CACHE_FORBIDDEN:
+		strbuf_puts(&r->body, "{\"status\":\"forbidden\",\"missing\":[");
+		for (int p = 0; p < CACHE_PERM_COUNT; p++) {
+			const char *name = cache_permission_get((enum cache_perm)p)->name;
+
+			if (!(rd.missing & (1u << p)))
+				continue;
+			strbuf_puts(&r->body, sep);
+			strbuf_put_json_str(&r->body, name, strlen(name));
+			sep = ",";
+		}
+		strbuf_puts(&r->body, "]}");
+		break;
+	}
+}
+
 /* ---- metrics --------------------------------------------------------------- */
 
 void ext_count(struct ext_counters *c, enum ext_counter_verb verb, bool error)
@@ -1275,11 +1326,16 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 	static const char *const verbs[EXT_C_VERBS] = { "filter", "prioritize", "bind", "preempt",
 							"other" };
 	struct strbuf *sb = &r->body;
+	struct cache_readiness rd;
 	struct cache_stats st;
 
 	cache_get_stats(svc->cache, &st);
+	readiness_get(svc, &rd);
 	metric(sb, "troupe_synced", "gauge", "1 once every initial list is applied",
 	       cache_is_synced(svc->cache));
+	metric(sb, "troupe_ready", "gauge",
+	       "1 while /readyz answers 200: synced, the API server reachable, no permission "
+	       "missing", rd.state == CACHE_READY);
 	metric(sb, "troupe_nodes", "gauge", "Nodes in the cache", st.nodes);
 	metric(sb, "troupe_pods", "gauge", "Pods in the cache", st.pods);
 	metric(sb, "troupe_pods_holding_gpus", "gauge", "Pods holding GPUs", st.pods_holding);
@@ -1328,6 +1384,12 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 		       "Failed API requests (connection, 429, 5xx, ...)", is.errors);
 		metric(sb, "troupe_partial_events_total", "counter",
 		       "Cut watch events discarded", is.partial_lines);
+		metric(sb, "troupe_permission_denials_total", "counter",
+		       "Access reviews answering not allowed, and lists or watches refused (403)",
+		       is.permission_denials);
+		metric(sb, "troupe_permissions_missing", "gauge",
+		       "Permissions troupe needs and lacks now (named by /readyz)",
+		       (unsigned long long)__builtin_popcount(rd.missing));
 	}
 	if (svc->gangs) {
 		struct gang_stats gs;

@@ -82,6 +82,10 @@ void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
 		 struct ext_reply *r);
 /* GET /debug/state: nodes, their GPU usage, pod counts, informer counters. */
 void ext_debug_state(const struct ext_service *svc, struct ext_reply *r);
+/* GET /readyz: 200 {"status":"ready"}, else 503 with why: {"status":"syncing"},
+ * {"status":"api-unreachable","detail":"watch pods: ..."} or
+ * {"status":"forbidden","missing":["create pods/binding", ...]}. */
+void ext_readyz(const struct ext_service *svc, struct ext_reply *r);
 /* GET /metrics: Prometheus text exposition (version 0.0.4). */
 void ext_metrics(const struct ext_service *svc, struct ext_reply *r);
 /* GET /debug/cache: every node name, pod (with what it holds) and pod group

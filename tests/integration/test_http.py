@@ -132,6 +132,7 @@ class EndpointTest(unittest.TestCase):
         self.assertEqual(value(after, 'troupe_request_errors_total{verb="filter"}') -
                          value(before, 'troupe_request_errors_total{verb="filter"}'), 1)
         self.assertEqual(value(after, "troupe_nodes"), 8)
+        self.assertEqual(value(after, "troupe_ready"), 1, "a loaded snapshot is ready")
         self.assertGreater(value(after, "troupe_filter_seconds_total"), 0)
         # Every sample line is "name{labels} number" after its HELP and TYPE.
         for line in after.splitlines():

@@ -1101,6 +1101,7 @@ static void assert_config_defaults(const struct ext_config *c)
 	assert_true(c->weights.packing == 6.0);
 	assert_true(c->weights.topology == 1.0);
 	assert_true(c->weights.fragmentation == 2.0);
+	assert_int_equal(c->informer.access_check_s, 60);
 	assert_int_equal(ext_config_validate(c, err, sizeof(err)), 0);
 }
 
@@ -1162,7 +1163,9 @@ static void test_ext_config_load_sets_every_key(void **state)
 		"scoring:\n"
 		"  policy: binpack\n"
 		"  weights:\n"
-		"    packing: 2.5\n";
+		"    packing: 2.5\n"
+		"api:\n"
+		"  access_check_seconds: 0\n";
 	struct ext_config cfg;
 	char err[EXT_ERR_LEN] = "";
 
@@ -1183,6 +1186,8 @@ static void test_ext_config_load_sets_every_key(void **state)
 	assert_string_equal(cfg.cache.gpu_resources[1], "amd.com/gpu");
 	assert_string_equal(cfg.score_policy, "binpack");
 	assert_true(cfg.weights.packing == 2.5);
+	/* 0 is kept: permissions are then checked at start only. */
+	assert_int_equal(cfg.informer.access_check_s, 0);
 	assert_int_equal(ext_config_validate(&cfg, err, sizeof(err)), 0);
 }
 
@@ -1239,6 +1244,8 @@ static const struct config_error_case wrong_types[] = {
 	{ "scoring:\n  weights: 1\n", "scoring.weights" },
 	{ "scoring:\n  weights:\n    packing: -1\n", "scoring.weights.packing" },
 	{ "scoring:\n  weights:\n    packing: heavy\n", "scoring.weights.packing" },
+	{ "api:\n  access_check_seconds: -1\n", "api.access_check_seconds" },
+	{ "api:\n  access_check_seconds: 1m\n", "api.access_check_seconds" },
 };
 
 static void expect_config_errors(const struct config_error_case *cases, size_t n)
@@ -1850,6 +1857,26 @@ static void test_ext_filter_before_sync_is_an_error(void **state)
 	assert_string_equal(error_of(j), "");
 	cJSON_Delete(j);
 	free(body);
+}
+
+/* Without an API server (a snapshot), /readyz follows the cache being loaded. */
+static void test_ext_readyz_on_a_snapshot(void **state)
+{
+	struct fx *f = *state;
+	struct ext_reply r;
+
+	cache_set_synced(f->cache, false);
+	ext_reply_init(&r);
+	ext_readyz(&f->svc, &r);
+	assert_int_equal(r.status, 503);
+	assert_string_equal(r.body.buf, "{\"status\":\"syncing\"}");
+	ext_reply_fini(&r);
+	cache_set_synced(f->cache, true);
+	ext_reply_init(&r);
+	ext_readyz(&f->svc, &r);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body.buf, "{\"status\":\"ready\"}");
+	ext_reply_fini(&r);
 }
 
 static void test_ext_filter_pod_without_name_is_an_error(void **state)
@@ -3247,6 +3274,7 @@ static void test_ext_config_shipped_troupe_yaml_is_the_defaults(void **state)
 	assert_string_equal(file.cache.gpu_resources[0], def.cache.gpu_resources[0]);
 	assert_string_equal(file.score_policy, def.score_policy);
 	assert_true(file.weights.packing == def.weights.packing);
+	assert_int_equal(file.informer.access_check_s, def.informer.access_check_s);
 	assert_int_equal(ext_config_validate(&file, err, sizeof(err)), 0);
 }
 
@@ -3462,6 +3490,7 @@ int main(void)
 		FX(test_ext_filter_invalid_gpu_request_is_an_error),
 		FX(test_ext_filter_malformed_json_is_400),
 		FX(test_ext_filter_before_sync_is_an_error),
+		FX(test_ext_readyz_on_a_snapshot),
 		FX(test_ext_filter_pod_without_name_is_an_error),
 		FX(test_ext_filter_huge_node_name_is_unknown),
 		/* prioritize */
