@@ -6,6 +6,7 @@ import os
 import sys
 import tempfile
 import time
+import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "apiserver"))
 
@@ -140,3 +141,19 @@ contexts:
 
 def tmpdir():
     return tempfile.TemporaryDirectory(prefix="troupe-live-")
+
+
+class LiveCase(unittest.TestCase):
+    """A test API server for each test, and troupe against it: both stopped at
+    the test's end."""
+
+    def setUp(self):
+        self.srv = FakeAPIServer()
+        self.srv.start()
+        self.addCleanup(self.srv.stop)
+
+    def start_live(self, config=FAST_CONFIG):
+        t = live(self.srv, config=config)
+        t.start()
+        self.addCleanup(t.stop)
+        return t

@@ -37,8 +37,8 @@ import threading
 import time
 import unittest
 
-from live_common import (FAST_CONFIG, FakeAPIServer, assert_converges, assert_no_device_twice,
-                         live, wait_until)
+from live_common import (FAST_CONFIG, LiveCase, assert_converges, assert_no_device_twice,
+                         wait_until)
 from schedclient import ExtenderConfig, Scheduler, gang_pod, pod_group
 
 # Short gang timeouts: a plan lives 3 s unless its PodGroup names another
@@ -148,18 +148,11 @@ class CacheMonitor:
             self._stop.wait(self.interval)
 
 
-class GangTest(unittest.TestCase):
-    def setUp(self):
-        self.srv = FakeAPIServer()
-        self.srv.start()
-        self.addCleanup(self.srv.stop)
-
+class GangTest(LiveCase):
     # ---- helpers --------------------------------------------------------------
 
     def start_troupe(self, config=GANG_CONFIG):
-        t = live(self.srv, config=config)
-        t.start()
-        self.addCleanup(t.stop)
+        t = self.start_live(config)
         wait_until(lambda: t.request("GET", "/readyz")[0] == 200, 30, "troupe ready")
         return t
 
