@@ -367,18 +367,42 @@ static int precedes(const struct gang_manager *m, const struct shares *s, const 
 	return strcmp(a->key, b->key) < 0 ? 1 : -1;
 }
 
+static void holds_release(struct gang_manager *m, struct gang *g);
+
+/* Whether waiting gang <g> still waits: its quorum of members exists, is not
+ * bound, and someone asked about it in the last five minutes. A gang that no
+ * longer does stops waiting here and gives back what was held for it. Checked
+ * by the once-a-second fairness pass and again whenever the fair order is read,
+ * so a gang whose pods were just deleted never makes another wait behind it
+ * (found end to end: the next gangs were refused "waits behind" a gang whose
+ * pods were gone, and kube-scheduler does not retry a refused pod until a
+ * cluster event comes). Lock held. */
+static bool still_waiting(struct gang_manager *m, struct gang *g, uint64_t now)
+{
+	unsigned exist, bound;
+
+	cache_group_count(m->cache, g->ns, g->name, &exist, &bound);
+	if (exist >= g->quorum && bound < g->quorum &&
+	    now - g->last_seen_ns <= 300ULL * 1000000000ULL)
+		return true;
+	g->waiting = false;
+	holds_release(m, g);
+	return false;
+}
+
 /* The waiting gang first in the fair order, other than <except>. Lock held. */
 static struct gang *head_waiting(struct gang_manager *m, const struct shares *s,
 				 const struct gang *except)
 {
 	struct gang *best = NULL;
+	uint64_t now = util_now_ns();
 	size_t pos = 0;
 	void *v;
 
 	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
 		struct gang *g = v;
 
-		if (!g->waiting || g == except)
+		if (!g->waiting || g == except || !still_waiting(m, g, now))
 			continue;
 		if (!best || precedes(m, s, g, best) > 0)
 			best = g;
@@ -657,17 +681,9 @@ static void fairness_tick(struct gang_manager *m, uint64_t now)
 	forget_idle(m, now);
 	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
 		struct gang *g = v;
-		unsigned exist, bound;
 
-		if (!g->waiting)
-			continue;
-		cache_group_count(m->cache, g->ns, g->name, &exist, &bound);
-		/* Gone, complete, or not asked about for a while: not waiting. */
-		if (exist < g->quorum || bound >= g->quorum ||
-		    now - g->last_seen_ns > 300ULL * 1000000000ULL) {
-			g->waiting = false;
-			holds_release(m, g);
-		}
+		if (g->waiting)
+			still_waiting(m, g, now);
 	}
 	shares_load(m, &s);
 	head = head_waiting(m, &s, NULL);

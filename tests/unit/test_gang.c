@@ -2089,6 +2089,60 @@ static void idle_group(struct cache *c, const char *name, int min, unsigned n)
 	}
 }
 
+/* A gang whose pods are deleted stops waiting at once, not at the next
+ * fairness pass: the next gang is not refused "waits behind" it. (Found end to
+ * end: kube-scheduler does not retry a refused pod until a cluster event comes,
+ * so one stale refusal could stall a gang for minutes.) */
+static void test_gang_deleted_gang_is_nobody_to_wait_behind(void **state)
+{
+	struct gang_config cfg = { .default_timeout_s = 60, .http_timeout_s = 30, .margin_s = 3 };
+	struct cache *c = cache_new(&gpu_opts);
+	struct cache_node_view views[2];
+	struct gang_manager *gm;
+	struct gang_member mb = { .ns = "ml", .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
+	struct gang_stats st;
+	char reason[640];
+	bool allowed[2];
+
+	(void)state;
+	assert_non_null(c);
+	cache_nodes(c, 2);
+	idle_group(c, "old", 2, 2);
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	cache_read_begin(c);
+	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
+	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
+	/* Offered one node, "old" (2 x 8 GPUs) cannot be planned: it waits. */
+	mb.uid = mb.name = "old-0";
+	mb.group = "old";
+	assert_int_equal(gang_filter(gm, &mb, views, 1, allowed, reason, sizeof(reason)),
+			 GANG_REFUSED);
+	/* "new", the same shape, waits too, behind "old" (it came later). */
+	idle_group(c, "new", 2, 2);
+	mb.uid = mb.name = "new-0";
+	mb.group = "new";
+	assert_int_equal(gang_filter(gm, &mb, views, 1, allowed, reason, sizeof(reason)),
+			 GANG_REFUSED);
+	cache_read_end(c);
+	gang_get_stats(gm, &st);
+	assert_int_equal(st.waiting, 2);
+	/* "old"'s pods go; offered both nodes, "new" is planned at once. */
+	assert_int_equal(cache_pod_delete(c, "old-0"), 0);
+	assert_int_equal(cache_pod_delete(c, "old-1"), 0);
+	cache_read_begin(c);
+	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
+	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
+	reason[0] = '\0';
+	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
+			 GANG_ALLOWED);
+	cache_read_end(c);
+	gang_get_stats(gm, &st);
+	assert_int_equal(st.waiting, 0);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
 /* The manager forgets a gang that has nothing in flight once nobody asked
  * about it for idle_forget_s, and never one with a plan. */
 static void test_gang_idle_entries_are_forgotten_planned_ones_kept(void **state)
@@ -2143,6 +2197,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gang_idle_entries_are_forgotten_planned_ones_kept),
+		cmocka_unit_test(test_gang_deleted_gang_is_nobody_to_wait_behind),
 		cmocka_unit_test(test_gang_filter_checks_the_podgroup_min_resources),
 		cmocka_unit_test(test_gang_without_a_quorum_waits_for_its_members_to_settle),
 		cmocka_unit_test(test_gang_plan_uses_the_finest_domain_that_holds_the_gang),
