@@ -24,6 +24,8 @@ import argparse
 import base64
 import json
 import os
+import random
+import re
 import shutil
 import signal
 import socket
@@ -54,10 +56,25 @@ class ClusterError(RuntimeError):
     pass
 
 
+class PortInUse(ClusterError):
+    """A component could not listen: another program took its port first."""
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, below the kernel's ephemeral range (32768 and up), so that
+    the many outgoing connections of a busy rig cannot take it before the
+    component that is given it listens there. A clash with another program is
+    still possible; _spawn_listening retries with a new port."""
+    rnd = random.Random()
+    for _ in range(200):
+        port = rnd.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise ClusterError("no free port in 20000-32000 on 127.0.0.1")
 
 
 def release_version(name):
@@ -321,8 +338,10 @@ class Cluster:
         last = None
         while time.monotonic() < deadline:
             if proc and not self.alive(proc):
-                raise ClusterError(f"{proc} exited while waiting for {what}; see "
-                                   f"{os.path.join(self.logs, proc + '.log')}")
+                last_run = self.log(proc).rpartition("==== %s started" % proc)[2]
+                err = PortInUse if re.search(r"address (already )?in use", last_run) else ClusterError
+                raise err(f"{proc} exited while waiting for {what}; see "
+                          f"{os.path.join(self.logs, proc + '.log')}")
             try:
                 if cond():
                     return
@@ -330,6 +349,19 @@ class Cluster:
                 last = e
             time.sleep(0.2)
         raise ClusterError(f"timed out after {timeout}s waiting for {what} ({last})")
+
+    def _retry_ports(self, keys, start):
+        """Run <start>; if its component lost a port race, give it new ports
+        (state["ports"][k] for k in <keys>) and try again, three times at most."""
+        for attempt in range(3):
+            try:
+                return start()
+            except PortInUse:
+                if attempt == 2:
+                    raise
+                for k in keys:
+                    self.state["ports"][k] = free_port()
+                self._save_state()
 
     def _healthy(self, port, path="/readyz"):
         status, _ = self.request("GET", path, base="https://127.0.0.1:%d" % port, timeout=5)
@@ -345,10 +377,10 @@ class Cluster:
                                % (self.dir, ", ".join(missing), self.dir))
         self._fresh()
         try:
-            self._start_etcd()
-            self._start_apiserver()
+            self._retry_ports(("etcd", "etcd-peer"), self._start_etcd)
+            self._retry_ports(("apiserver",), self._start_apiserver)
             self._bootstrap()
-            self._start_controller_manager()
+            self._retry_ports(("controller-manager",), self._start_controller_manager)
             self.create_nodes(self.nodes)
             self._start_kubesim()
             if self.with_troupe:
@@ -500,6 +532,14 @@ class Cluster:
                             "--duration=48h").stdout.strip()
 
     def start_troupe(self, wait_ready=True):
+        self._retry_ports(("troupe",), lambda: self._start_troupe(wait_ready))
+        if self.alive("kube-scheduler") and self.state.get("scheduler_troupe_port") != \
+                self.state["ports"]["troupe"]:
+            # troupe moved to another port: kube-scheduler must follow.
+            self.stop("kube-scheduler")
+            self.start_scheduler()
+
+    def _start_troupe(self, wait_ready):
         """Start troupe with its service-account token; wait until /readyz says
         ready, or with wait_ready=False only until it answers at all."""
         kc = os.path.join(self.dir, "config", "troupe.kubeconfig")
@@ -553,6 +593,10 @@ class Cluster:
         return "\n".join(out) + "\n"
 
     def start_scheduler(self):
+        self._retry_ports(("scheduler",), self._start_scheduler)
+
+    def _start_scheduler(self):
+        self.state["scheduler_troupe_port"] = self.state["ports"]["troupe"]
         path = os.path.join(self.dir, "config", "scheduler-config.yaml")
         with open(path, "w") as f:
             f.write(self.scheduler_config())
