@@ -45,11 +45,15 @@ RELEASES = {"1.37": "v1.37.2", "1.36": "v1.36.3"}
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kubesim", "troupe",
               "kube-scheduler")
 
-# Feature gates whose APIs are alpha or beta and off by default: a gate named
-# here also switches its API group/version on with --runtime-config.
-GATE_APIS = {
-    "GenericWorkload": "scheduling.k8s.io/v1beta1=true",
-}
+# The group/version that serves the upstream gang API (Workload, PodGroup) in
+# each tested release; the GenericWorkload feature gate switches it on, and the
+# rig then adds it to --runtime-config.
+WORKLOAD_API = {"v1.37": "scheduling.k8s.io/v1beta1", "v1.36": "scheduling.k8s.io/v1alpha2"}
+GATE_APIS = {"GenericWorkload": WORKLOAD_API}
+
+
+def workload_api(version):
+    return WORKLOAD_API[".".join(version.split(".")[:2])]
 
 
 class ClusterError(RuntimeError):
@@ -205,6 +209,11 @@ class Cluster:
         with open(tmp, "w") as f:
             json.dump(self.state, f, indent=1)
         os.replace(tmp, self.state_path)
+
+    @property
+    def workload_api(self):
+        """The group/version of the upstream PodGroup in this cluster's release."""
+        return workload_api(self.state.get("version", self.version))
 
     @property
     def kubeconfig(self):
@@ -404,8 +413,9 @@ class Cluster:
         runtime = [r for r in self.runtime_config.split(",") if r]
         for g in gates.split(","):
             name, _, val = g.partition("=")
-            if name in GATE_APIS and val.lower() == "true" and GATE_APIS[name] not in runtime:
-                runtime.append(GATE_APIS[name])
+            api = workload_api(self.version) + "=true"
+            if name in GATE_APIS and val.lower() == "true" and api not in runtime:
+                runtime.append(api)
         self.state = {"version": self.version, "nodes": self.nodes, "with_troupe": self.with_troupe,
                       "feature_gates": gates, "runtime_config": ",".join(runtime),
                       "percentage": self.percentage,

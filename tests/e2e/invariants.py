@@ -53,7 +53,7 @@ def minimums(cluster):
         if m:
             mins[("%s/%s" % (pg["metadata"]["namespace"], pg["metadata"]["name"]),
                   "scheduling.x-k8s.io")] = m
-    for pg in _items(cluster, "/apis/scheduling.k8s.io/v1beta1/podgroups"):
+    for pg in _items(cluster, "/apis/%s/podgroups" % cluster.workload_api):
         gang = ((pg.get("spec") or {}).get("schedulingPolicy") or {}).get("gang") or {}
         if gang.get("minCount"):
             mins[("%s/%s" % (pg["metadata"]["namespace"], pg["metadata"]["name"]),

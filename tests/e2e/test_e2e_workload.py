@@ -2,8 +2,8 @@
 """End-to-end: the upstream gang API of the pinned release, with kube-scheduler's
 own GangScheduling plugin active next to troupe.
 
-Kubernetes 1.37 serves the PodGroup of scheduling.k8s.io/v1beta1 behind the
-GenericWorkload feature gate (beta, off by default), which also turns on the
+Kubernetes 1.37 serves the PodGroup of scheduling.k8s.io/v1beta1 (1.36:
+v1alpha2) behind the GenericWorkload feature gate (beta, off by default), which also turns on the
 GangScheduling plugin in every profile. A pod joins a group with
 spec.schedulingGroup.podGroupName. Both gate the group: the plugin keeps members
 out of the queue until minCount exist (PreEnqueue) and holds them at Permit until
@@ -28,7 +28,6 @@ import invariants  # noqa: E402
 from e2e_common import E2E, gpu_pod, start_module_cluster, wait_until  # noqa: E402
 
 HOSTS = ["gpu-0000", "gpu-0003", "gpu-0006"]
-PG_PATH = "/apis/scheduling.k8s.io/v1beta1/namespaces/%s/podgroups"
 
 
 def setUpModule():
@@ -43,10 +42,11 @@ def tearDownModule():
 class UpstreamGang(E2E):
 
     def group(self, name, min_count, members, gpus=8):
-        self.create({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        api = self.c.workload_api
+        self.create({"apiVersion": api, "kind": "PodGroup",
                      "metadata": {"name": name},
                      "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}},
-                    path=PG_PATH % self.ns)
+                    path="/apis/%s/namespaces/%s/podgroups" % (api, self.ns))
         for i in range(members):
             self.create(gpu_pod("%s-%d" % (name, i), gpus, hosts=HOSTS, scheduling_group=name))
 
