@@ -205,7 +205,9 @@ class LiveTest(unittest.TestCase):
                                                "Node": "gpu-h100-1"})
         self.assertIn('already assigned to node \\"gpu-a100-1\\"', json.dumps(b["Error"]))
         self.assertEqual(self.srv.get("pods", "ml", "raced")["spec"]["nodeName"], "gpu-a100-1")
-        self.srv.delay(0, path_contains="watch=")
+        # Watches stay held back while the binds below rely on troupe not yet
+        # knowing that raced took gpu-a100-1: its watch reconnects after a
+        # backoff, and only a reconnect that comes while the delay is on waits.
         # One 500: the outcome is unknown, so troupe posts the same Binding
         # again (safe: UID precondition) and it goes through.
         pod2 = self.srv.create("pods", pending_pod("unlucky", 8))
@@ -232,6 +234,7 @@ class LiveTest(unittest.TestCase):
                                                "PodUID": pod6["metadata"]["uid"],
                                                "Node": "gpu-a100-1"})
         self.assertIn("still in progress", b["Error"])
+        self.srv.delay(0, path_contains="watch=")
         # When the cluster says what happened (here: the pod is deleted), the
         # devices are settled.
         self.srv.delete("pods", "ml", "limbo")
