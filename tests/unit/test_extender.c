@@ -1862,21 +1862,26 @@ static void test_ext_filter_before_sync_is_an_error(void **state)
 /* Without an API server (a snapshot), /readyz follows the cache being loaded. */
 static void test_ext_readyz_on_a_snapshot(void **state)
 {
+	static const struct {
+		bool synced;
+		unsigned status;
+		const char *body;
+	} cases[] = {
+		{ false, 503, "{\"status\":\"syncing\"}" },
+		{ true, 200, "{\"status\":\"ready\"}" },
+	};
 	struct fx *f = *state;
-	struct ext_reply r;
 
-	cache_set_synced(f->cache, false);
-	ext_reply_init(&r);
-	ext_readyz(&f->svc, &r);
-	assert_int_equal(r.status, 503);
-	assert_string_equal(r.body.buf, "{\"status\":\"syncing\"}");
-	ext_reply_fini(&r);
-	cache_set_synced(f->cache, true);
-	ext_reply_init(&r);
-	ext_readyz(&f->svc, &r);
-	assert_int_equal(r.status, 200);
-	assert_string_equal(r.body.buf, "{\"status\":\"ready\"}");
-	ext_reply_fini(&r);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct ext_reply r;
+
+		cache_set_synced(f->cache, cases[i].synced);
+		ext_reply_init(&r);
+		ext_readyz(&f->svc, &r);
+		assert_int_equal(r.status, cases[i].status);
+		assert_string_equal(r.body.buf, cases[i].body);
+		ext_reply_fini(&r);
+	}
 }
 
 static void test_ext_filter_pod_without_name_is_an_error(void **state)
