@@ -711,15 +711,14 @@ class Cluster:
             pid = self.pid(c)
             lines.append("  %-24s %-8s %s" % (c, ("pid %d" % pid) if pid and self.alive(c) else "-",
                                             where))
+        d = "" if self.dir == os.path.join(ROOT, "build", "cluster") else " --dir " + self.dir
         lines += ["  %d simulated GPU nodes (tests/e2e/cmd/kubesim/nodes.go has the layout)"
                   % self.state["nodes"],
                   "kubeconfig: %s" % self.kubeconfig,
                   "logs:       %s" % self.logs,
-                  "try:        ./scripts/cluster kubectl get nodes -L rig.troupe.io/kind",
-                  "            ./scripts/cluster kubectl apply -f config/examples/gpu-pod.yaml",
-                  "stop:       ./scripts/cluster down%s" % (
-                      "" if self.dir == os.path.join(ROOT, "build", "cluster")
-                      else " --dir " + self.dir)]
+                  "try:        ./scripts/cluster kubectl%s get nodes -L rig.troupe.io/kind" % d,
+                  "            ./scripts/cluster kubectl%s apply -f config/examples/gpu-pod.yaml" % d,
+                  "stop:       ./scripts/cluster down%s" % d]
         return "\n".join(lines)
 
 
