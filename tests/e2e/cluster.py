@@ -50,10 +50,19 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kubesim", "t
 # rig then adds it to --runtime-config.
 WORKLOAD_API = {"v1.37": "scheduling.k8s.io/v1beta1", "v1.36": "scheduling.k8s.io/v1alpha2"}
 GATE_APIS = {"GenericWorkload": WORKLOAD_API}
+# The gates that turn on the upstream gang API and kube-scheduler's
+# GangScheduling plugin: one gate in 1.37, two in 1.36 (where GenericWorkload
+# alone serves the API but leaves the plugin off).
+WORKLOAD_GATES = {"v1.37": "GenericWorkload=true",
+                  "v1.36": "GenericWorkload=true,GangScheduling=true"}
 
 
 def workload_api(version):
     return WORKLOAD_API[".".join(version.split(".")[:2])]
+
+
+def workload_gates(version):
+    return WORKLOAD_GATES[".".join(version.split(".")[:2])]
 
 
 class ClusterError(RuntimeError):

@@ -195,11 +195,12 @@ def metric_samples(text, name):
 
 def start_module_cluster(name, **kw):
     """The cluster a test module shares, in build/e2e/<name>."""
-    folder = os.path.join(rig.ROOT, "build", "e2e", name)
     kw.setdefault("troupe_config", FAST_TROUPE)
     # TROUPE_E2E_RELEASE=1.36 runs the suite against the previous minor release
-    # (./scripts/e2e --release 1.36).
-    kw.setdefault("release", os.environ.get("TROUPE_E2E_RELEASE") or None)
+    # (./scripts/e2e --release 1.36), in folders of its own.
+    release = os.environ.get("TROUPE_E2E_RELEASE") or None
+    kw.setdefault("release", release)
+    folder = os.path.join(rig.ROOT, "build", "e2e-" + release if release else "e2e", name)
     c = rig.Cluster(folder, **kw)
     c.down()
     c.up()

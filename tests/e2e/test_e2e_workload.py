@@ -24,6 +24,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster as rig  # noqa: E402
 import invariants  # noqa: E402
 from e2e_common import E2E, gpu_pod, start_module_cluster, wait_until  # noqa: E402
 
@@ -31,7 +32,9 @@ HOSTS = ["gpu-0000", "gpu-0003", "gpu-0006"]
 
 
 def setUpModule():
-    E2E.cluster = start_module_cluster("workload", nodes=10, feature_gates="GenericWorkload=true")
+    release = rig.release_version(os.environ.get("TROUPE_E2E_RELEASE"))
+    E2E.cluster = start_module_cluster("workload", nodes=10,
+                                       feature_gates=rig.workload_gates(release))
 
 
 def tearDownModule():
