@@ -48,6 +48,7 @@ class Faults(E2E):
         rnd = random.Random(int(os.environ.get("TROUPE_E2E_SEED", str(int(time.time())))))
         hosts = ["gpu-0000", "gpu-0003", "gpu-0006", "gpu-0009"]     # 32 H100 GPUs
         phases = collections.Counter()
+        slow = 0
         for k in range(KILLS):
             # Two gangs of 2 x 8 GPUs and two of 4 x 4 GPUs: 64 GPUs asked of 32,
             # so some gangs wait behind others while troupe dies.
@@ -83,12 +84,21 @@ class Faults(E2E):
             self.c.start_troupe()
             invariants.assert_holds(self.c, settle=30)
             # Every gang ends whole or not at all; capacity for two at a time.
+            # A member troupe refused before it died is retried by kube-scheduler
+            # on the next cluster event or after its 5-minute flush of
+            # unschedulable pods, and a restart of troupe is no cluster event:
+            # allow for the flush (docs/e2e.md), and count the rounds that
+            # needed it.
+            t0 = time.monotonic()
             wait_until(lambda: sum(self.count_bound(n) == m for n, m in groups) >= 2,
-                       timeout=120, what="two gangs bound after restart %d" % k)
+                       timeout=330, what="two gangs bound after restart %d" % k)
+            if time.monotonic() - t0 > 60:
+                slow += 1
             invariants.assert_holds(self.c, settle=30)
             self.c.request("DELETE", "/api/v1/namespaces/%s/pods" % self.ns)
             wait_until(lambda: not self.pods(), timeout=60, what="pods deleted")
-        print("\nkill points by phase: %s" % dict(phases), file=sys.stderr)
+        print("\nkill points by phase: %s; rounds that waited over a minute for "
+              "kube-scheduler to retry: %d" % (dict(phases), slow), file=sys.stderr)
         self.assertEqual(sum(phases.values()), KILLS)
 
     def count_bound(self, group):
