@@ -91,7 +91,7 @@ class Faults(E2E):
             # needed it.
             t0 = time.monotonic()
             wait_until(lambda: sum(self.count_bound(n) == m for n, m in groups) >= 2,
-                       timeout=330, what="two gangs bound after restart %d" % k)
+                       timeout=400, what="two gangs bound after restart %d" % k)
             if time.monotonic() - t0 > 60:
                 slow += 1
             invariants.assert_holds(self.c, settle=30)
