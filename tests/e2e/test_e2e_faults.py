@@ -74,7 +74,7 @@ class Faults(E2E):
                                interval=0.01, what="troupe to log %r" % needle)
                 except AssertionError:
                     pass        # kill wherever it is
-                time.sleep(rnd.uniform(0.0, 0.3 if trigger == "planned" else 0.02))
+                time.sleep(rnd.uniform(0.0, 0.02 if trigger == "planned" else 0.005))
             bound_at_kill = {name: self.count_bound(name) for name, _ in groups}
             self.c.kill("troupe")
             phases[self.phase(self.c.log("troupe")[mark:], bound_at_kill, groups)] += 1
@@ -106,21 +106,23 @@ class Faults(E2E):
 
     @staticmethod
     def phase(log, bound, groups):
-        """Where the kill fell: troupe's log since this round began tells whether
-        it had planned (reserved) a gang or begun posting held bindings; the API
-        tells whether a gang was partly bound."""
+        """Where the kill fell, gang by gang: troupe's log since this round began
+        says which gangs it had planned (reserved) and which it had begun
+        posting; the API says how many of each were bound."""
         sizes = dict(groups)
-        if any(0 < bound[g] < sizes[g] for g in bound):
-            return "quorum-posting (gang partly bound)"
-        last = ""
-        for line in log.splitlines():
-            if ") planned on " in line:
-                last = "reserve-held-binds"
-            elif "held bindings" in line:
-                last = "quorum-posting"
-        if not last:
-            return "before-plan"
-        return last + (" (a gang bound)" if any(bound[g] == sizes[g] for g in bound) else "")
+        planned = {g for g in sizes if "%s: " % g in log and any(
+            ("/%s: " % g) in l and ") planned on " in l for l in log.splitlines())}
+        posting = {g for g in sizes if any(
+            ("/%s: quorum of" % g) in l for l in log.splitlines())}
+        if any(0 < bound[g] < sizes[g] for g in sizes):
+            return "quorum posting (a gang partly bound)"
+        if any(g in posting and bound[g] < sizes[g] for g in sizes):
+            return "quorum posting (bindings not yet seen)"
+        if any(g in planned and bound[g] == 0 for g in sizes):
+            return "reserved, binds held"
+        if not planned:
+            return "before any plan"
+        return "between plans (planned gangs bound)"
 
     def test_apiserver_restart(self):
         self.assertEqual(readyz(self.c)[0], 200)
