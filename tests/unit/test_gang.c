@@ -2089,6 +2089,14 @@ static void idle_group(struct cache *c, const char *name, int min, unsigned n)
 	}
 }
 
+/* Begin a read section and look up nodes n0 and n1 into <views>. */
+static void read_two_nodes(struct cache *c, struct cache_node_view *views)
+{
+	cache_read_begin(c);
+	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
+	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
+}
+
 /* A gang whose pods are deleted stops waiting at once, not at the next
  * fairness pass: the next gang is not refused "waits behind" it. (Found end to
  * end: kube-scheduler does not retry a refused pod until a cluster event comes,
@@ -2110,9 +2118,7 @@ static void test_gang_deleted_gang_is_nobody_to_wait_behind(void **state)
 	idle_group(c, "old", 2, 2);
 	gm = gang_manager_new(c, &cfg);
 	assert_non_null(gm);
-	cache_read_begin(c);
-	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
-	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
+	read_two_nodes(c, views);
 	/* Offered one node, "old" (2 x 8 GPUs) cannot be planned: it waits. */
 	mb.uid = mb.name = "old-0";
 	mb.group = "old";
@@ -2130,9 +2136,7 @@ static void test_gang_deleted_gang_is_nobody_to_wait_behind(void **state)
 	/* "old"'s pods go; offered both nodes, "new" is planned at once. */
 	assert_int_equal(cache_pod_delete(c, "old-0"), 0);
 	assert_int_equal(cache_pod_delete(c, "old-1"), 0);
-	cache_read_begin(c);
-	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
-	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
+	read_two_nodes(c, views);
 	reason[0] = '\0';
 	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
 			 GANG_ALLOWED);
@@ -2164,9 +2168,7 @@ static void test_gang_idle_entries_are_forgotten_planned_ones_kept(void **state)
 	idle_group(c, "short", 3, 1);           /* 1 of 3 members: it waits for them */
 	gm = gang_manager_new(c, &cfg);
 	assert_non_null(gm);
-	cache_read_begin(c);
-	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
-	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
+	read_two_nodes(c, views);
 	mb.uid = mb.name = "whole-0";
 	mb.group = "whole";
 	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
