@@ -7,7 +7,6 @@ Each test works in a namespace of its own and deletes it, waiting until its pods
 are gone, so the next test starts from free GPUs. The invariant checker
 (invariants.py) runs after every test.
 """
-import json
 import os
 import re
 import sys
@@ -207,5 +206,13 @@ def start_module_cluster(name, **kw):
     return c
 
 
-def dump_json(obj):
-    return json.dumps(obj, indent=1, sort_keys=True)
+def module_cluster(name, **kw):
+    """setUpModule and tearDownModule for a test module that shares one cluster:
+    `setUpModule, tearDownModule = module_cluster("gang", nodes=20)`."""
+    def set_up():
+        E2E.cluster = start_module_cluster(name, **kw)
+
+    def tear_down():
+        if E2E.cluster:
+            E2E.cluster.down()
+    return set_up, tear_down

@@ -23,23 +23,13 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import invariants  # noqa: E402
-from e2e_common import E2E, gpu_pod, gpu_ids, start_module_cluster, wait_until  # noqa: E402
+from e2e_common import E2E, gpu_pod, gpu_ids, wait_until, module_cluster  # noqa: E402
 
 LABEL = "scheduling.x-k8s.io/pod-group"
 KILLS = int(os.environ.get("TROUPE_E2E_KILLS", "24"))
 
 
-def setUpModule():
-    E2E.cluster = start_module_cluster("faults", nodes=20)
-
-
-def tearDownModule():
-    if E2E.cluster:
-        E2E.cluster.down()
-
-
-def readyz(c):
-    return c.troupe_status()
+setUpModule, tearDownModule = module_cluster("faults", nodes=20)
 
 
 class Faults(E2E):
@@ -125,11 +115,11 @@ class Faults(E2E):
         return "between plans (planned gangs bound)"
 
     def test_apiserver_restart(self):
-        self.assertEqual(readyz(self.c)[0], 200)
+        self.assertEqual(self.c.troupe_status()[0], 200)
         self.c.stop("kube-apiserver")
-        wait_until(lambda: readyz(self.c)[0] == 503, timeout=30, what="troupe unready")
+        wait_until(lambda: self.c.troupe_status()[0] == 503, timeout=30, what="troupe unready")
         self.c.restart_apiserver()
-        wait_until(lambda: readyz(self.c)[0] == 200, timeout=60, what="troupe ready again")
+        wait_until(lambda: self.c.troupe_status()[0] == 200, timeout=60, what="troupe ready again")
         self.assertIn("troupe is not ready", self.c.log("troupe"))
         # kube-scheduler cannot renew its leader lease while the API server is
         # down for longer than its renew deadline (10 s), and exits; in a
@@ -150,7 +140,8 @@ class Faults(E2E):
         self.create(gpu_pod("after", 4, hosts=["gpu-0000"]))
         p = self.wait_bound("after")
         self.assertEqual(sorted(gpu_ids(p)), [4, 5, 6, 7])
-        self.assertIn("troupe", self.c.log("troupe"))
+        # The same troupe process came back, saying so.
+        self.assertIn("troupe is ready again", self.c.log("troupe"))
 
     def test_rbac_rule_removed(self):
         role = json.loads(self.c.kubectl("get", "clusterrole", "troupe", "-o", "json").stdout)
@@ -170,13 +161,13 @@ class Faults(E2E):
 
             def denied():
                 tail = self.c.log("troupe")[log_before:]
-                return "missing permission" in tail and readyz(self.c)[0] == 503
+                return "missing permission" in tail and self.c.troupe_status()[0] == 503
             wait_until(denied, timeout=30, what="troupe to report the missing %s rule" % what)
             tail = self.c.log("troupe")[log_before:]
             line = [x for x in tail.splitlines() if "missing permission" in x][0]
             self.assertTrue(any(r.split("/")[0] in line for r in rule["resources"]),
                             "%r does not name %s" % (line, what))
-            status, body = readyz(self.c)
+            status, body = self.c.troupe_status()
             self.assertEqual(status, 503)
             self.assertIn("forbidden", body)
             self.restore_role(original)

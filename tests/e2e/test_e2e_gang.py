@@ -22,19 +22,13 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import invariants  # noqa: E402
-from e2e_common import E2E, gpu_pod, start_module_cluster, wait_until  # noqa: E402
+from e2e_common import E2E, gpu_pod, wait_until, module_cluster  # noqa: E402
 
 HOSTS = ["gpu-0000", "gpu-0003", "gpu-0006"]
 LABEL = "scheduling.x-k8s.io/pod-group"
 
 
-def setUpModule():
-    E2E.cluster = start_module_cluster("gang", nodes=20)
-
-
-def tearDownModule():
-    if E2E.cluster:
-        E2E.cluster.down()
+setUpModule, tearDownModule = module_cluster("gang", nodes=20)
 
 
 class Gangs(E2E):

@@ -24,16 +24,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import E2E, gpu_pod, gpu_ids, metric_samples, start_module_cluster, wait_until  # noqa: E402
+from e2e_common import E2E, gpu_pod, gpu_ids, metric_samples, wait_until, module_cluster  # noqa: E402
 
 
-def setUpModule():
-    E2E.cluster = start_module_cluster("scheduling", nodes=20)
-
-
-def tearDownModule():
-    if E2E.cluster:
-        E2E.cluster.down()
+setUpModule, tearDownModule = module_cluster("scheduling", nodes=20)
 
 
 CUBE_MESH_NVLINK = {  # pairs joined by NVLink on the DGX-1 capture (dgx1-v100.txt)

@@ -26,20 +26,14 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster as rig  # noqa: E402
 import invariants  # noqa: E402
-from e2e_common import E2E, gpu_pod, start_module_cluster, wait_until  # noqa: E402
+from e2e_common import E2E, gpu_pod, wait_until, module_cluster  # noqa: E402
 
 HOSTS = ["gpu-0000", "gpu-0003", "gpu-0006"]
 
 
-def setUpModule():
-    release = rig.release_version(os.environ.get("TROUPE_E2E_RELEASE"))
-    E2E.cluster = start_module_cluster("workload", nodes=10,
-                                       feature_gates=rig.workload_gates(release))
-
-
-def tearDownModule():
-    if E2E.cluster:
-        E2E.cluster.down()
+setUpModule, tearDownModule = module_cluster(
+    "workload", nodes=10,
+    feature_gates=rig.workload_gates(rig.release_version(os.environ.get("TROUPE_E2E_RELEASE"))))
 
 
 class UpstreamGang(E2E):
