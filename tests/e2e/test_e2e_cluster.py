@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The rig itself, as ./scripts/cluster uses it: up twice is safe, down twice is
-safe, everything listens on 127.0.0.1 only, the logs survive down, and the
-simulated nodes are what nodes.go says."""
+safe, everything listens on 127.0.0.1 only, the logs survive down, the
+simulated nodes are what nodes.go says, and the simulated kubelet ends a job
+after rig.troupe.io/run-seconds."""
 import os
 import subprocess
 import sys
@@ -59,6 +60,24 @@ class Rig(unittest.TestCase):
             self.assertNotIn("node.kubernetes.io/not-ready",
                              [t["key"] for t in n["spec"].get("taints") or []])
             self.assertIn("GPU0", n["metadata"]["annotations"]["troupe.io/gpu-topology"])
+        # The simulated kubelet ends a job: Running, then Succeeded after
+        # rig.troupe.io/run-seconds; its GPUs are then free for the next pod.
+        from e2e_common import gpu_pod, wait_until
+        pod = gpu_pod("job", 8, hosts=["gpu-0000"], run_seconds=1)
+        status, out = c.request("POST", "/api/v1/namespaces/default/pods", pod)
+        self.assertEqual(status, 201, out)
+        path = "/api/v1/namespaces/default/pods/job"
+        wait_until(lambda: c.get(path)["status"].get("phase") == "Running", what="job Running")
+        done = wait_until(lambda: (lambda p: p if p["status"].get("phase") == "Succeeded"
+                                   else None)(c.get(path)), what="job Succeeded")
+        self.assertEqual(done["spec"]["nodeName"], "gpu-0000")
+        self.assertEqual(
+            done["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "Completed")
+        status, out = c.request("POST", "/api/v1/namespaces/default/pods",
+                                gpu_pod("next", 8, hosts=["gpu-0000"]))
+        self.assertEqual(status, 201, out)
+        wait_until(lambda: c.get("/api/v1/namespaces/default/pods/next")["spec"].get("nodeName"),
+                   what="the next 8-GPU pod bound where the job ran")
         # troupe runs as its service account, not as an admin.
         self.assertIn("token", open(os.path.join(self.dir, "config", "troupe.kubeconfig")).read())
         rc, out = self.cli("status", "--dir", self.dir)
