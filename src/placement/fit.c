@@ -72,6 +72,17 @@ void placement_unknown_node(struct placement_fit *out)
 	refuse(out, PLACEMENT_UNSCHEDULABLE, "troupe: node unknown to troupe (not in its cache)");
 }
 
+enum placement_usable placement_node_usable(const struct cache_node *n, int gpu_resource)
+{
+	if (n->gpu_resource != gpu_resource || n->gpu_capacity == 0)
+		return PLACEMENT_NO_GPU_KIND;
+	if (!n->ready)
+		return PLACEMENT_NOT_READY;
+	if (n->unschedulable)
+		return PLACEMENT_CORDONED;
+	return PLACEMENT_USABLE;
+}
+
 enum placement_verdict placement_check(const struct cache_node_view *view,
 				       const struct cache_demand *demand,
 				       const char *const *resource_names,
@@ -80,6 +91,7 @@ enum placement_verdict placement_check(const struct cache_node_view *view,
 	const struct cache_node *n = view->node;
 	const char *rname;
 	uint32_t want = demand->gpus;
+	enum placement_usable usable;
 
 	out->reason[0] = '\0';
 	out->verdict = PLACEMENT_FITS;
@@ -87,14 +99,16 @@ enum placement_verdict placement_check(const struct cache_node_view *view,
 	if (want == 0)
 		return PLACEMENT_FITS;
 	rname = resource_names[demand->gpu_resource];
-	if (n->gpu_resource != demand->gpu_resource || n->gpu_capacity == 0)
+	usable = placement_node_usable(n, demand->gpu_resource);
+	if (usable == PLACEMENT_NO_GPU_KIND)
 		return refuse(out, PLACEMENT_UNRESOLVABLE, "troupe: node has no %s", rname);
+	/* Too few GPUs is for good, so it is said before a state that passes. */
 	if (n->gpu_capacity < want)
 		return refuse(out, PLACEMENT_UNRESOLVABLE,
 			      "troupe: node has %u %s, pod needs %u", n->gpu_capacity, rname, want);
-	if (!n->ready)
+	if (usable == PLACEMENT_NOT_READY)
 		return refuse(out, PLACEMENT_UNSCHEDULABLE, "troupe: node is not Ready");
-	if (n->unschedulable)
+	if (usable == PLACEMENT_CORDONED)
 		return refuse(out, PLACEMENT_UNSCHEDULABLE,
 			      "troupe: node is cordoned (spec.unschedulable)");
 	if (n->gpu_allocatable < want)

@@ -34,6 +34,19 @@ struct placement_request {
 	struct placement_policy policy;
 };
 
+/* Whether a node takes new pods asking for <gpu_resource> GPUs at all, as far
+ * as the node itself says: it advertises that kind (and some of it), is Ready
+ * and is not cordoned. The one definition of a usable node: placement_check,
+ * the gang planner and starvation holds all ask it. The first failing test,
+ * in this order, is returned. */
+enum placement_usable {
+	PLACEMENT_USABLE = 0,
+	PLACEMENT_NO_GPU_KIND,          /* advertises none of <gpu_resource> */
+	PLACEMENT_NOT_READY,            /* condition Ready is not True */
+	PLACEMENT_CORDONED,             /* spec.unschedulable */
+};
+enum placement_usable placement_node_usable(const struct cache_node *n, int gpu_resource);
+
 /* Decide whether the node in <view> can take a pod asking <demand>; on a refusal
  * write a reason a person can act on. <resource_names> are the managed names
  * (cache_opts.gpu_resources) for the messages. */

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Prove that the build rejects an upward #include.
+
+Each module is compiled with its own layer's include directory and those of the
+layers below (meson.build: layer_inc). For every module this takes the real
+command that compiles one of its sources (the build's compile_commands.json),
+and with it compiles a file that includes one of the module's own headers
+(which must compile) and then, for every module above it, a file that includes
+that module's header (which must not, because the header is not on the path).
+
+    check_layers.py BUILD_ROOT
+"""
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+LAYERS = ["common", "cache", "placement", "gang", "extender"]
+# One public header per module, the one its callers include.
+HEADER = {"common": "util.h", "cache": "cache.h", "placement": "placement.h",
+          "gang": "gang.h", "extender": "verbs.h"}
+
+
+def module_commands(build):
+    """module -> (directory, argv) of the build's command for one of its sources."""
+    with open(os.path.join(build, "compile_commands.json"), encoding="utf-8") as f:
+        entries = json.load(f)
+    out = {}
+    for e in entries:
+        parts = os.path.normpath(e["file"]).split(os.sep)
+        if len(parts) >= 3 and parts[-3] == "src" and parts[-2] in LAYERS:
+            argv = e.get("arguments") or shlex.split(e["command"])
+            out.setdefault(parts[-2], (e["directory"], argv, e["file"]))
+    return out
+
+
+def compiles(cmd, include, workdir):
+    directory, argv, source = cmd
+    probe = os.path.join(workdir, "probe.c")
+    with open(probe, "w", encoding="utf-8") as f:
+        f.write(f'#include "{include}"\nint troupe_layer_probe(void);\n'
+                'int troupe_layer_probe(void) { return 0; }\n')
+    args, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ("-o", "-MF", "-MQ", "-MT"):
+            skip = True
+            continue
+        if a in ("-c", "-MD") or a == source or os.path.basename(a) == os.path.basename(source):
+            continue
+        args.append(a)
+    args += ["-fsyntax-only", probe]
+    r = subprocess.run(args, cwd=directory, capture_output=True, text=True)
+    return r.returncode == 0, r.stderr
+
+
+def main():
+    cmds = module_commands(sys.argv[1])
+    failures = 0
+    with tempfile.TemporaryDirectory() as d:
+        for rank, module in enumerate(LAYERS):
+            own = f"{module}/{HEADER[module]}"
+            if module not in cmds:
+                print(f"FAIL {module}: no compile command for src/{module}/ in the build")
+                failures += 1
+                continue
+            ok, err = compiles(cmds[module], own, d)
+            if not ok:
+                print(f"FAIL {module}: its own header {own} does not compile with its "
+                      f"layer's include path:\n{err}")
+                failures += 1
+                continue
+            print(f"ok   {module}: includes {own}")
+            for upper in LAYERS[rank + 1:]:
+                hdr = f"{upper}/{HEADER[upper]}"
+                ok, err = compiles(cmds[module], hdr, d)
+                if ok:
+                    print(f"FAIL {module}: includes {hdr} from a higher layer and it compiled")
+                    failures += 1
+                elif "No such file" not in err and "not found" not in err:
+                    print(f"FAIL {module}: including {hdr} failed, but not for want of the "
+                          f"file:\n{err}")
+                    failures += 1
+                else:
+                    print(f"ok   {module}: including {hdr} (higher layer) fails to compile")
+    print(f"{failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
