@@ -34,13 +34,60 @@ ensure_deps() {
 		"${missing[@]}" >/dev/null
 }
 
-# configure_build DIR [meson options...]: set up DIR once, reconfigure if the
-# options changed, then build.
+# The optimized build every script shares (build/): meson's debugoptimized
+# (-O2 -g) with assertions kept, jemalloc as the daemon ships.
+OPTIMIZED_BUILD_OPTS=(-Dbuildtype=debugoptimized -Db_ndebug=false)
+
+# The options configure_build manages, with the values a directory gets when a
+# call does not name them. Every call sets all of them, so what a directory was
+# configured with before cannot leak into what it is asked to be now.
+BUILD_OPTION_DEFAULTS=(-Dbuildtype=debugoptimized -Db_ndebug=if-release -Db_sanitize=none
+	-Db_lundef=true -Djemalloc=enabled)
+
+# configure_build DIR [-Dname=value...]: set up DIR, or reconfigure it when the
+# options asked for differ from those it was last configured with (so a
+# directory once built without sanitizers cannot run as the sanitizer build),
+# then build. The options are checked against what meson reports afterwards.
 configure_build() {
 	local dir=$1
 	shift
+	local args=() opt d
+	for d in "${BUILD_OPTION_DEFAULTS[@]}"; do
+		case " $* " in *" ${d%%=*}="*) ;; *) args+=("$d") ;; esac
+	done
+	args+=("$@")
+	local stamp="$dir/.troupe-options" want="${args[*]}"
 	if [ ! -f "$dir/build.ninja" ]; then
-		meson setup "$dir" "$@" >/dev/null || die "meson setup $dir failed"
+		meson setup "$dir" "${args[@]}" >/dev/null || die "meson setup $dir failed"
+	elif [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+		say "reconfiguring $dir: options '$(cat "$stamp" 2>/dev/null || echo unknown)' -> '$want'"
+		# meson configure, not setup --reconfigure: meson 1.0 ignores b_*
+		# options given to a reconfigure (they would silently stay as they were).
+		meson configure "$dir" "${args[@]}" >/dev/null || die "meson configure $dir failed"
 	fi
+	check_build_options "$dir" "${args[@]}"
+	printf '%s' "$want" >"$stamp"
 	ninja -C "$dir" >/dev/null || { ninja -C "$dir"; die "build in $dir failed"; }
+}
+
+# check_build_options DIR [-Dname=value...]: die unless DIR's configured value
+# of every option named is the one asked for.
+check_build_options() {
+	local dir=$1
+	shift
+	python3 - "$dir" "$@" <<'PY' || die "$dir is not configured as asked (see above)"
+import json, subprocess, sys
+opts = json.loads(subprocess.run(["meson", "introspect", "--buildoptions", sys.argv[1]],
+                                 check=True, capture_output=True, text=True).stdout)
+have = {o["name"]: o["value"] for o in opts}
+bad = 0
+for arg in sys.argv[2:]:
+    name, _, value = arg[2:].partition("=")
+    got = have.get(name)
+    got = ",".join(got) if isinstance(got, list) else str(got).lower() if isinstance(got, bool) else str(got)
+    if got != value:
+        print(f"error: {sys.argv[1]}: option {name} is {got!r}, asked {value!r}", file=sys.stderr)
+        bad = 1
+sys.exit(bad)
+PY
 }
