@@ -88,16 +88,16 @@ struct placement_score_ops {
  * allocatable count only, besides the weights and the request: nodes alike in
  * those four score alike, so a request over thousands of nodes scores each
  * such kind once. One memo serves one request (one ops, weights and request)
- * inside one cache read section (class pointers stay valid). Its slots are the
- * calling thread's (no allocation, nothing to clear): a thread uses one memo
- * at a time, and initialising another forgets the last. */
+ * inside one cache read section (class pointers stay valid). Its buckets are
+ * the calling thread's (no allocation, nothing to clear): a thread uses one
+ * memo at a time, and initialising another forgets the last. */
 struct placement_score_memo {
 	const struct placement_score_ops *ops;
 	const struct placement_weights *w;
 	const struct placement_request *req;
-	uint32_t gen;                   /* this memo's slots carry it */
+	uint32_t gen;                   /* this memo's buckets carry it */
 	uint64_t tag;                   /* the class memo's tag for this request; 0: unused */
-	uint32_t slot_mask;             /* slots in use - 1 (tests shrink it) */
+	uint32_t bucket_mask;           /* buckets in use - 1 (tests shrink it) */
 	uint64_t hits, misses;
 };
 

@@ -296,10 +296,10 @@ static void test_placement_score_memo_matches_policy(void **state)
 			req.policy.kind = (enum placement_policy_kind)(rand_r(&seed) % 4);
 			req.policy.min_level = (uint8_t)(rand_r(&seed) % (PLACEMENT_LINK_NV0 + 13));
 			placement_score_memo_init(&memo, ops, &w, &req);
-			/* Every other round with two slots, so that nodes differing in
-			 * only one field of the key often meet in a slot. */
+			/* Every other round with two buckets, so that nodes differing in
+			 * only one field of the key often meet in a bucket. */
 			if (round % 2)
-				memo.slot_mask = 1;
+				memo.bucket_mask = 1;
 			for (unsigned i = 0; i < n_nodes; i++) {
 				int c = (int)(rand_r(&seed) % 4);       /* 3: unknown topology */
 				uint32_t cap = c == 3 ? 8 : counts[c];
