@@ -15,8 +15,13 @@
  * most) and its answer is memoised per topology class, keyed by the free mask,
  * k and the policy. Beyond 16 devices a greedy heuristic grows the set from the
  * best pair, adding the device with the best worst-link to the set so far.
+ *
+ * On a node (placement_node_choose: what bind, the gang planner, filter's
+ * required policies and the topology score ask), the set is chosen on the
+ * node's topology class; a node whose topology is unknown gives the lowest
+ * free indices, and promises no link to a policy that needs one.
  */
-#include "placement/topology.h"
+#include "placement/placement.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -354,4 +359,26 @@ unsigned placement_largest_island(const struct placement_topo *t, uint64_t mask)
 	if (memo)
 		__atomic_store_n(memo, (uint8_t)(v + 1), __ATOMIC_RELAXED);
 	return v;
+}
+
+/* ---- On a node ------------------------------------------------------------------ */
+
+int placement_node_choose(const struct cache_node_view *v, uint64_t free_mask, unsigned k,
+			  const struct placement_policy *policy, struct placement_choice *out)
+{
+	struct placement_topo *t = placement_node_topo(v->node);
+
+	if (t)
+		return placement_choose(t, free_mask, k, policy, out);
+	/* Unknown topology: every pair equal, so the lowest free indices; a policy
+	 * that needs known links cannot be met by two or more devices. */
+	if ((unsigned)__builtin_popcountll(free_mask) < k || k == 0)
+		return -ENOSPC;
+	if (k >= 2 && (policy->kind == PLACEMENT_POLICY_REQUIRED ||
+		       policy->kind == PLACEMENT_POLICY_REQUIRED_LEVEL))
+		return -ENOSPC;
+	memset(out, 0, sizeof(*out));
+	out->set = lowest(free_mask, k);
+	out->numa_nodes = 1;
+	return 0;
 }

@@ -128,8 +128,13 @@ void placement_registry_stats(const struct placement_registry *r, uint64_t *clas
  * else profile, else NULL for unknown). Cache writer thread only. */
 void *placement_topo_derive(const struct cache_node *node, void *ctx);
 void placement_topo_release(void *derived, void *ctx);
-/* The node's topology class, or NULL when unknown. */
-struct placement_topo *placement_node_topo(const struct cache_node *node);
+/* The node's topology class, or NULL when unknown. Inline: filter, scoring
+ * and choosing ask it for every node. */
+static inline struct placement_topo *placement_node_topo(const struct cache_node *node)
+{
+	/* The memo inside is the one part of a class that readers write. */
+	return (struct placement_topo *)node->derived;
+}
 /* Choose <k> of <free_mask>'s devices on the node in <view> (see
  * placement_choose; unknown topologies give the lowest free indices, and no
  * set at all for a policy that needs known links). */

@@ -10,7 +10,6 @@
  */
 #include "placement/placement.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,37 +173,4 @@ void placement_topo_release(void *derived, void *ctx)
 		strmap_del(&r->classes, key, strlen(key));
 	__atomic_sub_fetch(&r->classes_live, 1, __ATOMIC_RELAXED);
 	free(in);
-}
-
-/* ---- Per node ---------------------------------------------------------------- */
-
-struct placement_topo *placement_node_topo(const struct cache_node *node)
-{
-	/* The memo inside is the one part of a class that readers write. */
-	return (struct placement_topo *)node->derived;
-}
-
-int placement_node_choose(const struct cache_node_view *v, uint64_t free_mask, unsigned k,
-			  const struct placement_policy *policy, struct placement_choice *out)
-{
-	struct placement_topo *t = placement_node_topo(v->node);
-	uint64_t set = 0, m = free_mask;
-
-	if (t)
-		return placement_choose(t, free_mask, k, policy, out);
-	/* Unknown topology: every pair equal, so the lowest free indices; a policy
-	 * that needs known links cannot be met by two or more devices. */
-	if ((unsigned)__builtin_popcountll(free_mask) < k || k == 0)
-		return -ENOSPC;
-	if (k >= 2 && (policy->kind == PLACEMENT_POLICY_REQUIRED ||
-		       policy->kind == PLACEMENT_POLICY_REQUIRED_LEVEL))
-		return -ENOSPC;
-	for (unsigned i = 0; i < k; i++) {
-		set |= m & -m;
-		m &= m - 1;
-	}
-	memset(out, 0, sizeof(*out));
-	out->set = set;
-	out->numa_nodes = 1;
-	return 0;
 }
