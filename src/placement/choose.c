@@ -1,5 +1,5 @@
-/* Choosing the best-connected set of free GPUs on a node, and the policies a
- * pod can ask for.
+/* Choosing the best-connected set of free GPUs on a node under the pod's
+ * topology policy (parsed in policy_parse.c).
  *
  * The order between two candidate sets, most important first:
  *   1. the worst link between any two devices of the set (higher is better):
@@ -24,37 +24,9 @@
 #include "placement/placement.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
 enum { EXACT_MAX = 16 };
-
-/* ---- Policies ------------------------------------------------------------- */
-
-int placement_policy_parse(const char *s, struct placement_policy *out, char *err,
-			   size_t errlen)
-{
-	memset(out, 0, sizeof(*out));
-	if (!s || strcmp(s, "preferred") == 0 || !*s)
-		return 0;
-	if (strcmp(s, "none") == 0) {
-		out->kind = PLACEMENT_POLICY_NONE;
-		return 0;
-	}
-	if (strcmp(s, "required") == 0) {
-		out->kind = PLACEMENT_POLICY_REQUIRED;
-		return 0;
-	}
-	if (strncmp(s, "required:", 9) == 0 &&
-	    placement_link_parse(s + 9, strlen(s + 9), &out->min_level) == 0 &&
-	    out->min_level != PLACEMENT_LINK_NONE) {
-		out->kind = PLACEMENT_POLICY_REQUIRED_LEVEL;
-		return 0;
-	}
-	snprintf(err, errlen, "annotation troupe.io/topology=\"%s\" is not one of preferred, "
-		 "required, required:<LEVEL> (LEVEL: NV<n>, PIX, PXB, PHB, NODE, SYS) or none", s);
-	return -EINVAL;
-}
 
 /* ---- Measuring a set -------------------------------------------------------- */
 
@@ -295,70 +267,6 @@ int placement_choose(struct placement_topo *t, uint64_t free_mask, unsigned k,
 	entry = (uint64_t)key << 32 | (ret == 0 ? (out->set & 0xffff) << 8 : 0) | 1;
 	__atomic_store_n(&t->memo[slot], entry, __ATOMIC_RELAXED);
 	return ret;
-}
-
-/* ---- NVLink islands --------------------------------------------------------- */
-
-/* Bron-Kerbosch with pivoting: the size of the largest clique that extends a
- * clique of <size> devices with some of <cand>, given the devices <excl> already
- * tried. <best> prunes branches that cannot beat it. */
-static unsigned largest_clique(const uint64_t *adj, unsigned size, uint64_t cand, uint64_t excl,
-			       unsigned best)
-{
-	uint64_t pivot_nbrs = 0, rest;
-	unsigned most = 0;
-
-	if (!cand && !excl)
-		return size > best ? size : best;
-	if (size + (unsigned)__builtin_popcountll(cand) <= best)
-		return best;
-	/* Pivot on the vertex with the most neighbours among the candidates. */
-	for (uint64_t m = cand | excl; m; m &= m - 1) {
-		unsigned u = (unsigned)__builtin_ctzll(m);
-		unsigned d = (unsigned)__builtin_popcountll(cand & adj[u]);
-
-		if (d >= most) {
-			most = d;
-			pivot_nbrs = adj[u];
-		}
-	}
-	for (rest = cand & ~pivot_nbrs; rest; rest &= rest - 1) {
-		uint64_t v = rest & -rest;
-		unsigned i = (unsigned)__builtin_ctzll(v);
-
-		best = largest_clique(adj, size + 1, cand & adj[i], excl & adj[i], best);
-		cand &= ~v;
-		excl |= v;
-	}
-	return best;
-}
-
-unsigned placement_largest_island(const struct placement_topo *t, uint64_t mask)
-{
-	uint64_t adj[PLACEMENT_TOPO_MAX] = { 0 };
-	/* Small boards: every mask's answer is kept (the memo is the class's
-	 * own cache, not part of its value, hence the cast). */
-	uint8_t *memo = t->n <= 8 && mask < 256 ? &((struct placement_topo *)t)->island[mask] : NULL;
-	unsigned v;
-
-	if (!mask)
-		return 0;
-	if (memo && (v = __atomic_load_n(memo, __ATOMIC_RELAXED)) != 0)
-		return v - 1;
-	for (uint64_t a = mask; a; a &= a - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(a);
-
-		for (uint64_t b = mask; b; b &= b - 1) {
-			unsigned j = (unsigned)__builtin_ctzll(b);
-
-			if (i != j && placement_link_is_nvlink(t->link[i][j]))
-				adj[i] |= 1ULL << j;
-		}
-	}
-	v = largest_clique(adj, 0, mask, 0, 1);
-	if (memo)
-		__atomic_store_n(memo, (uint8_t)(v + 1), __ATOMIC_RELAXED);
-	return v;
 }
 
 /* ---- On a node ------------------------------------------------------------------ */

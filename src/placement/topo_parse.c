@@ -502,11 +502,3 @@ int placement_topo_parse(const char *text, size_t len, struct placement_topo *ou
 out:
 	return ret;
 }
-
-void placement_topo_unknown(unsigned n, struct placement_topo *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->n = (uint8_t)n;
-	memset(out->numa, -1, sizeof(out->numa));
-	snprintf(out->source, sizeof(out->source), "unknown");
-}
