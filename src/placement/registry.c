@@ -23,8 +23,11 @@ struct placement_registry {
 	uint64_t classes_live;          /* relaxed atomic */
 };
 
+/* A class's key in the table: its hash as 16 hex digits, NUL, rounded up. */
+enum { CLASS_KEY_BUF = 24 };
+
 struct interned {
-	char key[24];
+	char key[CLASS_KEY_BUF];
 	struct placement_topo topo;     /* must stay the last member's address target */
 };
 
@@ -77,14 +80,19 @@ void placement_registry_stats(const struct placement_registry *r, uint64_t *clas
 	*parse_errors = __atomic_load_n(&r->parse_errors, __ATOMIC_RELAXED);
 }
 
+static void class_key(uint64_t hash, char key[CLASS_KEY_BUF])
+{
+	snprintf(key, CLASS_KEY_BUF, "%016llx", (unsigned long long)hash);
+}
+
 /* Return the shared class equal to <t>, taking a reference. */
 static struct placement_topo *intern(struct placement_registry *r, const struct placement_topo *t)
 {
 	uint64_t h = topo_hash(t);
-	char key[24];
+	char key[CLASS_KEY_BUF];
 	struct interned *in;
 
-	snprintf(key, sizeof(key), "%016llx", (unsigned long long)h);
+	class_key(h, key);
 	in = strmap_get(&r->classes, key, strlen(key));
 	if (in && same_topo(&in->topo, t)) {
 		in->topo.refs++;
@@ -163,11 +171,11 @@ void placement_topo_release(void *derived, void *ctx)
 	struct placement_registry *r = ctx;
 	struct placement_topo *t = derived;
 	struct interned *in;
-	char key[24];
+	char key[CLASS_KEY_BUF];
 
 	if (!t || --t->refs > 0)
 		return;
-	snprintf(key, sizeof(key), "%016llx", (unsigned long long)t->hash);
+	class_key(t->hash, key);
 	in = (struct interned *)((char *)t - offsetof(struct interned, topo));
 	if (strmap_get(&r->classes, key, strlen(key)) == in)
 		strmap_del(&r->classes, key, strlen(key));

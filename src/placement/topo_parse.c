@@ -462,7 +462,7 @@ static int parse_matrix(struct parser *ps, struct matrix *m)
 	for (unsigned i = 0; i < m->n; i++) {
 		for (unsigned j = i + 1; j < m->n; j++) {
 			if (m->link[i][j] != m->link[j][i]) {
-				char a[8], b[8];
+				char a[PLACEMENT_LINK_NAME_BUF], b[PLACEMENT_LINK_NAME_BUF];
 
 				ps->lineno = 0;
 				fail(ps, "GPU%u-GPU%u is %s one way and %s the other", i, j,

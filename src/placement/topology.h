@@ -38,11 +38,16 @@ static inline bool placement_link_is_nvlink(uint8_t level)
 	return level > PLACEMENT_LINK_NV0;
 }
 
+/* Room for any level's name placement_link_name writes: "NV38", "NODE",
+ * "?255" and the NUL fit with some to spare. */
+enum { PLACEMENT_LINK_NAME_BUF = 8 };
+
 /* Parse a level as nvidia-smi prints it ("NV12", "PIX", "SYS", ... also the
  * older "SOC" for SYS). "X" (self) parses as PLACEMENT_LINK_NONE. Returns 0 or
  * -EINVAL. */
 int placement_link_parse(const char *s, size_t len, uint8_t *level);
-/* Write a level's name ("NV12", "PIX", ...) into buf (at least 8 bytes). */
+/* Write a level's name ("NV12", "PIX", ...) into buf (at least
+ * PLACEMENT_LINK_NAME_BUF bytes). */
 const char *placement_link_name(uint8_t level, char *buf, size_t len);
 
 struct placement_topo {
