@@ -241,7 +241,7 @@ static uint32_t memo_key(uint64_t free_mask, unsigned k, const struct placement_
 int placement_choose(struct placement_topo *t, uint64_t free_mask, unsigned k,
 		     const struct placement_policy *policy, struct placement_choice *out)
 {
-	uint32_t key, slot;
+	uint32_t key, bucket;
 	uint64_t entry;
 	int ret;
 
@@ -251,10 +251,10 @@ int placement_choose(struct placement_topo *t, uint64_t free_mask, unsigned k,
 	if (t->n > EXACT_MAX)
 		return choose_greedy(t, free_mask, k, policy, out);
 	key = memo_key(free_mask, k, policy);
-	slot = (key * 2654435761u) >> 20 & (PLACEMENT_MEMO_SLOTS - 1);
+	bucket = (key * 2654435761u) >> 20 & (PLACEMENT_MEMO_BUCKETS - 1);
 	/* Relaxed: an entry is one word, complete or absent; a race only means
 	 * both threads compute the same answer. */
-	entry = __atomic_load_n(&t->memo[slot], __ATOMIC_RELAXED);
+	entry = __atomic_load_n(&t->memo[bucket], __ATOMIC_RELAXED);
 	if ((entry & 1) && (uint32_t)(entry >> 32) == key) {
 		uint64_t set = (entry >> 8) & 0xffff;
 
@@ -265,7 +265,7 @@ int placement_choose(struct placement_topo *t, uint64_t free_mask, unsigned k,
 	}
 	ret = placement_choose_exact(t, free_mask, k, policy, out);
 	entry = (uint64_t)key << 32 | (ret == 0 ? (out->set & 0xffff) << 8 : 0) | 1;
-	__atomic_store_n(&t->memo[slot], entry, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->memo[bucket], entry, __ATOMIC_RELAXED);
 	return ret;
 }
 

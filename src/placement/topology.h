@@ -30,7 +30,7 @@ enum {
 	PLACEMENT_LINK_NV0 = 10,        /* NV<n> is PLACEMENT_LINK_NV0 + n, n >= 1 */
 	PLACEMENT_LINK_MAX_NV = 48,
 	PLACEMENT_TOPO_MAX = 64,        /* devices per node */
-	PLACEMENT_MEMO_SLOTS = 4096,    /* memo entries per class (n <= 16 only) */
+	PLACEMENT_MEMO_BUCKETS = 4096,  /* choice memo buckets per class (n <= 16 only) */
 };
 
 static inline bool placement_link_is_nvlink(uint8_t level)
@@ -60,7 +60,7 @@ struct placement_topo {
 	uint64_t hash;                  /* of n, known, numa and link: interning */
 	/* (free, count, policy) -> device set; single-word entries written and
 	 * read with relaxed atomics (a lost race only recomputes). */
-	uint64_t memo[PLACEMENT_MEMO_SLOTS];
+	uint64_t memo[PLACEMENT_MEMO_BUCKETS];
 	/* free mask -> largest NVLink island + 1 (0: not known yet), for n <= 8;
 	 * relaxed atomics, as memo. */
 	uint8_t island[256];

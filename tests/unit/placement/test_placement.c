@@ -977,7 +977,7 @@ static void assert_well_formed(const struct placement_topo *t)
 			assert_int_equal(t->numa[i], -1);
 	}
 	assert_int_equal(t->refs, 0);
-	for (unsigned i = 0; i < PLACEMENT_MEMO_SLOTS; i++)
+	for (unsigned i = 0; i < PLACEMENT_MEMO_BUCKETS; i++)
 		assert_int_equal(t->memo[i], 0);
 }
 
