@@ -84,21 +84,28 @@ static const struct check_case check_cases[] = {
 	  PLACEMENT_UNSCHEDULABLE, "troupe: 2 of 8 amd.com/gpu free, pod needs 4", 2 },
 };
 
+/* placement_check on the node and demand of case <c>. */
+static enum placement_verdict check_case(const struct check_case *c, struct placement_fit *fit)
+{
+	struct cache_node n = make_node(c->resource, c->capacity, c->allocatable, c->ready,
+					c->cordoned);
+	struct cache_node_view v = { &n, c->used, c->unattributed };
+	struct cache_demand d = gpus(c->want_resource, c->want);
+
+	return placement_check(&v, &d, gpu_names, fit);
+}
+
 static void test_placement_check_verdicts_and_reasons(void **state)
 {
 	(void)state;
 	for (size_t i = 0; i < sizeof(check_cases) / sizeof(check_cases[0]); i++) {
 		const struct check_case *c = &check_cases[i];
-		struct cache_node n = make_node(c->resource, c->capacity, c->allocatable, c->ready,
-						c->cordoned);
-		struct cache_node_view v = { &n, c->used, c->unattributed };
-		struct cache_demand d = gpus(c->want_resource, c->want);
 		struct placement_fit fit;
 		enum placement_verdict got;
 
 		/* Poison the output: a fit must clear what was there. */
 		memset(&fit, 'x', sizeof(fit));
-		got = placement_check(&v, &d, gpu_names, &fit);
+		got = check_case(c, &fit);
 		if (got != c->verdict || fit.verdict != c->verdict ||
 		    strcmp(fit.reason, c->reason) != 0 ||
 		    (c->want > 0 && fit.free_gpus != c->free_gpus))
@@ -113,14 +120,9 @@ static void test_placement_check_refusals_start_with_troupe(void **state)
 {
 	(void)state;
 	for (size_t i = 0; i < sizeof(check_cases) / sizeof(check_cases[0]); i++) {
-		const struct check_case *c = &check_cases[i];
-		struct cache_node n = make_node(c->resource, c->capacity, c->allocatable, c->ready,
-						c->cordoned);
-		struct cache_node_view v = { &n, c->used, c->unattributed };
-		struct cache_demand d = gpus(c->want_resource, c->want);
 		struct placement_fit fit;
 
-		placement_check(&v, &d, gpu_names, &fit);
+		check_case(&check_cases[i], &fit);
 		if (fit.verdict == PLACEMENT_FITS)
 			assert_string_equal(fit.reason, "");
 		else
