@@ -58,7 +58,8 @@ static const struct profile_case profile_cases[] = {
 	{ "NVIDIA-A100-SXM4-80GB", 16, NULL, { 0 }, 0, 0 },
 	{ "NVIDIA-H100-80GB-HBM3", 0, NULL, { 0 }, 0, 0 },
 	{ "Tesla-V100-SXM2-16GB", 4, NULL, { 0 }, 0, 0 },
-	/* Cards whose links depend on slots and bridges, and MIG slices. */
+	/* Cards whose links depend on where they sit and the bridges between them,
+	 * and MIG slices. */
 	{ "NVIDIA-A100-PCIE-40GB", 8, NULL, { 0 }, 0, 0 },
 	{ "NVIDIA-H100-PCIe", 8, NULL, { 0 }, 0, 0 },
 	{ "NVIDIA-H100-NVL", 8, NULL, { 0 }, 0, 0 },
