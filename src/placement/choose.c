@@ -1,5 +1,5 @@
-/* Choosing the best-connected set of free GPUs on a node, and the policies a
- * pod can ask for.
+/* Choosing the best-connected set of free GPUs on a node under the pod's
+ * topology policy (parsed in policy_parse.c).
  *
  * The order between two candidate sets, most important first:
  *   1. the worst link between any two devices of the set (higher is better):
@@ -15,41 +15,18 @@
  * most) and its answer is memoised per topology class, keyed by the free mask,
  * k and the policy. Beyond 16 devices a greedy heuristic grows the set from the
  * best pair, adding the device with the best worst-link to the set so far.
+ *
+ * On a node (placement_node_choose: what bind, the gang planner, filter's
+ * required policies and the topology score ask), the set is chosen on the
+ * node's topology class; a node whose topology is unknown gives the lowest
+ * free indices, and promises no link to a policy that needs one.
  */
-#include "placement/topology.h"
+#include "placement/placement.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
 enum { EXACT_MAX = 16 };
-
-/* ---- Policies ------------------------------------------------------------- */
-
-int placement_policy_parse(const char *s, struct placement_policy *out, char *err,
-			   size_t errlen)
-{
-	memset(out, 0, sizeof(*out));
-	if (!s || strcmp(s, "preferred") == 0 || !*s)
-		return 0;
-	if (strcmp(s, "none") == 0) {
-		out->kind = PLACEMENT_POLICY_NONE;
-		return 0;
-	}
-	if (strcmp(s, "required") == 0) {
-		out->kind = PLACEMENT_POLICY_REQUIRED;
-		return 0;
-	}
-	if (strncmp(s, "required:", 9) == 0 &&
-	    placement_link_parse(s + 9, strlen(s + 9), &out->min_level) == 0 &&
-	    out->min_level != PLACEMENT_LINK_NONE) {
-		out->kind = PLACEMENT_POLICY_REQUIRED_LEVEL;
-		return 0;
-	}
-	snprintf(err, errlen, "annotation troupe.io/topology=\"%s\" is not one of preferred, "
-		 "required, required:<LEVEL> (LEVEL: NV<n>, PIX, PXB, PHB, NODE, SYS) or none", s);
-	return -EINVAL;
-}
 
 /* ---- Measuring a set -------------------------------------------------------- */
 
@@ -264,7 +241,7 @@ static uint32_t memo_key(uint64_t free_mask, unsigned k, const struct placement_
 int placement_choose(struct placement_topo *t, uint64_t free_mask, unsigned k,
 		     const struct placement_policy *policy, struct placement_choice *out)
 {
-	uint32_t key, slot;
+	uint32_t key, bucket;
 	uint64_t entry;
 	int ret;
 
@@ -274,10 +251,10 @@ int placement_choose(struct placement_topo *t, uint64_t free_mask, unsigned k,
 	if (t->n > EXACT_MAX)
 		return choose_greedy(t, free_mask, k, policy, out);
 	key = memo_key(free_mask, k, policy);
-	slot = (key * 2654435761u) >> 20 & (PLACEMENT_MEMO_SLOTS - 1);
+	bucket = (key * 2654435761u) >> 20 & (PLACEMENT_MEMO_BUCKETS - 1);
 	/* Relaxed: an entry is one word, complete or absent; a race only means
 	 * both threads compute the same answer. */
-	entry = __atomic_load_n(&t->memo[slot], __ATOMIC_RELAXED);
+	entry = __atomic_load_n(&t->memo[bucket], __ATOMIC_RELAXED);
 	if ((entry & 1) && (uint32_t)(entry >> 32) == key) {
 		uint64_t set = (entry >> 8) & 0xffff;
 
@@ -288,70 +265,28 @@ int placement_choose(struct placement_topo *t, uint64_t free_mask, unsigned k,
 	}
 	ret = placement_choose_exact(t, free_mask, k, policy, out);
 	entry = (uint64_t)key << 32 | (ret == 0 ? (out->set & 0xffff) << 8 : 0) | 1;
-	__atomic_store_n(&t->memo[slot], entry, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->memo[bucket], entry, __ATOMIC_RELAXED);
 	return ret;
 }
 
-/* ---- NVLink islands --------------------------------------------------------- */
+/* ---- On a node ------------------------------------------------------------------ */
 
-/* Bron-Kerbosch with pivoting: the size of the largest clique that extends a
- * clique of <size> devices with some of <cand>, given the devices <excl> already
- * tried. <best> prunes branches that cannot beat it. */
-static unsigned largest_clique(const uint64_t *adj, unsigned size, uint64_t cand, uint64_t excl,
-			       unsigned best)
+int placement_node_choose(const struct cache_node_view *v, uint64_t free_mask, unsigned k,
+			  const struct placement_policy *policy, struct placement_choice *out)
 {
-	uint64_t pivot_nbrs = 0, rest;
-	unsigned most = 0;
+	struct placement_topo *t = placement_node_topo(v->node);
 
-	if (!cand && !excl)
-		return size > best ? size : best;
-	if (size + (unsigned)__builtin_popcountll(cand) <= best)
-		return best;
-	/* Pivot on the vertex with the most neighbours among the candidates. */
-	for (uint64_t m = cand | excl; m; m &= m - 1) {
-		unsigned u = (unsigned)__builtin_ctzll(m);
-		unsigned d = (unsigned)__builtin_popcountll(cand & adj[u]);
-
-		if (d >= most) {
-			most = d;
-			pivot_nbrs = adj[u];
-		}
-	}
-	for (rest = cand & ~pivot_nbrs; rest; rest &= rest - 1) {
-		uint64_t v = rest & -rest;
-		unsigned i = (unsigned)__builtin_ctzll(v);
-
-		best = largest_clique(adj, size + 1, cand & adj[i], excl & adj[i], best);
-		cand &= ~v;
-		excl |= v;
-	}
-	return best;
-}
-
-unsigned placement_largest_island(const struct placement_topo *t, uint64_t mask)
-{
-	uint64_t adj[PLACEMENT_TOPO_MAX] = { 0 };
-	/* Small boards: every mask's answer is kept (the memo is the class's
-	 * own cache, not part of its value, hence the cast). */
-	uint8_t *memo = t->n <= 8 && mask < 256 ? &((struct placement_topo *)t)->island[mask] : NULL;
-	unsigned v;
-
-	if (!mask)
-		return 0;
-	if (memo && (v = __atomic_load_n(memo, __ATOMIC_RELAXED)) != 0)
-		return v - 1;
-	for (uint64_t a = mask; a; a &= a - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(a);
-
-		for (uint64_t b = mask; b; b &= b - 1) {
-			unsigned j = (unsigned)__builtin_ctzll(b);
-
-			if (i != j && placement_link_is_nvlink(t->link[i][j]))
-				adj[i] |= 1ULL << j;
-		}
-	}
-	v = largest_clique(adj, 0, mask, 0, 1);
-	if (memo)
-		__atomic_store_n(memo, (uint8_t)(v + 1), __ATOMIC_RELAXED);
-	return v;
+	if (t)
+		return placement_choose(t, free_mask, k, policy, out);
+	/* Unknown topology: every pair equal, so the lowest free indices; a policy
+	 * that needs known links cannot be met by two or more devices. */
+	if ((unsigned)__builtin_popcountll(free_mask) < k || k == 0)
+		return -ENOSPC;
+	if (k >= 2 && (policy->kind == PLACEMENT_POLICY_REQUIRED ||
+		       policy->kind == PLACEMENT_POLICY_REQUIRED_LEVEL))
+		return -ENOSPC;
+	memset(out, 0, sizeof(*out));
+	out->set = lowest(free_mask, k);
+	out->numa_nodes = 1;
+	return 0;
 }

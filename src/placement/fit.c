@@ -130,7 +130,7 @@ enum placement_verdict placement_check_request(const struct cache_node_view *vie
 	struct placement_choice c;
 	uint64_t healthy;
 	unsigned k = req->demand.gpus;
-	char lvl[16];
+	char lvl[16], name[PLACEMENT_LINK_NAME_BUF];
 
 	if (placement_check(view, &req->demand, resource_names, out) != PLACEMENT_FITS)
 		return out->verdict;
@@ -145,7 +145,7 @@ enum placement_verdict placement_check_request(const struct cache_node_view *vie
 		snprintf(lvl, sizeof(lvl), "NVLinked");
 	else
 		snprintf(lvl, sizeof(lvl), "%s or better",
-			 placement_link_name(req->policy.min_level, (char[8]){ 0 }, 8));
+			 placement_link_name(req->policy.min_level, name, sizeof(name)));
 	/* Could an empty node meet it? If not, no eviction ever will. */
 	healthy = (view->node->gpu_capacity >= 64 ? ~0ULL
 						 : (1ULL << view->node->gpu_capacity) - 1) &

@@ -88,16 +88,16 @@ struct placement_score_ops {
  * allocatable count only, besides the weights and the request: nodes alike in
  * those four score alike, so a request over thousands of nodes scores each
  * such kind once. One memo serves one request (one ops, weights and request)
- * inside one cache read section (class pointers stay valid). Its slots are the
- * calling thread's (no allocation, nothing to clear): a thread uses one memo
- * at a time, and initialising another forgets the last. */
+ * inside one cache read section (class pointers stay valid). Its buckets are
+ * the calling thread's (no allocation, nothing to clear): a thread uses one
+ * memo at a time, and initialising another forgets the last. */
 struct placement_score_memo {
 	const struct placement_score_ops *ops;
 	const struct placement_weights *w;
 	const struct placement_request *req;
-	uint32_t gen;                   /* this memo's slots carry it */
+	uint32_t gen;                   /* this memo's buckets carry it */
 	uint64_t tag;                   /* the class memo's tag for this request; 0: unused */
-	uint32_t slot_mask;             /* slots in use - 1 (tests shrink it) */
+	uint32_t bucket_mask;           /* buckets in use - 1 (tests shrink it) */
 	uint64_t hits, misses;
 };
 
@@ -128,8 +128,13 @@ void placement_registry_stats(const struct placement_registry *r, uint64_t *clas
  * else profile, else NULL for unknown). Cache writer thread only. */
 void *placement_topo_derive(const struct cache_node *node, void *ctx);
 void placement_topo_release(void *derived, void *ctx);
-/* The node's topology class, or NULL when unknown. */
-struct placement_topo *placement_node_topo(const struct cache_node *node);
+/* The node's topology class, or NULL when unknown. Inline: filter, scoring
+ * and choosing ask it for every node. */
+static inline struct placement_topo *placement_node_topo(const struct cache_node *node)
+{
+	/* The memo inside is the one part of a class that readers write. */
+	return (struct placement_topo *)node->derived;
+}
 /* Choose <k> of <free_mask>'s devices on the node in <view> (see
  * placement_choose; unknown topologies give the lowest free indices, and no
  * set at all for a policy that needs known links). */

@@ -1,7 +1,7 @@
-/* Built-in topologies of the common GPU servers, for nodes that carry no
- * troupe.io/gpu-topology annotation but do carry the labels GPU Feature
+/* Built-in topologies: those of the common GPU servers, for nodes that carry
+ * no troupe.io/gpu-topology annotation but do carry the labels GPU Feature
  * Discovery writes: nvidia.com/gpu.product (e.g. "NVIDIA-A100-SXM4-80GB") and
- * nvidia.com/gpu.count.
+ * nvidia.com/gpu.count; and the unknown topology, where nothing is known.
  *
  * A profile is a table row: the words the product label must contain, the
  * exact device count, and the matrix (one level for every pair on the switched
@@ -9,7 +9,8 @@
  * without regard to case and only at the start of a word, so "H200" does not
  * match "GH200". Labels naming a PCIe or NVL card, or a MIG slice (GFD appends
  * "-MIG-1g.10gb" and counts slices, not boards), match no profile: their
- * links depend on the slots and bridges, which only the annotation can say.
+ * links depend on where the cards sit and which bridges join them, which only
+ * the annotation can say.
  *
  * NUMA nodes are what the chooser needs to tell the two CPU sockets apart; the
  * numbers the kernel gives them depend on the BIOS (an AMD board in NPS4 mode
@@ -156,4 +157,14 @@ int placement_topo_profile(const char *product, unsigned count, struct placement
 	ret = 0;
 out:
 	return ret;
+}
+
+/* Devices past n are unknown too (NUMA -1), as placement_topo_parse writes
+ * them, so that equal matrices are equal structs whatever their source. */
+void placement_topo_unknown(unsigned n, struct placement_topo *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->n = (uint8_t)n;
+	memset(out->numa, -1, sizeof(out->numa));
+	snprintf(out->source, sizeof(out->source), "unknown");
 }

@@ -10,7 +10,6 @@
  */
 #include "placement/placement.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +23,11 @@ struct placement_registry {
 	uint64_t classes_live;          /* relaxed atomic */
 };
 
+/* A class's key in the table: its hash as 16 hex digits, NUL, rounded up. */
+enum { CLASS_KEY_BUF = 24 };
+
 struct interned {
-	char key[24];
+	char key[CLASS_KEY_BUF];
 	struct placement_topo topo;     /* must stay the last member's address target */
 };
 
@@ -78,14 +80,19 @@ void placement_registry_stats(const struct placement_registry *r, uint64_t *clas
 	*parse_errors = __atomic_load_n(&r->parse_errors, __ATOMIC_RELAXED);
 }
 
+static void class_key(uint64_t hash, char key[CLASS_KEY_BUF])
+{
+	snprintf(key, CLASS_KEY_BUF, "%016llx", (unsigned long long)hash);
+}
+
 /* Return the shared class equal to <t>, taking a reference. */
 static struct placement_topo *intern(struct placement_registry *r, const struct placement_topo *t)
 {
 	uint64_t h = topo_hash(t);
-	char key[24];
+	char key[CLASS_KEY_BUF];
 	struct interned *in;
 
-	snprintf(key, sizeof(key), "%016llx", (unsigned long long)h);
+	class_key(h, key);
 	in = strmap_get(&r->classes, key, strlen(key));
 	if (in && same_topo(&in->topo, t)) {
 		in->topo.refs++;
@@ -164,47 +171,14 @@ void placement_topo_release(void *derived, void *ctx)
 	struct placement_registry *r = ctx;
 	struct placement_topo *t = derived;
 	struct interned *in;
-	char key[24];
+	char key[CLASS_KEY_BUF];
 
 	if (!t || --t->refs > 0)
 		return;
-	snprintf(key, sizeof(key), "%016llx", (unsigned long long)t->hash);
+	class_key(t->hash, key);
 	in = (struct interned *)((char *)t - offsetof(struct interned, topo));
 	if (strmap_get(&r->classes, key, strlen(key)) == in)
 		strmap_del(&r->classes, key, strlen(key));
 	__atomic_sub_fetch(&r->classes_live, 1, __ATOMIC_RELAXED);
 	free(in);
-}
-
-/* ---- Per node ---------------------------------------------------------------- */
-
-struct placement_topo *placement_node_topo(const struct cache_node *node)
-{
-	/* The memo inside is the one part of a class that readers write. */
-	return (struct placement_topo *)node->derived;
-}
-
-int placement_node_choose(const struct cache_node_view *v, uint64_t free_mask, unsigned k,
-			  const struct placement_policy *policy, struct placement_choice *out)
-{
-	struct placement_topo *t = placement_node_topo(v->node);
-	uint64_t set = 0, m = free_mask;
-
-	if (t)
-		return placement_choose(t, free_mask, k, policy, out);
-	/* Unknown topology: every pair equal, so the lowest free indices; a policy
-	 * that needs known links cannot be met by two or more devices. */
-	if ((unsigned)__builtin_popcountll(free_mask) < k || k == 0)
-		return -ENOSPC;
-	if (k >= 2 && (policy->kind == PLACEMENT_POLICY_REQUIRED ||
-		       policy->kind == PLACEMENT_POLICY_REQUIRED_LEVEL))
-		return -ENOSPC;
-	for (unsigned i = 0; i < k; i++) {
-		set |= m & -m;
-		m &= m - 1;
-	}
-	memset(out, 0, sizeof(*out));
-	out->set = set;
-	out->numa_nodes = 1;
-	return 0;
 }

@@ -462,7 +462,7 @@ static int parse_matrix(struct parser *ps, struct matrix *m)
 	for (unsigned i = 0; i < m->n; i++) {
 		for (unsigned j = i + 1; j < m->n; j++) {
 			if (m->link[i][j] != m->link[j][i]) {
-				char a[8], b[8];
+				char a[PLACEMENT_LINK_NAME_BUF], b[PLACEMENT_LINK_NAME_BUF];
 
 				ps->lineno = 0;
 				fail(ps, "GPU%u-GPU%u is %s one way and %s the other", i, j,
@@ -501,12 +501,4 @@ int placement_topo_parse(const char *text, size_t len, struct placement_topo *ou
 		err[0] = '\0';
 out:
 	return ret;
-}
-
-void placement_topo_unknown(unsigned n, struct placement_topo *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->n = (uint8_t)n;
-	memset(out->numa, -1, sizeof(out->numa));
-	snprintf(out->source, sizeof(out->source), "unknown");
 }

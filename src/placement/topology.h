@@ -30,7 +30,7 @@ enum {
 	PLACEMENT_LINK_NV0 = 10,        /* NV<n> is PLACEMENT_LINK_NV0 + n, n >= 1 */
 	PLACEMENT_LINK_MAX_NV = 48,
 	PLACEMENT_TOPO_MAX = 64,        /* devices per node */
-	PLACEMENT_MEMO_SLOTS = 4096,    /* memo entries per class (n <= 16 only) */
+	PLACEMENT_MEMO_BUCKETS = 4096,  /* choice memo buckets per class (n <= 16 only) */
 };
 
 static inline bool placement_link_is_nvlink(uint8_t level)
@@ -38,11 +38,16 @@ static inline bool placement_link_is_nvlink(uint8_t level)
 	return level > PLACEMENT_LINK_NV0;
 }
 
+/* Room for any level's name placement_link_name writes: "NV38", "NODE",
+ * "?255" and the NUL fit with some to spare. */
+enum { PLACEMENT_LINK_NAME_BUF = 8 };
+
 /* Parse a level as nvidia-smi prints it ("NV12", "PIX", "SYS", ... also the
  * older "SOC" for SYS). "X" (self) parses as PLACEMENT_LINK_NONE. Returns 0 or
  * -EINVAL. */
 int placement_link_parse(const char *s, size_t len, uint8_t *level);
-/* Write a level's name ("NV12", "PIX", ...) into buf (at least 8 bytes). */
+/* Write a level's name ("NV12", "PIX", ...) into buf (at least
+ * PLACEMENT_LINK_NAME_BUF bytes). */
 const char *placement_link_name(uint8_t level, char *buf, size_t len);
 
 struct placement_topo {
@@ -55,7 +60,7 @@ struct placement_topo {
 	uint64_t hash;                  /* of n, known, numa and link: interning */
 	/* (free, count, policy) -> device set; single-word entries written and
 	 * read with relaxed atomics (a lost race only recomputes). */
-	uint64_t memo[PLACEMENT_MEMO_SLOTS];
+	uint64_t memo[PLACEMENT_MEMO_BUCKETS];
 	/* free mask -> largest NVLink island + 1 (0: not known yet), for n <= 8;
 	 * relaxed atomics, as memo. */
 	uint8_t island[256];

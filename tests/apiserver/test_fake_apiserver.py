@@ -860,8 +860,8 @@ class MiscTests(Base):
         st, _, body = self.call("GET", "/api/v1/namespaces/ml/nodes")
         self.assertEqual(st, 404)
 
-    def test_load_list_example(self):
-        n = self.s.load_list(os.path.join(ROOT, "config", "examples", "cluster-small.json"))
+    def test_load_list_fixture_cluster(self):
+        n = self.s.load_list(os.path.join(ROOT, "tests", "data", "cluster.json"))
         self.assertEqual(n, len(self.s.list("nodes")) + len(self.s.list("pods"))
                          + len(self.s.list("podgroups")))
         self.assertTrue(self.s.list("nodes") and self.s.list("pods"))
@@ -1077,7 +1077,7 @@ class CLITests(unittest.TestCase):
     def test_cli(self):
         proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "fake_apiserver.py"), "--port", "0",
-             "--load", os.path.join(ROOT, "config", "examples", "cluster-small.json"),
+             "--load", os.path.join(ROOT, "tests", "data", "cluster.json"),
              "--token", "tok"], stdout=subprocess.PIPE, text=True)
         try:
             line = proc.stdout.readline()

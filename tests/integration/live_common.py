@@ -11,7 +11,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "apiserver"))
 
 from fake_apiserver import FakeAPIServer  # noqa: E402
-from troupe_proc import Troupe, example  # noqa: E402
+from troupe_proc import Troupe, fixture_cluster  # noqa: E402
 
 # Short timeouts and backoffs so that faults heal in test time; the defaults are
 # in config/troupe.yaml.
@@ -109,8 +109,8 @@ def assert_no_device_twice(test, troupe):
         test.assertGreaterEqual(n["gpuFree"], 0)
 
 
-def load_example(srv):
-    with open(example()) as f:
+def load_fixture_cluster(srv):
+    with open(fixture_cluster()) as f:
         srv.load_list(json.load(f))
 
 

@@ -8,7 +8,7 @@ import threading
 import time
 import unittest
 
-from live_common import FAST_CONFIG, LiveCase, load_example, wait_until
+from live_common import FAST_CONFIG, LiveCase, load_fixture_cluster, wait_until
 from schedclient import gpu_pod
 
 # Permissions are re-checked every second here (default 60).
@@ -38,7 +38,7 @@ def missing_line(verb, resource, group, subresource=""):
 class AccessTest(LiveCase):
     def setUp(self):
         super().setUp()
-        load_example(self.srv)
+        load_fixture_cluster(self.srv)
 
     def start(self, config=CONFIG):
         return self.start_live(config)

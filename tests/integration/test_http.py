@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import unittest
 
-from troupe_proc import Troupe, binary, example
+from troupe_proc import Troupe, binary, fixture_cluster
 
 POD4 = {"metadata": {"name": "p", "namespace": "ml", "uid": "uid-p"},
         "spec": {"containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}
@@ -165,14 +165,15 @@ class CommandLineTest(unittest.TestCase):
         cases = [
             (["--bogus"], "see --help"),
             ([], "--kubeconfig FILE, --api-server URL or --cluster FILE"),
-            (["--cluster", example(), "--api-server", "http://127.0.0.1:1"], "exactly one of"),
-            (["--cluster", example(), "--token-file", "/tmp/t"], "--token-file goes with"),
-            (["--cluster", example(), "--context", "x"], "--context goes with"),
+            (["--cluster", fixture_cluster(), "--api-server", "http://127.0.0.1:1"],
+             "exactly one of"),
+            (["--cluster", fixture_cluster(), "--token-file", "/tmp/t"], "--token-file goes with"),
+            (["--cluster", fixture_cluster(), "--context", "x"], "--context goes with"),
             (["--api-server", "ftp://x"], "must start with http"),
             (["--kubeconfig", "/nonexistent/kubeconfig"], "kubeconfig /nonexistent/kubeconfig"),
-            (["--cluster", example(), "--listen", "nohost"], "HOST:PORT"),
-            (["--cluster", example(), "--log-level", "loud"], "--log-level"),
-            (["--cluster", example(), "extra"], "unexpected argument"),
+            (["--cluster", fixture_cluster(), "--listen", "nohost"], "HOST:PORT"),
+            (["--cluster", fixture_cluster(), "--log-level", "loud"], "--log-level"),
+            (["--cluster", fixture_cluster(), "extra"], "unexpected argument"),
         ]
         for args, text in cases:
             r = run(args)
@@ -189,7 +190,7 @@ class CommandLineTest(unittest.TestCase):
             with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
                 f.write(text)
             try:
-                r = run(["--cluster", example(), "--config", f.name])
+                r = run(["--cluster", fixture_cluster(), "--config", f.name])
             finally:
                 os.unlink(f.name)
             self.assertEqual(r.returncode, 2, text)
@@ -210,12 +211,12 @@ class CommandLineTest(unittest.TestCase):
 
     def test_port_in_use_is_a_clear_error(self):
         with Troupe() as first:
-            r = run(["--cluster", example(), "--listen", f"127.0.0.1:{first.port}"])
+            r = run(["--cluster", fixture_cluster(), "--listen", f"127.0.0.1:{first.port}"])
             self.assertEqual(r.returncode, 1)
             self.assertIn("cannot listen on 127.0.0.1", r.stderr)
 
     def test_yaml_snapshot_gives_the_same_state_as_json(self):
-        with Troupe(cluster=example("cluster-small.yaml")) as y, Troupe() as j:
+        with Troupe(cluster=fixture_cluster("cluster.yaml")) as y, Troupe() as j:
             sy, sj = y.state(), j.state()
             self.assertEqual(sy["stats"], sj["stats"])
             key = lambda n: n["name"]

@@ -6,7 +6,7 @@ import os
 import unittest
 
 from live_common import (FAST_CONFIG, FakeAPIServer, assert_converges, assert_no_device_twice,
-                         kubeconfig_for, live, load_example, tmpdir, wait_until)
+                         kubeconfig_for, live, load_fixture_cluster, tmpdir, wait_until)
 from troupe_proc import Troupe
 from schedclient import gpu_pod
 
@@ -63,7 +63,7 @@ class LiveTest(unittest.TestCase):
     # ---- list, watch, convergence -----------------------------------------------
 
     def test_initial_list_and_watch_events_converge(self):
-        load_example(self.srv)
+        load_fixture_cluster(self.srv)
         t = self.start()
         self.ready(t)
         assert_converges(self, t, self.srv)
@@ -84,7 +84,7 @@ class LiveTest(unittest.TestCase):
         self.assertTrue(free["gpu-a100-1"]["unschedulable"])
 
     def test_starts_with_api_server_down_then_syncs(self):
-        load_example(self.srv)
+        load_fixture_cluster(self.srv)
         self.srv.refuse_connections(True)
         t = self.start()
         s, _, body = t.request("GET", "/readyz")
@@ -98,7 +98,7 @@ class LiveTest(unittest.TestCase):
         assert_converges(self, t, self.srv)
 
     def test_stream_cut_mid_event_is_resumed_without_applying_the_fragment(self):
-        load_example(self.srv)
+        load_fixture_cluster(self.srv)
         t = self.start()
         self.ready(t)
         for i in range(5):
@@ -110,7 +110,7 @@ class LiveTest(unittest.TestCase):
         self.assertGreaterEqual(st["watchRestarts"], 1)
 
     def check_410_with_missed_deletions(self, mode):
-        load_example(self.srv)
+        load_fixture_cluster(self.srv)
         self.srv.watch_410_mode = mode
         t = self.start()
         self.ready(t)
@@ -139,7 +139,7 @@ class LiveTest(unittest.TestCase):
         self.check_410_with_missed_deletions("status")
 
     def test_slow_server_and_429_are_retried_with_backoff(self):
-        load_example(self.srv)
+        load_fixture_cluster(self.srv)
         self.srv.fail_next(3, 429, path_contains="/api/v1/pods", retry_after=1)
         self.srv.delay(0.3, path_contains="/api/v1/nodes")
         t = self.start()
@@ -166,7 +166,7 @@ class LiveTest(unittest.TestCase):
     # ---- binding -------------------------------------------------------------
 
     def test_bind_posts_a_binding_with_the_devices(self):
-        load_example(self.srv)
+        load_fixture_cluster(self.srv)
         t = self.start()
         self.ready(t)
         pod = self.srv.create("pods", pending_pod("train", 4))
@@ -186,7 +186,7 @@ class LiveTest(unittest.TestCase):
         assert_no_device_twice(self, t)
 
     def test_bind_conflict_and_server_error_roll_back(self):
-        load_example(self.srv)
+        load_fixture_cluster(self.srv)
         t = self.start()
         self.ready(t)
         # 409: someone else bound the pod to another node after troupe's filter,
@@ -268,7 +268,7 @@ class LiveTest(unittest.TestCase):
             with open(token, "w") as f:
                 f.write("first-token\n")
             self.srv.rotate_token("first-token")
-            load_example(self.srv)
+            load_fixture_cluster(self.srv)
             t = self.start(source=["--kubeconfig", kubeconfig_for(self.srv, token, d)])
             self.ready(t)
             with open(token, "w") as f:
@@ -283,7 +283,7 @@ class LiveTest(unittest.TestCase):
             self.assertEqual(b["Error"], "")
 
     def test_restart_rebuilds_state_and_books_nothing_twice(self):
-        load_example(self.srv)
+        load_fixture_cluster(self.srv)
         t = self.start()
         self.ready(t)
         placed = []

@@ -1,6 +1,6 @@
 """troupe driven by a scheduler-side client, as kube-scheduler drives it.
 
-Every test starts the real daemon on the example cluster and checks behaviour
+Every test starts the real daemon on the fixture cluster and checks behaviour
 from both sides: what the client saw (filter answers, binds) and what troupe
 reports in /debug/state. The invariant throughout: no node ever holds more GPUs
 than it has allocatable.
@@ -11,7 +11,7 @@ import threading
 import unittest
 
 from schedclient import ExtenderConfig, Scheduler, gpu_pod, load_cluster, parse_count
-from troupe_proc import Troupe, example
+from troupe_proc import Troupe, fixture_cluster
 
 
 def allocatable(node):
@@ -24,7 +24,7 @@ def node_usage(state):
 
 class SchedulingTest(unittest.TestCase):
     def setUp(self):
-        self.cluster = load_cluster(example())
+        self.cluster = load_cluster(fixture_cluster())
         self.nodes = {i["metadata"]["name"]: i for i in self.cluster["items"] if i["kind"] == "Node"}
 
     def assert_never_overcommitted(self, troupe, sched):

@@ -11,7 +11,7 @@ import time
 import unittest
 import urllib.request
 
-from live_common import (FAST_CONFIG, FakeAPIServer, assert_converges, load_example, tmpdir,
+from live_common import (FAST_CONFIG, FakeAPIServer, assert_converges, load_fixture_cluster, tmpdir,
                          wait_until)
 from schedclient import gpu_pod
 from troupe_proc import Troupe
@@ -92,13 +92,13 @@ class TLSTest(unittest.TestCase):
 
     def serve(self, token=UNKNOWN_TOKEN, server_cert=None):
         """An HTTPS server that accepts the test CA's client certificates and
-        <token>, with the example cluster loaded.  server_cert: (cert, key)."""
+        <token>, with the fixture cluster loaded.  server_cert: (cert, key)."""
         c = self.certs
         cert, key = server_cert or (c.server_cert, c.server_key)
         srv = FakeAPIServer(token=token, tls_cert=cert, tls_key=key, client_ca=c.ca_cert)
         srv.start()
         self.addCleanup(srv.stop)
-        load_example(srv)
+        load_fixture_cluster(srv)
         return srv
 
     def start(self, source, env=None):

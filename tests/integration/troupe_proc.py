@@ -28,8 +28,10 @@ def source_root():
                           os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
 
-def example(name="cluster-small.json"):
-    return os.path.join(source_root(), "config", "examples", name)
+def fixture_cluster(name="cluster.json"):
+    """The tests' own cluster snapshot in tests/data/ (a copy of the demo's
+    config/examples/cluster-small.*, so that the demo may change freely)."""
+    return os.path.join(source_root(), "tests", "data", name)
 
 
 class Troupe:
@@ -38,10 +40,10 @@ class Troupe:
     def __init__(self, cluster=None, args=(), config_text=None, ready_timeout=20.0,
                  source=None, env=None):
         """<source>: the cluster-source flags (e.g. ["--api-server", url]); without
-        it troupe loads the snapshot <cluster> (the example cluster by default).
+        it troupe loads the snapshot <cluster> (the fixture cluster by default).
         source=[] passes no source flag at all (in-cluster mode, from <env>)."""
         self.source = (list(source) if source is not None
-                       else ["--cluster", cluster or example()])
+                       else ["--cluster", cluster or fixture_cluster()])
         self.env = env
         self.args = list(args)
         self.config_text = config_text

@@ -1,4 +1,18 @@
-/* The table of scoring policies. */
+/* Scoring a node: the table of scoring policies, chosen by name from
+ * configuration ("scoring.policy"), and the score memo that lets a request over
+ * thousands of nodes call the policy once per kind of node.
+ *
+ * A score depends only on the node's topology class, free device mask, free
+ * count and allocatable count (besides the policy, its weights and the
+ * request), so two memos keep it: the class's own (one tagged word per free
+ * mask, for boards of up to 8 GPUs; shared by every request, so it stays in
+ * cache), and a per-thread hash table for unknown or larger boards, whose
+ * buckets belong to the memo whose generation they carry.
+ *
+ * Thread: any. The policy table is constant; the scoring contexts are
+ * numbered under ctx_lock; the class memo is read and written with relaxed
+ * atomics (a lost race only recomputes).
+ */
 #include "placement/internal.h"
 
 #include <pthread.h>
@@ -19,15 +33,15 @@ const struct placement_score_ops *placement_score_find(const char *name)
 	return NULL;
 }
 
-/* The memo's slots, per thread; a slot belongs to the memo whose gen it has. */
+/* The memo's buckets, per thread; a bucket belongs to the memo whose gen it has. */
 enum { MEMO_BITS = 10 };
-static __thread struct memo_slot {
+static __thread struct memo_bucket {
 	const void *cls;
 	uint64_t free_mask;
 	uint32_t free_n, allocatable;
 	uint32_t gen;
 	uint8_t score;
-} tl_slots[1u << MEMO_BITS];
+} tl_buckets[1u << MEMO_BITS];
 static __thread uint32_t tl_gen;
 
 /* Scoring contexts - a policy with its weights - by number, so that a class's
@@ -84,12 +98,12 @@ void placement_score_memo_init(struct placement_score_memo *m,
 	m->req = req;
 	m->hits = m->misses = 0;
 	if (++tl_gen == 0) {
-		/* Wrapped: old slots could carry the new number. */
-		memset(tl_slots, 0, sizeof(tl_slots));
+		/* Wrapped: old buckets could carry the new number. */
+		memset(tl_buckets, 0, sizeof(tl_buckets));
 		tl_gen = 1;
 	}
 	m->gen = tl_gen;
-	m->slot_mask = (1u << MEMO_BITS) - 1;
+	m->bucket_mask = (1u << MEMO_BITS) - 1;
 	/* The class memo's tag: [8,16) allocatable, [16,24) free count, [24,32)
 	 * GPUs asked, [32,36) policy kind, [36,44) its level, [44,64) context;
 	 * the score is the low byte. Never 0 when in use. */
@@ -114,7 +128,7 @@ unsigned placement_score_memoized(struct placement_score_memo *m,
 	uint64_t mask = cache_view_free_mask(view);
 	uint32_t free_n = cache_view_free_gpus(view), alloc = view->node->gpu_allocatable;
 	uint64_t h;
-	struct memo_slot *s;
+	struct memo_bucket *b;
 	unsigned score;
 
 	if (m->tag && cls && mask < 256 && free_n < 256 && alloc < 256) {
@@ -134,13 +148,13 @@ unsigned placement_score_memoized(struct placement_score_memo *m,
 	}
 	h = (mask ^ (uint64_t)(uintptr_t)cls ^ ((uint64_t)free_n << 40) ^ ((uint64_t)alloc << 48)) *
 	    0x9e3779b97f4a7c15ULL;
-	s = &tl_slots[(h >> (64 - MEMO_BITS)) & m->slot_mask];
-	if (s->gen == m->gen && s->cls == cls && s->free_mask == mask && s->free_n == free_n &&
-	    s->allocatable == alloc) {
+	b = &tl_buckets[(h >> (64 - MEMO_BITS)) & m->bucket_mask];
+	if (b->gen == m->gen && b->cls == cls && b->free_mask == mask && b->free_n == free_n &&
+	    b->allocatable == alloc) {
 		m->hits++;
-		return s->score;
+		return b->score;
 	}
 	score = compute(m, view);
-	*s = (struct memo_slot){ cls, mask, free_n, alloc, m->gen, (uint8_t)score };
+	*b = (struct memo_bucket){ cls, mask, free_n, alloc, m->gen, (uint8_t)score };
 	return score;
 }

@@ -1,0 +1,347 @@
+/* Unit tests for common/util.c: whole-file reads, the monotonic clock, the
+ * cJSON accessors and quantities, and the scanners that find what cJSON would
+ * accept or cut (json_find_unsafe, json_plain_run).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/util.h"
+
+#include "fixture.h"
+
+/* Write <len> bytes to a new temporary file and return its path (caller
+ * unlinks and frees it). */
+static char *temp_file_with(const char *data, size_t len)
+{
+	char *path = strdup("/tmp/troupe-test-common-XXXXXX");
+	int fd;
+
+	assert_non_null(path);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	while (len > 0) {
+		ssize_t w = write(fd, data, len);
+
+		assert_true(w > 0);
+		data += w;
+		len -= (size_t)w;
+	}
+	close(fd);
+	return path;
+}
+
+
+static void test_util_read_file_reads_whole_file(void **state)
+{
+	enum { N = 200000 };    /* several times the first buffer size */
+	char *data = malloc(N);
+	char *path, *buf = NULL;
+	size_t len = 0;
+
+	(void)state;
+	assert_non_null(data);
+	for (size_t i = 0; i < N; i++)
+		data[i] = (char)('A' + i % 23);
+	path = temp_file_with(data, N);
+	assert_int_equal(util_read_file(path, N, &buf, &len), 0);
+	assert_int_equal(len, N);
+	assert_memory_equal(buf, data, N);
+	assert_int_equal(buf[N], '\0');
+	free(buf);
+	buf = NULL;
+	assert_int_equal(util_read_file(path, N - 1, &buf, &len), -EFBIG);
+	assert_null(buf);
+	unlink(path);
+	free(path);
+	free(data);
+}
+
+static void test_util_read_file_limits_and_errors(void **state)
+{
+	char *path = temp_file_with("0123456789", 10);
+	char *empty = temp_file_with("", 0);
+	char *buf = NULL;
+	size_t len = 99;
+
+	(void)state;
+	assert_int_equal(util_read_file(path, 10, &buf, &len), 0);
+	assert_int_equal(len, 10);
+	assert_string_equal(buf, "0123456789");
+	free(buf);
+	buf = NULL;
+
+	assert_int_equal(util_read_file(path, 9, &buf, &len), -EFBIG);
+	assert_int_equal(util_read_file(path, 0, &buf, &len), -EFBIG);
+	assert_null(buf);
+
+	assert_int_equal(util_read_file(empty, 0, &buf, &len), 0);
+	assert_int_equal(len, 0);
+	assert_string_equal(buf, "");
+	free(buf);
+	buf = NULL;
+
+	assert_int_equal(util_read_file("/nonexistent/troupe/file", 100, &buf, &len), -ENOENT);
+	assert_int_equal(util_read_file("/tmp", 100, &buf, &len), -EISDIR);
+	assert_null(buf);
+	unlink(path);
+	unlink(empty);
+	free(path);
+	free(empty);
+}
+
+/* "At most <max> bytes" with no practical limit (SIZE_MAX) reads the file. */
+static void test_util_read_file_unbounded_max(void **state)
+{
+	char *path = temp_file_with("hello", 5);
+	char *buf = NULL;
+	size_t len = 0;
+	int ret = util_read_file(path, SIZE_MAX, &buf, &len);
+	bool same = ret == 0 && buf && len == 5 && memcmp(buf, "hello", 6) == 0;
+
+	(void)state;
+	unlink(path);
+	free(path);
+	if (!same)
+		print_message("util_read_file(max SIZE_MAX): ret %d, %zu bytes [%.*s]; want 0, 5 "
+			      "bytes [hello]\n",
+			      ret, len, buf ? (int)len : 0, buf ? buf : "");
+	free(buf);
+	assert_true(same);
+}
+
+static void test_util_now_ns_is_monotonic(void **state)
+{
+	uint64_t prev = util_now_ns();
+
+	(void)state;
+	assert_true(prev > 0);
+	for (int i = 0; i < 1000; i++) {
+		uint64_t now = util_now_ns();
+
+		assert_true(now >= prev);
+		prev = now;
+	}
+}
+
+static void test_json_accessors_check_types(void **state)
+{
+	cJSON *o = cJSON_Parse("{\"s\":\"x\",\"n\":1,\"o\":{},\"l\":[1],\"S\":\"upper\"}");
+
+	(void)state;
+	assert_non_null(o);
+	assert_string_equal(json_str(o, "s"), "x");
+	assert_null(json_str(o, "n"));
+	assert_null(json_str(o, "missing"));
+	assert_null(json_str(NULL, "s"));
+	/* Keys are matched exactly. */
+	assert_string_equal(json_str(o, "S"), "upper");
+	assert_non_null(json_obj(o, "o"));
+	assert_null(json_obj(o, "l"));
+	assert_null(json_obj(NULL, "o"));
+	assert_non_null(json_list(cJSON_GetObjectItemCaseSensitive(o, "l")));
+	assert_null(json_list(cJSON_GetObjectItemCaseSensitive(o, "o")));
+	assert_null(json_list(NULL));
+	cJSON_Delete(o);
+}
+
+static void test_json_quantity_milli_strings_and_numbers(void **state)
+{
+	static const struct {
+		const char *json;       /* the value of key q */
+		int ret;
+		int64_t want;
+	} cases[] = {
+		{ "\"500m\"", 0, 500 },
+		{ "\"4Gi\"", 0, INT64_C(4294967296000) },
+		{ "\"abc\"", -EINVAL, 0 },
+		{ "\"1.5\"", 0, 1500 },
+		{ "8", 0, 8000 },
+		{ "0.1", 0, 100 },
+		{ "1.5", 0, 1500 },
+		{ "0.0001", 0, 1 },
+		{ "1e3", 0, 1000000 },
+		{ "-2", 0, -2000 },
+		{ "1e300", -ERANGE, 0 },
+		{ "true", -EINVAL, 0 },
+		{ "null", -EINVAL, 0 },
+		{ "{}", -EINVAL, 0 },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char text[64];
+		cJSON *o;
+		int64_t got = -12345;
+		int ret;
+
+		snprintf(text, sizeof(text), "{\"q\": %s}", cases[i].json);
+		o = cJSON_Parse(text);
+		assert_non_null(o);
+		ret = json_quantity_milli(cJSON_GetObjectItemCaseSensitive(o, "q"), &got);
+		if (ret != cases[i].ret || (ret == 0 && got != cases[i].want)) {
+			print_message("%s: got ret %d value %" PRId64 "\n", cases[i].json, ret, got);
+			bad++;
+		}
+		cJSON_Delete(o);
+	}
+	assert_int_equal(bad, 0);
+	{
+		int64_t got;
+
+		assert_int_equal(json_quantity_milli(NULL, &got), -EINVAL);
+	}
+}
+
+/* YAML numbers keep their text, and quantities are read from that text exactly. */
+static void test_json_quantity_milli_uses_yaml_number_text(void **state)
+{
+	static const char yaml[] = "a: 0.1\nb: 1e3\nc: 8\nd: \"250m\"\n";
+	cJSON *docs, *doc = yaml_one(yaml, &docs);
+	int64_t v;
+
+	(void)state;
+	assert_int_equal(json_quantity_milli(cJSON_GetObjectItemCaseSensitive(doc, "a"), &v), 0);
+	assert_int_equal(v, 100);
+	assert_int_equal(json_quantity_milli(cJSON_GetObjectItemCaseSensitive(doc, "b"), &v), 0);
+	assert_int_equal(v, 1000000);
+	assert_int_equal(json_quantity_milli(cJSON_GetObjectItemCaseSensitive(doc, "c"), &v), 0);
+	assert_int_equal(v, 8000);
+	assert_int_equal(json_quantity_milli(cJSON_GetObjectItemCaseSensitive(doc, "d"), &v), 0);
+	assert_int_equal(v, 250);
+	cJSON_Delete(docs);
+}
+
+/* json_find_unsafe: what cJSON would accept or truncate is found, with its offset. */
+static void test_json_find_unsafe_flags_control_bytes_and_escaped_nul(void **state)
+{
+	static const struct {
+		const char *text;
+		size_t len;     /* 0: strlen */
+		long want;
+	} cases[] = {
+		{ "{\"a\": \"b\"}", 0, -1 },
+		{ "{\n\t\"a\":\r\n \"b\"}", 0, -1 },
+		{ "{\"a\": \"b\\\\u0000\"}", 0, -1 },        /* escaped backslash, then text */
+		{ "{\"a\": \"\\u00001\"}", 0, 7 },
+		{ "{\"a\": \"x\\u0000\"}", 0, 8 },
+		{ "{\"a\": \"\\u0041\"}", 0, -1 },
+		{ "{\"a\": \"b\tc\"}", 0, 8 },                /* raw tab inside a string */
+		{ "{\"a\":\x01\"b\"}", 0, 5 },
+		{ "{\"a\": \"b\0c\"}", 11, 8 },               /* raw NUL inside a string */
+		{ "{\"a\"\0: 1}", 9, 4 },                     /* raw NUL between tokens */
+		{ "\"\\\"\\u0000\"", 0, 3 },                  /* after an escaped quote */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len = cases[i].len ? cases[i].len : strlen(cases[i].text);
+
+		if (json_find_unsafe(cases[i].text, len) != cases[i].want)
+			fail_msg("case %zu: got %ld, want %ld", i,
+				 json_find_unsafe(cases[i].text, len), cases[i].want);
+	}
+}
+
+/* The scalar definitions the fast scanners must agree with. */
+static long ref_find_unsafe(const char *buf, size_t len)
+{
+	bool in_str = false;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)buf[i];
+
+		if (c < 0x20 && (in_str || (c != ' ' && c != '\t' && c != '\n' && c != '\r')))
+			return (long)i;
+		if (!in_str) {
+			in_str = c == '"';
+			continue;
+		}
+		if (c == '"') {
+			in_str = false;
+		} else if (c == '\\' && i + 1 < len) {
+			i++;
+			if (buf[i] == 'u' && i + 4 < len && memcmp(buf + i + 1, "0000", 4) == 0)
+				return (long)(i - 1);
+		}
+	}
+	return -1;
+}
+
+/* Random texts over an alphabet of the bytes that matter (quotes, escapes,
+ * control bytes, whitespace, high bytes, "u0000") at every length and
+ * alignment around the 16-byte blocks: json_find_unsafe and json_plain_run give
+ * the answers of the plain byte-by-byte definitions. */
+static void test_json_scanners_agree_with_byte_by_byte(void **state)
+{
+	static const char *const pieces[] = { "a", "bc", "\"", "\\", "\\\"", "\n", "\t", "\x01",
+					      " ", "\xc3\xa9", "\x80", "u0000", "\\u0000",
+					      "0000", "xyzxyzxyzxyzxyzxyz", "{\"k\":\"v\"}" };
+	unsigned seed = 99, unsafe = 0;
+	char text[256];
+
+	(void)state;
+	for (unsigned round = 0; round < 20000; round++) {
+		size_t len = 0, want_run = 0;
+		unsigned n = (unsigned)rand_r(&seed) % 24;
+
+		for (unsigned k = 0; k < n; k++) {
+			const char *p = pieces[rand_r(&seed) % (sizeof(pieces) / sizeof(pieces[0]))];
+			size_t pl = strlen(p);
+
+			if (len + pl >= sizeof(text))
+				break;
+			memcpy(text + len, p, pl);
+			len += pl;
+		}
+		if (json_find_unsafe(text, len) != ref_find_unsafe(text, len))
+			fail_msg("round %u: json_find_unsafe %ld, by bytes %ld (len %zu)", round,
+				 json_find_unsafe(text, len), ref_find_unsafe(text, len), len);
+		unsafe += ref_find_unsafe(text, len) >= 0;
+		/* Every start alignment within a 16-byte block, for the SIMD loads. */
+		for (size_t k = 0; k < 16 && k <= len; k++) {
+			want_run = 0;
+			while (k + want_run < len) {
+				unsigned char c = (unsigned char)text[k + want_run];
+
+				if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80)
+					break;
+				want_run++;
+			}
+			assert_int_equal(json_plain_run(text + k, len - k), want_run);
+			assert_int_equal(json_find_unsafe(text + k, len - k),
+					 ref_find_unsafe(text + k, len - k));
+		}
+	}
+	assert_true(unsafe > 1000 && unsafe < 19000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_json_find_unsafe_flags_control_bytes_and_escaped_nul),
+		cmocka_unit_test(test_json_scanners_agree_with_byte_by_byte),
+		cmocka_unit_test(test_util_read_file_reads_whole_file),
+		cmocka_unit_test(test_util_read_file_limits_and_errors),
+		cmocka_unit_test(test_util_read_file_unbounded_max),
+		cmocka_unit_test(test_util_now_ns_is_monotonic),
+		cmocka_unit_test(test_json_accessors_check_types),
+		cmocka_unit_test(test_json_quantity_milli_strings_and_numbers),
+		cmocka_unit_test(test_json_quantity_milli_uses_yaml_number_text),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
