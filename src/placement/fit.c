@@ -72,17 +72,6 @@ void placement_unknown_node(struct placement_fit *out)
 	refuse(out, PLACEMENT_UNSCHEDULABLE, "troupe: node unknown to troupe (not in its cache)");
 }
 
-enum placement_usable placement_node_usable(const struct cache_node *n, int gpu_resource)
-{
-	if (n->gpu_resource != gpu_resource || n->gpu_capacity == 0)
-		return PLACEMENT_NO_GPU_KIND;
-	if (!n->ready)
-		return PLACEMENT_NOT_READY;
-	if (n->unschedulable)
-		return PLACEMENT_CORDONED;
-	return PLACEMENT_USABLE;
-}
-
 enum placement_verdict placement_check(const struct cache_node_view *view,
 				       const struct cache_demand *demand,
 				       const char *const *resource_names,

@@ -45,7 +45,18 @@ enum placement_usable {
 	PLACEMENT_NOT_READY,            /* condition Ready is not True */
 	PLACEMENT_CORDONED,             /* spec.unschedulable */
 };
-enum placement_usable placement_node_usable(const struct cache_node *n, int gpu_resource);
+/* Inline: filter asks it for every node of every request. */
+static inline enum placement_usable placement_node_usable(const struct cache_node *n,
+							  int gpu_resource)
+{
+	if (n->gpu_resource != gpu_resource || n->gpu_capacity == 0)
+		return PLACEMENT_NO_GPU_KIND;
+	if (!n->ready)
+		return PLACEMENT_NOT_READY;
+	if (n->unschedulable)
+		return PLACEMENT_CORDONED;
+	return PLACEMENT_USABLE;
+}
 
 /* Decide whether the node in <view> can take a pod asking <demand>; on a refusal
  * write a reason a person can act on. <resource_names> are the managed names
