@@ -55,19 +55,18 @@ const char *const request_nodes[] = {
 
 /* ---- The test cluster behind an ext_service ---------------------------------- */
 
-int fx_setup(void **state)
+/* Fill <f> in place: the cache keeps pointers into f->cfg (the GPU resource
+ * names), so <f> must not move afterwards. */
+int fx_init(struct fx *f)
 {
-	struct fx *f = calloc(1, sizeof(*f));
 	char err[CACHE_ERR_LEN] = "";
 
-	if (!f)
-		return -1;
+	memset(f, 0, sizeof(*f));
 	ext_config_defaults(&f->cfg);
 	f->cache = cache_new(&f->cfg.cache);
 	if (!f->cache || cache_snapshot_load(f->cache, TEST_CLUSTER, err, sizeof(err)) < 0) {
 		print_error("cannot load %s: %s\n", TEST_CLUSTER, err);
 		cache_free(f->cache);
-		free(f);
 		return -1;
 	}
 	cache_set_synced(f->cache, true);
@@ -75,6 +74,22 @@ int fx_setup(void **state)
 	f->svc.cfg = &f->cfg;
 	f->svc.score = placement_score_find("binpack");
 	f->svc.source = "test";
+	return 0;
+}
+
+void fx_fini(struct fx *f)
+{
+	cache_free(f->cache);
+}
+
+int fx_setup(void **state)
+{
+	struct fx *f = malloc(sizeof(*f));
+
+	if (!f || fx_init(f) < 0) {
+		free(f);
+		return -1;
+	}
 	*state = f;
 	return 0;
 }
@@ -83,11 +98,10 @@ int fx_teardown(void **state)
 {
 	struct fx *f = *state;
 
-	cache_free(f->cache);
+	fx_fini(f);
 	free(f);
 	return 0;
 }
-
 
 /* Call <verb> and parse its reply, which must be one whole JSON document. */
 cJSON *call_len(verb_fn verb, struct fx *f, const char *body, size_t len,

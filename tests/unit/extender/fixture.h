@@ -65,6 +65,10 @@ struct fx {
  * gangs, no API server. */
 int fx_setup(void **state);
 int fx_teardown(void **state);
+/* The same, in place, for a fixture that embeds a struct fx (it must not move:
+ * the cache keeps pointers into its cfg). */
+int fx_init(struct fx *f);
+void fx_fini(struct fx *f);
 
 typedef void (*verb_fn)(const struct ext_service *svc, const char *body, size_t len,
 			struct ext_reply *r);
