@@ -38,6 +38,8 @@ static void assert_config_defaults(const struct ext_config *c)
 	assert_true(c->weights.topology == 1.0);
 	assert_true(c->weights.fragmentation == 2.0);
 	assert_int_equal(c->informer.access_check_s, 60);
+	assert_int_equal(c->unconfirmed_bind_s, 300);
+	assert_int_equal(c->filter_only_pod_s, 600);
 	assert_int_equal(ext_config_validate(c, err, sizeof(err)), 0);
 }
 
@@ -101,7 +103,10 @@ static void test_ext_config_load_sets_every_key(void **state)
 		"  weights:\n"
 		"    packing: 2.5\n"
 		"api:\n"
-		"  access_check_seconds: 0\n";
+		"  access_check_seconds: 0\n"
+		"cache:\n"
+		"  unconfirmed_bind_seconds: 45\n"
+		"  filter_only_pod_seconds: 1200\n";
 	struct ext_config cfg;
 	char err[EXT_ERR_LEN] = "";
 
@@ -124,6 +129,8 @@ static void test_ext_config_load_sets_every_key(void **state)
 	assert_true(cfg.weights.packing == 2.5);
 	/* 0 is kept: permissions are then checked at start only. */
 	assert_int_equal(cfg.informer.access_check_s, 0);
+	assert_int_equal(cfg.unconfirmed_bind_s, 45);
+	assert_int_equal(cfg.filter_only_pod_s, 1200);
 	assert_int_equal(ext_config_validate(&cfg, err, sizeof(err)), 0);
 }
 
@@ -157,6 +164,7 @@ static const struct config_error_case unknown_keys[] = {
 	{ "resources:\n  gpus: [nvidia.com/gpu]\n", "unknown key \"resources.gpus\"" },
 	{ "http:\n  threads: 2\nHTTP:\n  threads: 2\n", "unknown key \"HTTP\"" },
 	{ "threads: 2\n", "unknown key \"threads\"" },
+	{ "cache:\n  unconfirmed_bind: 5\n", "unknown key \"cache.unconfirmed_bind\"" },
 };
 
 static const struct config_error_case wrong_types[] = {
@@ -182,6 +190,10 @@ static const struct config_error_case wrong_types[] = {
 	{ "scoring:\n  weights:\n    packing: heavy\n", "scoring.weights.packing" },
 	{ "api:\n  access_check_seconds: -1\n", "api.access_check_seconds" },
 	{ "api:\n  access_check_seconds: 1m\n", "api.access_check_seconds" },
+	{ "cache: 300\n", "cache has the wrong type" },
+	{ "cache:\n  unconfirmed_bind_seconds: 5m\n", "cache.unconfirmed_bind_seconds" },
+	{ "cache:\n  unconfirmed_bind_seconds: -1\n", "cache.unconfirmed_bind_seconds" },
+	{ "cache:\n  filter_only_pod_seconds: 0.5\n", "cache.filter_only_pod_seconds" },
 };
 
 static void expect_config_errors(const struct config_error_case *cases, size_t n)
@@ -345,6 +357,22 @@ static void cfg_prefix(struct ext_config *c)
 	snprintf(c->path_prefix, sizeof(c->path_prefix), "/sched");
 }
 
+static void cfg_no_unconfirmed_bind_time(struct ext_config *c)
+{
+	c->unconfirmed_bind_s = 0;
+}
+
+static void cfg_no_filter_only_time(struct ext_config *c)
+{
+	c->filter_only_pod_s = 0;
+}
+
+static void cfg_short_housekeeping(struct ext_config *c)
+{
+	c->unconfirmed_bind_s = 1;
+	c->filter_only_pod_s = 1;
+}
+
 static void cfg_nothing(struct ext_config *c)
 {
 	(void)c;
@@ -352,6 +380,11 @@ static void cfg_nothing(struct ext_config *c)
 
 static const struct validate_case validate_cases[] = {
 	{ "defaults", cfg_nothing, NULL },
+	{ "no unconfirmed-bind time", cfg_no_unconfirmed_bind_time,
+	  "cache.unconfirmed_bind_seconds must be at least 1" },
+	{ "no filter-only time", cfg_no_filter_only_time,
+	  "cache.filter_only_pod_seconds must be at least 1" },
+	{ "1 s housekeeping", cfg_short_housekeeping, NULL },
 	{ "unknown scoring policy", cfg_unknown_policy, "scoring.policy \"spread\" is unknown" },
 	{ "zero weight", cfg_zero_weight, "scoring.weights" },
 	{ "negative weight", cfg_negative_weight, "scoring.weights.topology must be a number >= 0" },
@@ -409,6 +442,8 @@ static void test_ext_config_shipped_troupe_yaml_is_the_defaults(void **state)
 	assert_string_equal(file.score_policy, def.score_policy);
 	assert_true(file.weights.packing == def.weights.packing);
 	assert_int_equal(file.informer.access_check_s, def.informer.access_check_s);
+	assert_int_equal(file.unconfirmed_bind_s, def.unconfirmed_bind_s);
+	assert_int_equal(file.filter_only_pod_s, def.filter_only_pod_s);
 	assert_int_equal(ext_config_validate(&file, err, sizeof(err)), 0);
 }
 
