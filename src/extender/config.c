@@ -40,7 +40,12 @@
 #include "common/util.h"
 #include "common/yamljson.h"
 
-enum { CONFIG_MAX_BYTES = 1024 * 1024 };
+enum {
+	CONFIG_MAX_BYTES = 1024 * 1024,
+	/* A dotted key path ("scoring.weights.packing"); a longer one is cut and
+	 * then unknown. */
+	KEY_PATH_BUF = 256,
+};
 
 void ext_config_defaults(struct ext_config *cfg)
 {
@@ -341,7 +346,7 @@ static int walk(struct ext_config *cfg, const cJSON *obj, const char *prefix, ch
 	const cJSON *it;
 
 	cJSON_ArrayForEach(it, obj) {
-		char path[256];
+		char path[KEY_PATH_BUF];
 		const struct key *k;
 		int ret;
 

@@ -153,7 +153,7 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 			const char *name = (it = ext__next_item(a, it))
 						   ? (parsed[i] ? parsed[i]->name : "") : a->names[i].s;
 			bool known = k < n && index[k] == i;
-			unsigned slot = k;
+			unsigned at = k;        /* its place among the known candidates */
 
 			if (known)
 				k++;
@@ -162,7 +162,7 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 
 				placement_unknown_node(&fit);
 				ext_filter_out_fail(&fc->out, false, name, strlen(name), fit.reason);
-			} else if (verdict == GANG_ALLOWED && allowed[slot]) {
+			} else if (verdict == GANG_ALLOWED && allowed[at]) {
 				pass_node(&fc->out, a, i, it);
 			} else {
 				ext_filter_out_fail(&fc->out, false, name, strlen(name),

@@ -67,6 +67,10 @@ static void usage(FILE *out)
 		"docs/configuration.md.\n");
 }
 
+/* Where the cluster state comes from, for logs and replies: a snapshot's path
+ * or cache_api_describe's text; longer is cut. */
+enum { SOURCE_BUF = 600 };
+
 /* Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or settings. */
 int main(int argc, char **argv)
 {
@@ -91,7 +95,7 @@ int main(int argc, char **argv)
 	struct placement_registry *registry = NULL;
 	struct gang_manager *gangs = NULL;
 	static struct ext_counters counters;
-	char source[600];
+	char source[SOURCE_BUF];
 	int sources;
 	struct ext_config cfg;
 	struct ext_service svc = { 0 };
