@@ -202,6 +202,20 @@ void gang_create(struct gfx *g, const char *prefix, const char *group, unsigned 
 	}
 }
 
+const char *const gpu_nodes[] = {
+	"gpu-a100-0", "gpu-a100-1", "gpu-h100-0", "gpu-h100-1", NULL,
+};
+
+void pair_planned(struct gfx *g)
+{
+	cJSON *j;
+
+	gang_create(g, "w", "pair", 2, 8, 2);
+	j = filter_member(g, "w-0", "pair", 2, 8, gpu_nodes);
+	assert_string_equal(error_of(j), "");
+	cJSON_Delete(j);
+}
+
 cJSON *filter_member(struct gfx *g, const char *name, const char *group, unsigned quorum,
 		     unsigned gpus, const char *const *nodes)
 {

@@ -76,6 +76,14 @@ cJSON *gang_pod(const char *name, const char *group, unsigned quorum, unsigned g
 void gang_create(struct gfx *g, const char *prefix, const char *group, unsigned quorum,
 		 unsigned gpus, unsigned n);
 
+/* The four GPU nodes of the test cluster with something free: gpu-a100-0 (4
+ * free), gpu-a100-1 (8), gpu-h100-0 (6), gpu-h100-1 (8). */
+extern const char *const gpu_nodes[];
+
+/* Gang "pair": members w-0 and w-1, 8 GPUs each, quorum 2, made known and
+ * planned by filtering w-0 over gpu_nodes (its plan: gpu-a100-1, gpu-h100-1). */
+void pair_planned(struct gfx *g);
+
 /* Filter gang member <name> over <nodes>; returns the parsed reply. */
 cJSON *filter_member(struct gfx *g, const char *name, const char *group, unsigned quorum,
 		     unsigned gpus, const char *const *nodes);

@@ -11,10 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const gpu_nodes[] = {
-	"gpu-a100-0", "gpu-a100-1", "gpu-h100-0", "gpu-h100-1", NULL,
-};
-
 static const char ids_all8[] = "\"troupe.io/gpu-ids\":\"0,1,2,3,4,5,6,7\"";
 
 /* Filter both members of gang "pair" (two 8-GPU members), then bind w-0 to
@@ -23,9 +19,7 @@ static void pair_bound(struct gfx *g, struct pending_bind *b0, struct pending_bi
 {
 	cJSON *j;
 
-	gang_create(g, "w", "pair", 2, 8, 2);
-	j = filter_member(g, "w-0", "pair", 2, 8, gpu_nodes);
-	cJSON_Delete(j);
+	pair_planned(g);
 	j = filter_member(g, "w-1", "pair", 2, 8, gpu_nodes);
 	cJSON_Delete(j);
 	bind_start(g, b0, "w-0", "gpu-a100-1");
@@ -55,6 +49,17 @@ static void expect_bind_error(struct pending_bind *pb, const char *part)
 	cJSON_Delete(reply);
 }
 
+/* pair_bound through the quorum: both Bindings posted, w-1's accepted. Returns
+ * the index of w-0's post, still unanswered. */
+static unsigned pair_quorum(struct gfx *g, struct pending_bind *b0, struct pending_bind *b1)
+{
+	pair_bound(g, b0, b1);
+	assert_true(fake_wait_posts(&g->binder, 2, 2000));
+	fake_answer(&g->binder, last_post_of(g, "uid-w-1"), 0, "201 Created", 0);
+	expect_bind_error(b1, NULL);
+	return last_post_of(g, "uid-w-0");
+}
+
 /* A member's bind is parked: nothing is posted until the quorum binds; then
  * every member's Binding is posted with the devices it claimed, and each reply
  * completes when the API server accepts it. */
@@ -65,9 +70,7 @@ static void test_ext_bind_gang_parks_members_until_quorum(void **state)
 	struct cache_pod_info info;
 	cJSON *j;
 
-	gang_create(g, "w", "pair", 2, 8, 2);
-	j = filter_member(g, "w-0", "pair", 2, 8, gpu_nodes);
-	cJSON_Delete(j);
+	pair_planned(g);
 	j = filter_member(g, "w-1", "pair", 2, 8, gpu_nodes);
 	cJSON_Delete(j);
 	bind_start(g, &b0, "w-0", "gpu-a100-1");
@@ -123,9 +126,7 @@ static void test_ext_bind_gang_refused_off_plan(void **state)
 	struct pending_bind b;
 	cJSON *j;
 
-	gang_create(g, "w", "pair", 2, 8, 2);
-	j = filter_member(g, "w-0", "pair", 2, 8, gpu_nodes);
-	cJSON_Delete(j);
+	pair_planned(g);
 	bind_start(g, &b, "w-0", "gpu-a100-0");
 	assert_true(b.complete_now);
 	assert_true(is_error_reply(b.r.status, (j = cJSON_Parse(b.r.body.buf))));
@@ -145,11 +146,8 @@ static void test_ext_bind_gang_reposts_refusals_within_budget(void **state)
 	struct fake_post first, again, third;
 	unsigned i;
 
-	pair_bound(g, &b0, &b1);
-	assert_true(fake_wait_posts(&g->binder, 2, 2000));
-	first = fake_post_get(&g->binder, (i = last_post_of(g, "uid-w-0")));
-	fake_answer(&g->binder, last_post_of(g, "uid-w-1"), 0, "201 Created", 0);
-	expect_bind_error(&b1, NULL);
+	i = pair_quorum(g, &b0, &b1);
+	first = fake_post_get(&g->binder, i);
 	fake_answer(&g->binder, i, -EIO, "HTTP 503", 0);
 	assert_int_equal(fake_posts(&g->binder), 3);
 	again = fake_post_get(&g->binder, 2);
@@ -181,10 +179,7 @@ static void test_ext_bind_gang_gives_up_after_budget(void **state)
 
 	g->fx.cfg.gang.http_timeout_s = 2;
 	g->fx.cfg.gang.margin_s = 1;
-	pair_bound(g, &b0, &b1);
-	assert_true(fake_wait_posts(&g->binder, 2, 2000));
-	fake_answer(&g->binder, last_post_of(g, "uid-w-1"), 0, "201 Created", 0);
-	expect_bind_error(&b1, NULL);
+	pair_quorum(g, &b0, &b1);
 	/* Refuse every post of w-0, waiting out each delay as the binder would. */
 	for (int rounds = 0; rounds < 20 && !bind_wait(&b0, 0); rounds++) {
 		unsigned i = last_post_of(g, "uid-w-0");

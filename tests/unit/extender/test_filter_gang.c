@@ -6,10 +6,6 @@
  */
 #include "gang_fixture.h"
 
-static const char *const gpu_nodes[] = {
-	"gpu-a100-0", "gpu-a100-1", "gpu-h100-0", "gpu-h100-1", NULL,
-};
-
 /* The whole gang is planned and reserved at its first member's filter: two
  * 8-GPU members can only go to the two nodes with 8 free GPUs, whose GPUs the
  * reservation then takes from everyone else. */
@@ -46,9 +42,7 @@ static void test_ext_filter_gang_second_member_uses_the_plan(void **state)
 	struct gang_stats st;
 	cJSON *j;
 
-	gang_create(g, "w", "pair", 2, 8, 2);
-	j = filter_member(g, "w-0", "pair", 2, 8, gpu_nodes);
-	cJSON_Delete(j);
+	pair_planned(g);
 	j = filter_member(g, "w-1", "pair", 2, 8, gpu_nodes);
 	assert_string_equal(error_of(j), "");
 	assert_int_equal(cJSON_GetArraySize(item(j, "NodeNames")), 2);
@@ -164,9 +158,7 @@ static void test_ext_prioritize_gang_member_scores_its_slots(void **state)
 	char *body;
 	cJSON *j;
 
-	gang_create(g, "w", "pair", 2, 8, 2);
-	j = filter_member(g, "w-0", "pair", 2, 8, gpu_nodes);
-	cJSON_Delete(j);
+	pair_planned(g);
 	body = names_args(gang_pod("w-0", "pair", 2, 8, ""), gpu_nodes);
 	j = call(ext_prioritize, &g->fx, body, NULL);
 	free(body);
