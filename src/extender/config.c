@@ -25,6 +25,9 @@
  *     healthy_reset_seconds: 60
  *     podgroup_retry_seconds: 300
  *     access_check_seconds: 60      # 0: check permissions at start only
+ *   cache:
+ *     unconfirmed_bind_seconds: 300 # release a Binding never confirmed
+ *     filter_only_pod_seconds: 600  # forget a pod seen only in filter calls
  */
 #include "extender/config.h"
 
@@ -37,7 +40,12 @@
 #include "common/util.h"
 #include "common/yamljson.h"
 
-enum { CONFIG_MAX_BYTES = 1024 * 1024 };
+enum {
+	CONFIG_MAX_BYTES = 1024 * 1024,
+	/* A dotted key path ("scoring.weights.packing"); a longer one is cut and
+	 * then unknown. */
+	KEY_PATH_BUF = 256,
+};
 
 void ext_config_defaults(struct ext_config *cfg)
 {
@@ -60,6 +68,8 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->weights.topology = 1.0;
 	cfg->weights.fragmentation = 2.0;
 	cfg->bind_timeout_s = 10;
+	cfg->unconfirmed_bind_s = 300;
+	cfg->filter_only_pod_s = 600;
 	cfg->informer.page_size = 500;
 	cfg->informer.watch_timeout_min_s = 300;
 	cfg->informer.watch_timeout_max_s = 600;
@@ -154,6 +164,9 @@ static const struct key keys[] = {
 	{ "api.healthy_reset_seconds", K_UINT, F(informer.healthy_reset_s), 0 },
 	{ "api.podgroup_retry_seconds", K_UINT, F(informer.podgroup_retry_s), 0 },
 	{ "api.access_check_seconds", K_UINT, F(informer.access_check_s), 0 },
+	{ "cache", K_MAP, 0, 0 },
+	{ "cache.unconfirmed_bind_seconds", K_UINT, F(unconfirmed_bind_s), 0 },
+	{ "cache.filter_only_pod_seconds", K_UINT, F(filter_only_pod_s), 0 },
 	{ "gang", K_MAP, 0, 0 },
 	{ "gang.default_timeout_seconds", K_UINT, F(gang.default_timeout_s), 0 },
 	{ "gang.scheduler_http_timeout_seconds", K_UINT, F(gang.http_timeout_s), 0 },
@@ -333,7 +346,7 @@ static int walk(struct ext_config *cfg, const cJSON *obj, const char *prefix, ch
 	const cJSON *it;
 
 	cJSON_ArrayForEach(it, obj) {
-		char path[256];
+		char path[KEY_PATH_BUF];
 		const struct key *k;
 		int ret;
 
@@ -454,6 +467,16 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 	    cfg->gang.margin_s >= cfg->gang.http_timeout_s) {
 		snprintf(err, errlen, "gang: timeouts must be positive and margin_seconds below "
 			 "scheduler_http_timeout_seconds");
+		return -EINVAL;
+	}
+	if (cfg->unconfirmed_bind_s < 1) {
+		snprintf(err, errlen, "cache.unconfirmed_bind_seconds must be at least 1 (how long "
+			 "a Binding the API server never confirmed keeps its GPUs)");
+		return -EINVAL;
+	}
+	if (cfg->filter_only_pod_s < 1) {
+		snprintf(err, errlen, "cache.filter_only_pod_seconds must be at least 1 (how long "
+			 "a pod seen only in filter calls is remembered)");
 		return -EINVAL;
 	}
 	if (cfg->path_prefix[0] && cfg->path_prefix[0] != '/') {

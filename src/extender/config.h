@@ -30,6 +30,11 @@ struct ext_config {
 	char score_policy[32];
 	struct placement_weights weights;
 	unsigned bind_timeout_s;        /* api.bind_timeout_seconds */
+	/* Housekeeping (cache.*): an assumed pod whose Binding's outcome stayed
+	 * unknown this long is released; a pod seen only in filter calls is
+	 * forgotten after this long (cache_pod_expire). */
+	unsigned unconfirmed_bind_s;    /* cache.unconfirmed_bind_seconds */
+	unsigned filter_only_pod_s;     /* cache.filter_only_pod_seconds */
 	struct cache_informer_opts informer;    /* api.* list/watch tuning */
 	struct gang_config gang;        /* gang.* */
 };

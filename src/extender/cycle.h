@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/limits.h"
 #include "extender/codec.h"
 #include "placement/placement.h"
 
@@ -30,7 +31,7 @@ struct ext_cycle;
 
 /* What filter passed for one pod. */
 struct ext_cycle_entry {
-	char uid[129];
+	char uid[K8S_UID_BUF];
 	uint64_t changes;               /* cache_changes_settled() before filter's first lookup */
 	struct placement_request req;
 	/* The filter request's names (taken from its ext_args: no copy). */

@@ -22,11 +22,15 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: troupe --cluster FILE [options]\n"
+		"Usage: troupe --kubeconfig FILE [--context NAME] [options]\n"
+		"       troupe --api-server URL [--token-file FILE] [options]\n"
+		"       troupe [options]              (in a pod: its service account)\n"
+		"       troupe --cluster FILE [options]   (a snapshot; binds stay in memory)\n"
 		"\n"
 		"troupe is a Kubernetes scheduler extender for GPU clusters. kube-scheduler calls\n"
 		"it over HTTP (POST /filter, /prioritize, /bind, /preempt) to place pods that ask\n"
-		"for GPUs.\n"
+		"for GPUs. It follows a live cluster through the API server; a snapshot file is\n"
+		"for trying it out and for tests.\n"
 		"\n"
 		"Cluster state (exactly one source):\n"
 		"  --kubeconfig FILE    a live API server from a kubeconfig's current context\n"
@@ -37,8 +41,8 @@ static void usage(FILE *out)
 		"                       `kubectl proxy`, https:// checked against the system CAs)\n"
 		"  --token-file FILE    with --api-server: send the bearer token in FILE (re-read\n"
 		"                       when it changes and after a 401)\n"
-		"  (in a pod)           with none of the above and KUBERNETES_SERVICE_HOST/PORT set,\n"
-		"                       the in-cluster service account is used\n"
+		"  (in a pod)           with none of the above and KUBERNETES_SERVICE_HOST/PORT\n"
+		"                       set, the in-cluster service account is used\n"
 		"  --cluster FILE       a cluster snapshot instead of an API server: a v1 List of\n"
 		"                       Node, Pod and PodGroup objects, as `kubectl get\n"
 		"                       nodes,pods,podgroups -A -o json` (or -o yaml) prints it.\n"
@@ -50,14 +54,22 @@ static void usage(FILE *out)
 		"                       [::1]:8888 for IPv6, port 0 for any free port)\n"
 		"  --config FILE        troupe's YAML settings (see config/troupe.yaml); flags\n"
 		"                       given here override the file\n"
-		"  --log-level LEVEL    debug, info (default), warn or error\n"
-		"  --help               show this help and exit\n"
+		"  --log-level LEVEL    debug, info (default), warn or error; overrides the\n"
+		"                       file's log_level\n"
+		"  -h, --help           show this help and exit\n"
 		"  --version            print the version and exit\n"
+		"\n"
+		"Exit status: 0 after SIGINT or SIGTERM, 1 when troupe cannot run, 2 for bad\n"
+		"flags or settings.\n"
 		"\n"
 		"Endpoints: POST /filter /prioritize /bind /preempt; GET /healthz /readyz\n"
 		"/version /metrics /debug/state /debug/cache. Docs: docs/operations.md and\n"
 		"docs/configuration.md.\n");
 }
+
+/* Where the cluster state comes from, for logs and replies: a snapshot's path
+ * or cache_api_describe's text; longer is cut. */
+enum { SOURCE_BUF = 600 };
 
 /* Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or settings. */
 int main(int argc, char **argv)
@@ -83,7 +95,7 @@ int main(int argc, char **argv)
 	struct placement_registry *registry = NULL;
 	struct gang_manager *gangs = NULL;
 	static struct ext_counters counters;
-	char source[600];
+	char source[SOURCE_BUF];
 	int sources;
 	struct ext_config cfg;
 	struct ext_service svc = { 0 };
@@ -94,7 +106,7 @@ int main(int argc, char **argv)
 	sigset_t sigs;
 	int opt, sig, ret = 2;
 
-	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'l': listen = optarg; break;
 		case 'c': cluster = optarg; break;
@@ -241,14 +253,16 @@ int main(int argc, char **argv)
 		 cache_is_synced(cache) ? "" : ", still syncing", cfg.score_policy);
 	for (;;) {
 		/* Housekeeping every 10 s between signals: release pods whose
-		 * Binding was never confirmed (5 min), forget pods seen only in
-		 * filter calls (10 min). */
+		 * Binding was never confirmed (cache.unconfirmed_bind_seconds),
+		 * forget pods seen only in filter calls
+		 * (cache.filter_only_pod_seconds). */
 		struct timespec tick = { 10, 0 };
 
 		sig = sigtimedwait(&sigs, NULL, &tick);
 		if (sig == SIGINT || sig == SIGTERM)
 			break;
-		cache_pod_expire(cache, 300ULL * 1000000000ULL, 600ULL * 1000000000ULL);
+		cache_pod_expire(cache, (uint64_t)cfg.unconfirmed_bind_s * 1000000000ULL,
+				 (uint64_t)cfg.filter_only_pod_s * 1000000000ULL);
 	}
 	log_info("main", "received %s; stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	ret = 0;

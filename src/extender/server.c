@@ -9,9 +9,10 @@
  *
  * Worker threads: MHD_USE_EPOLL_INTERNAL_THREAD with a thread pool of one
  * thread per core by default. Suspend/resume is enabled so that a later
- * release can hold gang members' binds without blocking a worker.
+ * release can park gang members' binds without blocking a worker.
  */
 #include "extender/server.h"
+#include "extender/internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -88,6 +89,14 @@ static const struct {
 	{ "/metrics", R_METRICS, false },
 };
 
+enum {
+	/* A request path as routed, after normalise_path: troupe's routes are
+	 * short, and a path cut here is none of them (404). */
+	ROUTE_PATH_BUF = 256,
+	/* One libmicrohttpd log line; longer ones are cut. */
+	MHD_LOG_BUF = 512,
+};
+
 /* Normalise <url> into <out>: collapse "//", drop a trailing "/", strip the
  * configured prefix. */
 static void normalise_path(const char *url, const char *prefix, char *out, size_t len)
@@ -158,7 +167,7 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status,
 				  const char *allow, const char *fmt, ...)
 {
 	struct strbuf sb = STRBUF_INIT;
-	char msg[512];
+	char msg[EXT_REPLY_ERROR_BUF];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -262,7 +271,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
 	bool known_path = false;
 	struct ext_reply reply;
-	char path[256];
+	char path[ROUTE_PATH_BUF];
 	enum MHD_Result ret;
 
 	(void)version;
@@ -393,7 +402,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	char msg[512];
+	char msg[MHD_LOG_BUF];
 	size_t n;
 
 	(void)cls;

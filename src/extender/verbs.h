@@ -88,7 +88,7 @@ void ext_debug_state(const struct ext_service *svc, struct ext_reply *r);
 void ext_readyz(const struct ext_service *svc, struct ext_reply *r);
 /* GET /metrics: Prometheus text exposition (version 0.0.4). */
 void ext_metrics(const struct ext_service *svc, struct ext_reply *r);
-/* GET /debug/cache: every node name, pod (with what it holds) and pod group
+/* GET /debug/cache: every node name, pod (with what it occupies) and pod group
  * troupe knows, to compare with the API server. */
 void ext_debug_cache(const struct ext_service *svc, struct ext_reply *r);
 

@@ -441,7 +441,7 @@ class GangTest(LiveCase):
             cache = t.cache()
             return (len([p for p in cache["pods"] if reservation_of(p, "stuck")]),
                     sorted(p["state"] for p in cache["pods"] if p["uid"] in uids))
-        wait_until(lambda: held_state() == (1, ["assumed", "assumed", "pending"]), 2,
+        wait_until(lambda: held_state() == (1, ["assumed", "assumed", "not-accounted"]), 2,
                    "two members held, one slot reserved")
         self.assertEqual(sum(free_before.values()) - sum(self.free_gpus(t).values()), 24)
         self.assertTrue(sched.wait_binds(timeout=HTTP_TIMEOUT + 5), "binds still held")
@@ -461,7 +461,7 @@ class GangTest(LiveCase):
         cache = t.cache()
         for p in cache["pods"]:
             if p["uid"] in uids:
-                self.assertEqual((p["state"], p["devices"]), ("pending", ""), p)
+                self.assertEqual((p["state"], p["devices"]), ("not-accounted", ""), p)
         m = self.metrics(t)
         self.assertEqual(m["troupe_gpus_held"], metrics_before["troupe_gpus_held"])
         self.assertGreaterEqual(m["troupe_gangs_expired_total"], 1)
@@ -615,7 +615,7 @@ class GangTest(LiveCase):
             sched.add_pod(pods[i])
         self.drive_until(sched, lambda: sched.binds_in_flight() == 3, 10, "3 binds in flight")
         wait_until(lambda: sorted(p["state"] for p in t.cache()["pods"] if p["uid"] in uids)
-                   == ["assumed"] * 3 + ["pending"], 5, "three members held")
+                   == ["assumed"] * 3 + ["not-accounted"], 5, "three members held")
         self.assertEqual(len(self.reservations(t, "rs")), 1)
         # troupe goes away while the three binds are held.
         if sig == signal.SIGKILL:

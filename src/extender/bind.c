@@ -1,0 +1,499 @@
+/* bind: claim the pod's devices on the chosen node and post the Binding.
+ *
+ * A single pod's devices are chosen, then claimed with the store's
+ * check-and-claim (cache_pod_assume), retrying when another bind took a device
+ * in between. A gang member's bind goes to the gang manager (bind_gang), which
+ * claims its planned slot and parks the bind at the all-or-nothing barrier
+ * until the gang's quorum; then every parked bind is released and posted.
+ *
+ * With a live API server the Binding is posted on the binder thread and the
+ * reply completes later (bind_posted); post_again decides when the same
+ * Binding is worth posting again. The Binding carries annotations naming the
+ * devices (bind_record, binding_annotations), so after a restart the watch tells
+ * troupe exactly which devices each pod occupies.
+ */
+#include "extender/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/limits.h"
+#include "common/log.h"
+#include "common/util.h"
+
+enum { BIND_ATTEMPTS = 16 };
+
+/* ---- What the Binding records ------------------------------------------------ */
+
+/* The values of the Binding's troupe.io/gpu-* annotations. */
+struct bind_record {
+	char ids[EXT_DEVICE_IDS_BUF];   /* troupe.io/gpu-ids: "0,3"; "" for no device */
+	char link[EXT_LINK_NAME_BUF];   /* troupe.io/gpu-link: worst link; "" when unknown */
+	char uuids[EXT_DEVICE_UUIDS_BUF];       /* troupe.io/gpu-uuids; "" when unknown */
+};
+
+/* The link and UUIDs of <devices> on the node of <v>, for a single pod and a
+ * gang member alike: the worst link is worth recording only where the node's
+ * topology is known and the set has two devices or more; the UUIDs where the
+ * node lists them. Inside a cache read section. (The ids are formatted apart:
+ * the claim may still change the devices.) */
+static void bind_record_devices(const struct cache_node_view *v, uint64_t devices,
+				struct bind_record *rec)
+{
+	const struct placement_topo *t = placement_node_topo(v->node);
+
+	rec->link[0] = '\0';
+	if (t && __builtin_popcountll(devices) >= 2) {
+		struct placement_choice c;
+
+		placement_measure(t, devices, devices, &c);
+		placement_link_name(c.worst, rec->link, sizeof(rec->link));
+	}
+	cache_node_uuids(v->node, devices, rec->uuids, sizeof(rec->uuids));
+}
+
+/* The Binding's annotations as JSON (the caller frees it), or NULL without
+ * memory. The API server copies them onto the pod. */
+static char *binding_annotations(const struct bind_record *rec)
+{
+	struct strbuf ann = STRBUF_INIT;
+
+	strbuf_puts(&ann, "{\"troupe.io/gpu-ids\":");
+	strbuf_put_json_str(&ann, rec->ids, strlen(rec->ids));
+	if (rec->link[0]) {
+		strbuf_puts(&ann, ",\"troupe.io/gpu-link\":");
+		strbuf_put_json_str(&ann, rec->link, strlen(rec->link));
+	}
+	if (rec->uuids[0]) {
+		strbuf_puts(&ann, ",\"troupe.io/gpu-uuids\":");
+		strbuf_put_json_str(&ann, rec->uuids, strlen(rec->uuids));
+	}
+	strbuf_putc(&ann, '}');
+	return strbuf_take(&ann, NULL);
+}
+
+/* ---- Posting the Binding, and posting it again -------------------------------- */
+
+/* A binding posted to the API server, waiting for its answer. */
+struct bind_pending {
+	const struct ext_service *svc;
+	struct ext_reply *r;
+	struct ext_async async;
+	char uid[K8S_UID_BUF];
+	char ns[K8S_NAMESPACE_BUF];
+	char name[K8S_NAME_BUF];
+	char node[K8S_NAME_BUF];
+	char ids[EXT_DEVICE_IDS_BUF];
+	char *ann;                      /* the Binding's annotations, JSON; owned */
+	int attempt;                    /* posts so far, minus one */
+	uint64_t retry_until_ns;        /* gang member: refusals retried until then; 0: not */
+};
+
+static void bind_posted(void *arg, int result, const char *msg, unsigned retry_after_ms);
+
+static void pending_free(struct bind_pending *p)
+{
+	if (p)
+		free(p->ann);
+	free(p);
+}
+
+/* The Binding <p> posts, each time the same. A pod given no device carries no
+ * annotations. */
+static struct cache_binding binding_of(const struct bind_pending *p)
+{
+	return (struct cache_binding){ p->ns, p->name, p->uid, p->node, p->ids[0] ? p->ann : NULL };
+}
+
+enum { BIND_POST_ATTEMPTS = 3, BIND_RETRY_FIRST_MS = 200, BIND_RETRY_MAX_MS = 2000 };
+
+/* Post the same Binding again (binder thread) when that can still help:
+ * - a single pod whose outcome is unknown (timeout, connection error, 5xx): at
+ *   once, up to BIND_POST_ATTEMPTS posts in all;
+ * - a gang member after quorum, refused or unconfirmed (a webhook's 403, a 429,
+ *   a 5xx): after a backoff (200 ms doubling to 2 s) while the parked request
+ *   still has time (bind_retry_budget_s). Its devices stay assumed meanwhile,
+ *   so a transient refusal never leaves the gang partly bound. A pod that is
+ *   gone or bound elsewhere is not retried. */
+static bool post_again(struct bind_pending *p, int result, unsigned retry_after_ms)
+{
+	struct cache_binding b = binding_of(p);
+	bool ambiguous = result == -ETIMEDOUT || result == -EIO;
+	unsigned delay = 0;
+
+	if (p->retry_until_ns) {
+		if (result == 0 || result == -ENOENT || result == -EEXIST || result == -ECANCELED ||
+		    result == -ENOMEM)
+			return false;
+		delay = BIND_RETRY_FIRST_MS << (p->attempt < 4 ? p->attempt : 4);
+		if (delay > BIND_RETRY_MAX_MS)
+			delay = BIND_RETRY_MAX_MS;
+		if (retry_after_ms > delay)
+			delay = retry_after_ms;         /* the server said when */
+		{
+			/* Never past the parked request's deadline: one last post just
+			 * before it rather than giving up early. */
+			uint64_t now = util_now_ns();
+			uint64_t left_ms = p->retry_until_ns > now ? (p->retry_until_ns - now) / 1000000u
+								    : 0;
+
+			if (left_ms <= BIND_RETRY_FIRST_MS)
+				return false;
+			if (delay > left_ms - BIND_RETRY_FIRST_MS)
+				delay = (unsigned)(left_ms - BIND_RETRY_FIRST_MS);
+		}
+	} else if (!ambiguous || p->attempt + 1 >= BIND_POST_ATTEMPTS) {
+		return false;
+	}
+	p->attempt++;
+	log_info("extender", "bind: %s %s/%s -> node %s: posting again in %u ms%s (attempt %d)",
+		 p->retry_until_ns ? "gang member" : "pod", p->ns, p->name, p->node, delay,
+		 retry_after_ms && delay == retry_after_ms ? " as its Retry-After says" : "",
+		 p->attempt + 1);
+	return cache_binder_submit_after(p->svc->binder, &b, delay, bind_posted, p) == 0;
+}
+
+/* The API server answered (binder thread): keep or roll back the assumption,
+ * then complete the reply. A timeout, a connection error or a 5xx does not say
+ * whether the binding was committed: the same Binding is posted again (the UID
+ * precondition makes that safe, and a commit shows as 409 "already assigned to
+ * this node"); if the outcome stays unknown the pod keeps occupying its devices
+ * until the watch shows the pod or cache_pod_expire gives up - never free while
+ * the pod may be running on them. */
+static void bind_posted(void *arg, int result, const char *msg, unsigned retry_after_ms)
+{
+	struct bind_pending *p = arg;
+	bool ambiguous = result == -ETIMEDOUT || result == -EIO;
+
+	if (post_again(p, result, retry_after_ms))
+		return;
+	if (result == 0) {
+		cache_pod_mark_bind(p->svc->cache, p->uid, true);
+		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s] (%s)", p->ns,
+			 p->name, p->node, p->ids, msg);
+		strbuf_puts(&p->r->body, "{\"Error\":\"\"}");
+	} else if (ambiguous) {
+		cache_pod_mark_bind(p->svc->cache, p->uid, false);
+		log_warn("extender", "bind: pod %s/%s -> node %s: outcome unknown after %d attempts "
+			 "(%s); its GPUs stay held until the cluster shows the pod", p->ns, p->name,
+			 p->node, p->attempt + 1, msg);
+		ext__reply_error(p->r, 200, "troupe: the API server did not confirm binding pod "
+				 "%s/%s to node %s (%s); its GPUs stay held until the cluster shows "
+				 "where it is", p->ns, p->name, p->node, msg);
+	} else {
+		/* The devices go back at once: the pod was not bound. */
+		cache_pod_forget(p->svc->cache, p->uid);
+		log_warn("extender", "bind: pod %s/%s -> node %s failed, GPUs released: %s", p->ns,
+			 p->name, p->node, msg);
+		ext__reply_error(p->r, 200, "troupe: binding pod %s/%s to node %s failed: %s",
+				 p->ns, p->name, p->node, msg);
+	}
+	p->async.done(p->async.ctx);
+	pending_free(p);
+}
+
+/* Post the binding for a pod whose devices are already assumed. Returns true
+ * when the reply is complete now (the post could not even be queued). */
+static bool bind_post(const struct ext_service *svc, const struct cache_pod_info *info,
+		      const char *uid, const char *node, const struct bind_record *rec,
+		      uint64_t retry_until_ns, struct ext_reply *r, const struct ext_async *async)
+{
+	struct bind_pending *p = calloc(1, sizeof(*p));
+	struct cache_binding b;
+	int ret;
+
+	if (!p) {
+		cache_pod_forget(svc->cache, uid);
+		ext__reply_error(r, 200, "troupe: out of memory binding pod %s/%s", info->ns,
+				 info->name);
+		return true;
+	}
+	p->svc = svc;
+	p->r = r;
+	p->async = *async;
+	p->retry_until_ns = retry_until_ns;
+	snprintf(p->uid, sizeof(p->uid), "%s", uid);
+	snprintf(p->ns, sizeof(p->ns), "%s", info->ns);
+	snprintf(p->name, sizeof(p->name), "%s", info->name);
+	snprintf(p->node, sizeof(p->node), "%s", node);
+	snprintf(p->ids, sizeof(p->ids), "%s", rec->ids);
+	p->ann = binding_annotations(rec);
+	if (!p->ann) {
+		cache_pod_forget(svc->cache, uid);
+		ext__reply_error(r, 200, "troupe: out of memory binding pod %s/%s", info->ns,
+				 info->name);
+		free(p);
+		return true;
+	}
+	b = binding_of(p);
+	ret = cache_binder_submit(svc->binder, &b, bind_posted, p);
+	if (ret < 0) {
+		cache_pod_forget(svc->cache, uid);
+		ext__reply_error(r, 200, "troupe: cannot post the binding for pod %s/%s: %s",
+				 info->ns, info->name, strerror(-ret));
+		pending_free(p);
+		return true;
+	}
+	return false;
+}
+
+/* ---- A gang member's bind ------------------------------------------------------ */
+
+/* How long a gang member's Binding may be posted again after its gang's quorum:
+ * until its parked request must be answered, kube-scheduler's httpTimeout less
+ * the margin (gang.scheduler_http_timeout_seconds - gang.margin_seconds), at
+ * least 1 s. Without a configuration (a bare test service), the defaults' 30 - 3. */
+static unsigned bind_retry_budget_s(const struct gang_config *g)
+{
+	if (!g)
+		return 27;
+	return g->http_timeout_s > g->margin_s ? g->http_timeout_s - g->margin_s : 1;
+}
+
+/* A gang member's bind, parked by the gang manager until the gang's quorum. */
+struct parked {
+	const struct ext_service *svc;
+	struct ext_reply *r;
+	struct ext_async async;
+	struct cache_pod_info info;
+	char uid[K8S_UID_BUF];
+	char node[K8S_NAME_BUF];
+	uint64_t devices;
+	struct bind_record rec;
+	uint64_t retry_until_ns;        /* when the parked request must be answered */
+};
+
+/* The gang manager let the bind go (quorum) or gave up on it (expiry). */
+static void gang_released(void *ctx, bool ok, const char *why)
+{
+	struct parked *pk = ctx;
+	struct cache_node_view v;
+	bool complete = true;
+
+	/* What the Binding records, from the devices the member claimed. */
+	cache_devices_format(pk->devices, pk->rec.ids, sizeof(pk->rec.ids));
+	cache_read_begin(pk->svc->cache);
+	if (ok && cache_node_lookup(pk->svc->cache, pk->node, strlen(pk->node), &v))
+		bind_record_devices(&v, pk->devices, &pk->rec);
+	cache_read_end(pk->svc->cache);
+	if (!ok) {
+		/* The manager has already released the member's devices. */
+		log_info("extender", "bind: pod %s/%s: %s", pk->info.ns, pk->info.name, why);
+		ext__reply_error(pk->r, 200, "%s", why);
+	} else if (pk->svc->binder) {
+		complete = bind_post(pk->svc, &pk->info, pk->uid, pk->node, &pk->rec,
+				     pk->retry_until_ns, pk->r, &pk->async);
+	} else {
+		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s] (gang complete)",
+			 pk->info.ns, pk->info.name, pk->node, pk->rec.ids);
+		strbuf_puts(&pk->r->body, "{\"Error\":\"\"}");
+	}
+	if (complete)
+		pk->async.done(pk->async.ctx);
+	free(pk);
+}
+
+/* Hand a gang member's bind to the gang manager. GANG_BIND_HELD: parked, the
+ * reply completes through <async>; GANG_BIND_REFUSED: <r> says why;
+ * GANG_BIND_NOT_A_GANG: bind it as a single pod. */
+static enum gang_bind_result bind_gang(const struct ext_service *svc,
+				       const struct cache_pod_info *info,
+				       const struct placement_request *req, const char *uid,
+				       const char *node, struct ext_reply *r,
+				       const struct ext_async *async)
+{
+	struct gang_member mb = ext__gang_member(uid, info->ns, info->name, info->group,
+						 info->min_member, req, info->priority,
+						 info->queue);
+	struct parked *pk = calloc(1, sizeof(*pk));
+	enum gang_bind_result gr;
+	char reason[EXT_REPLY_ERROR_BUF], err[EXT_REQUEST_ERR_BUF];
+
+	if (!pk) {
+		ext__reply_error(r, 200, "troupe: out of memory binding pod %s/%s", info->ns,
+				 info->name);
+		return GANG_BIND_REFUSED;
+	}
+	/* filter reported a bad value already; here it only means no key. */
+	gang_topology_parse(info->gang_topology, &mb.required_key, err, sizeof(err));
+	pk->svc = svc;
+	pk->r = r;
+	pk->async = *async;
+	pk->info = *info;
+	pk->retry_until_ns = util_now_ns() +
+			     (uint64_t)bind_retry_budget_s(svc->cfg ? &svc->cfg->gang : NULL) *
+			     1000000000u;
+	snprintf(pk->uid, sizeof(pk->uid), "%s", uid);
+	snprintf(pk->node, sizeof(pk->node), "%s", node);
+	gr = gang_bind(svc->gangs, &mb, node, gang_released, pk, &pk->devices, reason,
+		       sizeof(reason));
+	if (gr == GANG_BIND_HELD)
+		return gr;      /* <pk> belongs to the manager now (it may be gone already) */
+	free(pk);
+	if (gr == GANG_BIND_REFUSED) {
+		log_info("extender", "bind: pod %s/%s: %s", info->ns, info->name, reason);
+		ext__reply_error(r, 200, "%s", reason);
+	}
+	return gr;
+}
+
+/* ---- The verb ------------------------------------------------------------------- */
+
+bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struct ext_reply *r,
+	      const struct ext_async *async)
+{
+	struct ext_bind_args b;
+	struct cache_pod_info info;
+	struct cache_node_view v;
+	struct bind_record rec = { .link = "", .uuids = "" };
+	char err[EXT_REQUEST_ERR_BUF] = "";
+	struct placement_request req = { 0 };
+	uint64_t devices = 0;
+	int ret = -EAGAIN;
+	bool node_seen = false, complete = true;
+
+	if (ext_bind_args_decode(body, len, &b, err, sizeof(err)) < 0) {
+		log_warn("extender", "bind: bad request (%zu bytes): %s", len, err);
+		ext__reply_error(r, 400, "troupe: bad bind request: %s", err);
+		goto out;
+	}
+	if (!b.pod_uid[0] || !b.node[0] || !b.pod_name[0]) {
+		log_warn("extender", "bind: request lacks PodUID, PodName or Node");
+		ext__reply_error(r, 200, "troupe: bind request must name PodName, PodUID and Node");
+		goto out;
+	}
+	if (cache_pod_get(svc->cache, b.pod_uid, &info) < 0) {
+		log_warn("extender", "bind: pod %s/%s (uid %s) is unknown; it was not seen by filter "
+			 "or the cluster source", b.pod_namespace, b.pod_name, b.pod_uid);
+		ext__reply_error(r, 200, "troupe: pod %s/%s (uid %s) is unknown to troupe; it was "
+				 "not seen by filter or in the cluster state", b.pod_namespace,
+				 b.pod_name, b.pod_uid);
+		goto out;
+	}
+	if (strcmp(info.name, b.pod_name) != 0 ||
+	    (b.pod_namespace[0] && strcmp(info.ns, b.pod_namespace) != 0)) {
+		ext__reply_error(r, 200, "troupe: uid %s belongs to pod %s/%s, not %s/%s", b.pod_uid,
+				 info.ns, info.name, b.pod_namespace, b.pod_name);
+		goto out;
+	}
+	req.demand = info.demand;
+	if (!info.demand_valid ||
+	    placement_policy_parse(info.topology, &req.policy, err, sizeof(err)) < 0) {
+		ext__reply_error(r, 200, "troupe: pod %s/%s has an invalid GPU request%s%s", info.ns,
+				 info.name, err[0] ? ": " : "", err);
+		goto out;
+	}
+	if (svc->gangs && info.group[0] && async && info.state == CACHE_POD_STATE_PENDING &&
+	    info.demand.gpus > 0) {
+		enum gang_bind_result gr = bind_gang(svc, &info, &req, b.pod_uid, b.node, r,
+							     async);
+
+		if (gr == GANG_BIND_HELD) {
+			complete = false;
+			goto out;
+		}
+		if (gr == GANG_BIND_REFUSED)
+			goto out;
+	}
+	if (info.state == CACHE_POD_STATE_ASSUMED || info.state == CACHE_POD_STATE_BOUND) {
+		/* A repeated bind (kube-scheduler retrying after a lost reply). With an
+		 * API server it is done only once the cluster accepted the Binding. */
+		ret = strcmp(info.node, b.node) == 0 ? -EALREADY : -EEXIST;
+		devices = info.devices;
+		if (ret == -EALREADY && svc->binder && info.state == CACHE_POD_STATE_ASSUMED &&
+		    !info.posted) {
+			ext__reply_error(r, 200, "troupe: the binding of pod %s/%s to node %s is still "
+					 "in progress%s; retry", info.ns, info.name, b.node,
+					 info.uncertain ? " (the API server has not confirmed it)"
+							: "");
+			goto out;
+		}
+	}
+	for (int attempt = 0; attempt < BIND_ATTEMPTS && ret == -EAGAIN; attempt++) {
+		struct placement_fit fit;
+		struct placement_choice choice;
+
+		cache_read_begin(svc->cache);
+		if (!cache_node_lookup(svc->cache, b.node, strlen(b.node), &v)) {
+			cache_read_end(svc->cache);
+			ret = -ENOENT;
+			break;
+		}
+		node_seen = true;
+		if (info.demand.gpus > 0 &&
+		    placement_check_request(&v, &req, cache_get_opts(svc->cache)->gpu_resources,
+					    &fit) != PLACEMENT_FITS) {
+			cache_read_end(svc->cache);
+			snprintf(err, sizeof(err), "%s", fit.reason);
+			ret = -ENOSPC;
+			break;
+		}
+		devices = 0;
+		ret = info.demand.gpus == 0 ? 0 : placement_node_choose(&v, cache_view_free_mask(&v),
+									 info.demand.gpus,
+									 &req.policy, &choice);
+		if (ret == 0 && info.demand.gpus > 0) {
+			devices = choice.set;
+			bind_record_devices(&v, devices, &rec);
+		}
+		cache_read_end(svc->cache);
+		if (ret == 0)
+			ret = cache_pod_assume(svc->cache, b.pod_uid, b.node, &devices);
+		else
+			ret = -EAGAIN;  /* the free mask moved under us: read again */
+	}
+	cache_devices_format(devices, rec.ids, sizeof(rec.ids));
+	switch (ret) {
+	case 0:
+		if (svc->binder && async) {
+			complete = bind_post(svc, &info, b.pod_uid, b.node, &rec, 0, r, async);
+			break;
+		}
+		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s]%s%s", info.ns,
+			 info.name, b.node, rec.ids, rec.link[0] ? ", worst link " : "", rec.link);
+		strbuf_puts(&r->body, "{\"Error\":\"\"}");
+		break;
+	case -EALREADY:
+		log_info("extender", "bind: pod %s/%s already on node %s [%s]; nothing to do",
+			 info.ns, info.name, b.node, rec.ids);
+		strbuf_puts(&r->body, "{\"Error\":\"\"}");
+		break;
+	case -EEXIST:
+		log_warn("extender", "bind: pod %s/%s is already bound to node %s, not %s", info.ns,
+			 info.name, info.node, b.node);
+		ext__reply_error(r, 200, "troupe: pod %s/%s is already bound to node %s", info.ns,
+				 info.name, info.node);
+		break;
+	case -ENOENT:
+		if (!node_seen) {
+			log_warn("extender", "bind: node %s is unknown", b.node);
+			ext__reply_error(r, 200, "troupe: node %s is unknown to troupe", b.node);
+		} else {
+			log_warn("extender", "bind: pod %s/%s or node %s was removed while binding",
+				 info.ns, info.name, b.node);
+			ext__reply_error(r, 200, "troupe: pod %s/%s or node %s was removed while "
+					 "binding", info.ns, info.name, b.node);
+		}
+		break;
+	case -ENOSPC:
+		if (!err[0])
+			snprintf(err, sizeof(err), "troupe: node %s no longer has %u free GPUs",
+				 b.node, info.demand.gpus);
+		log_info("extender", "bind: pod %s/%s no longer fits node %s: %s", info.ns,
+			 info.name, b.node, err);
+		ext__reply_error(r, 200, "%s (pod %s/%s on node %s; it will be retried)", err,
+				 info.ns, info.name, b.node);
+		break;
+	default:
+		log_warn("extender", "bind: pod %s/%s on node %s: could not claim devices after %d "
+			 "attempts (%s)", info.ns, info.name, b.node, BIND_ATTEMPTS, strerror(-ret));
+		ext__reply_error(r, 200, "troupe: could not claim GPUs on node %s for pod %s/%s "
+				 "(%s)", b.node, info.ns, info.name, strerror(-ret));
+		break;
+	}
+out:
+	ext_bind_args_fini(&b);
+	return complete;
+}

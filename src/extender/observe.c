@@ -1,0 +1,316 @@
+/* What troupe shows about itself, beside the verbs: GET /debug/state (nodes and
+ * their GPU usage, the cache's and the informer's counters), GET /debug/cache
+ * (every node, pod and pod group troupe knows, to compare with the API
+ * server), GET /readyz, and the Prometheus counters of GET /metrics with the
+ * request counts the server bumps (ext_count).
+ */
+#include "extender/internal.h"
+
+#include <string.h>
+
+#include "extender/cycle.h"
+
+/* ---- debug ------------------------------------------------------------- */
+
+struct debug_ctx {
+	struct strbuf *out;
+	size_t n;
+};
+
+static bool debug_node(const struct cache_node_view *v, void *arg)
+{
+	struct debug_ctx *dc = arg;
+	char ids[EXT_DEVICE_IDS_BUF];
+
+	cache_devices_format(v->used, ids, sizeof(ids));
+	if (dc->n++)
+		strbuf_putc(dc->out, ',');
+	strbuf_puts(dc->out, "{\"name\":");
+	strbuf_put_json_str(dc->out, v->node->name, strlen(v->node->name));
+	strbuf_printf(dc->out, ",\"ready\":%s,\"unschedulable\":%s,\"gpuCapacity\":%u,"
+		      "\"gpuAllocatable\":%u,\"gpuFree\":%u,\"gpuUnattributed\":%u,"
+		      "\"devicesHeld\":\"%s\"}",
+		      v->node->ready ? "true" : "false", v->node->unschedulable ? "true" : "false",
+		      v->node->gpu_capacity, v->node->gpu_allocatable, cache_view_free_gpus(v),
+		      v->unattributed, ids);
+	return true;
+}
+
+void ext_debug_state(const struct ext_service *svc, struct ext_reply *r)
+{
+	struct debug_ctx dc = { &r->body, 0 };
+	struct cache_stats st;
+
+	cache_get_stats(svc->cache, &st);
+	strbuf_printf(&r->body, "{\"synced\":%s,\"source\":",
+		      cache_is_synced(svc->cache) ? "true" : "false");
+	strbuf_put_json_str(&r->body, svc->source, strlen(svc->source));
+	strbuf_printf(&r->body, ",\"stats\":{\"nodes\":%zu,\"pods\":%zu,\"podsHoldingGPUs\":%zu,"
+		      "\"podGroups\":%zu,\"gpusAllocatable\":%llu,\"gpusHeld\":%llu}",
+		      st.nodes, st.pods, st.pods_holding, st.podgroups,
+		      (unsigned long long)st.gpus_allocatable, (unsigned long long)st.gpus_held);
+	if (svc->informer) {
+		struct cache_informer_stats is;
+
+		cache_informer_get_stats(svc->informer, &is);
+		strbuf_printf(&r->body, ",\"informer\":{\"events\":%llu,\"lists\":%llu,"
+			      "\"relists\":%llu,\"watchRestarts\":%llu,\"errors\":%llu,"
+			      "\"partialLines\":%llu,\"permissionDenials\":%llu}",
+			      (unsigned long long)is.events, (unsigned long long)is.lists,
+			      (unsigned long long)is.relists, (unsigned long long)is.watch_restarts,
+			      (unsigned long long)is.errors, (unsigned long long)is.partial_lines,
+			      (unsigned long long)is.permission_denials);
+	}
+	strbuf_puts(&r->body, ",\"nodes\":[");
+	cache_read_begin(svc->cache);
+	cache_node_foreach(svc->cache, debug_node, &dc);
+	cache_read_end(svc->cache);
+	strbuf_puts(&r->body, "]}");
+}
+
+/* The pod states as /debug/cache names them (enum cache_pod_state).
+ * CACHE_POD_STATE_PENDING means "known, occupying nothing": a pod waiting to be
+ * placed, but just as well a Running pod asking for no GPU or a finished one,
+ * so it is shown as what it means, not as the pod's phase. */
+static const char *const state_names[] = { "none", "not-accounted", "assumed", "bound" };
+
+static bool debug_node_name(const struct cache_node_view *v, void *arg)
+{
+	struct debug_ctx *dc = arg;
+
+	if (dc->n++)
+		strbuf_putc(dc->out, ',');
+	strbuf_put_json_str(dc->out, v->node->name, strlen(v->node->name));
+	return true;
+}
+
+static void debug_pod(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct debug_ctx *dc = arg;
+	char ids[EXT_DEVICE_IDS_BUF];
+
+	cache_devices_format(p->devices, ids, sizeof(ids));
+	if (dc->n++)
+		strbuf_putc(dc->out, ',');
+	strbuf_puts(dc->out, "{\"uid\":");
+	strbuf_put_json_str(dc->out, uid, strlen(uid));
+	strbuf_puts(dc->out, ",\"namespace\":");
+	strbuf_put_json_str(dc->out, p->ns, strlen(p->ns));
+	strbuf_puts(dc->out, ",\"name\":");
+	strbuf_put_json_str(dc->out, p->name, strlen(p->name));
+	strbuf_puts(dc->out, ",\"node\":");
+	strbuf_put_json_str(dc->out, p->node, strlen(p->node));
+	strbuf_printf(dc->out, ",\"state\":\"%s\",\"fromAPI\":%s,\"gpus\":%u,\"devices\":\"%s\","
+		      "\"unattributed\":%u}", state_names[p->state], p->from_api ? "true" : "false",
+		      p->demand.gpus, ids, p->unattributed);
+}
+
+static void debug_group(const struct cache_podgroup *pg, void *arg)
+{
+	struct debug_ctx *dc = arg;
+
+	if (dc->n++)
+		strbuf_putc(dc->out, ',');
+	strbuf_puts(dc->out, "{\"namespace\":");
+	strbuf_put_json_str(dc->out, pg->ns, strlen(pg->ns));
+	strbuf_puts(dc->out, ",\"name\":");
+	strbuf_put_json_str(dc->out, pg->name, strlen(pg->name));
+	strbuf_printf(dc->out, ",\"minMember\":%d}", pg->min_member);
+}
+
+void ext_debug_cache(const struct ext_service *svc, struct ext_reply *r)
+{
+	struct debug_ctx dc = { &r->body, 0 };
+
+	strbuf_printf(&r->body, "{\"synced\":%s,\"nodes\":[",
+		      cache_is_synced(svc->cache) ? "true" : "false");
+	cache_read_begin(svc->cache);
+	cache_node_foreach(svc->cache, debug_node_name, &dc);
+	cache_read_end(svc->cache);
+	strbuf_puts(&r->body, "],\"pods\":[");
+	dc.n = 0;
+	cache_pod_foreach(svc->cache, debug_pod, &dc);
+	strbuf_puts(&r->body, "],\"podGroups\":[");
+	dc.n = 0;
+	cache_podgroup_foreach(svc->cache, debug_group, &dc);
+	strbuf_puts(&r->body, "]}");
+}
+
+/* ---- readiness ----------------------------------------------------------------- */
+
+/* With an API server the informer knows (lists, streams, permissions); a
+ * snapshot is ready once loaded. */
+static void readiness_get(const struct ext_service *svc, struct cache_readiness *out)
+{
+	if (svc->informer) {
+		cache_informer_readiness(svc->informer, out);
+		return;
+	}
+	memset(out, 0, sizeof(*out));
+	out->state = cache_is_synced(svc->cache) ? CACHE_READY : CACHE_SYNCING;
+}
+
+void ext_readyz(const struct ext_service *svc, struct ext_reply *r)
+{
+	struct cache_readiness rd;
+	const char *sep = "";
+
+	readiness_get(svc, &rd);
+	if (rd.state != CACHE_READY)
+		r->status = 503;
+	switch (rd.state) {
+	case CACHE_READY:
+		strbuf_puts(&r->body, "{\"status\":\"ready\"}");
+		break;
+	case CACHE_SYNCING:
+		strbuf_puts(&r->body, "{\"status\":\"syncing\"}");
+		break;
+	case CACHE_API_UNREACHABLE:
+		strbuf_puts(&r->body, "{\"status\":\"api-unreachable\",\"detail\":");
+		strbuf_put_json_str(&r->body, rd.detail, strlen(rd.detail));
+		strbuf_putc(&r->body, '}');
+		break;
+	case CACHE_FORBIDDEN:
+		strbuf_puts(&r->body, "{\"status\":\"forbidden\",\"missing\":[");
+		for (int p = 0; p < CACHE_PERM_COUNT; p++) {
+			const char *name = cache_permission_get((enum cache_perm)p)->name;
+
+			if (!(rd.missing & (1u << p)))
+				continue;
+			strbuf_puts(&r->body, sep);
+			strbuf_put_json_str(&r->body, name, strlen(name));
+			sep = ",";
+		}
+		strbuf_puts(&r->body, "]}");
+		break;
+	}
+}
+
+/* ---- metrics --------------------------------------------------------------- */
+
+void ext_count(struct ext_counters *c, enum ext_counter_verb verb, bool error)
+{
+	if (!c)
+		return;
+	__atomic_add_fetch(&c->requests[verb], 1, __ATOMIC_RELAXED);
+	if (error)
+		__atomic_add_fetch(&c->errors[verb], 1, __ATOMIC_RELAXED);
+}
+
+static void metric(struct strbuf *sb, const char *name, const char *type, const char *help,
+		   unsigned long long v)
+{
+	strbuf_printf(sb, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name, v);
+}
+
+/* A counter per verb, one line each. */
+static void metric_by_verb(struct strbuf *sb, const char *name, const char *help,
+			   const char *const *verbs, const uint64_t *counts)
+{
+	strbuf_printf(sb, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+	for (int i = 0; i < EXT_C_VERBS; i++)
+		strbuf_printf(sb, "%s{verb=\"%s\"} %llu\n", name, verbs[i],
+			      (unsigned long long)__atomic_load_n(&counts[i], __ATOMIC_RELAXED));
+}
+
+void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
+{
+	static const char *const verbs[EXT_C_VERBS] = { "filter", "prioritize", "bind", "preempt",
+							"other" };
+	struct strbuf *sb = &r->body;
+	struct cache_readiness rd;
+	struct cache_stats st;
+
+	cache_get_stats(svc->cache, &st);
+	readiness_get(svc, &rd);
+	metric(sb, "troupe_synced", "gauge", "1 once every initial list is applied",
+	       cache_is_synced(svc->cache));
+	metric(sb, "troupe_ready", "gauge",
+	       "1 while /readyz answers 200: synced, the API server reachable, no permission "
+	       "missing", rd.state == CACHE_READY);
+	metric(sb, "troupe_nodes", "gauge", "Nodes in the cache", st.nodes);
+	metric(sb, "troupe_pods", "gauge", "Pods in the cache", st.pods);
+	metric(sb, "troupe_pods_holding_gpus", "gauge", "Pods holding GPUs", st.pods_holding);
+	metric(sb, "troupe_pod_groups", "gauge", "PodGroups in the cache", st.podgroups);
+	metric(sb, "troupe_gpus_allocatable", "gauge", "Allocatable GPUs of known nodes",
+	       st.gpus_allocatable);
+	metric(sb, "troupe_gpus_held", "gauge", "GPUs held by bound or assumed pods",
+	       st.gpus_held);
+	if (svc->counters) {
+		struct ext_counters *c = svc->counters;
+
+		metric_by_verb(sb, "troupe_requests_total", "Requests answered, by verb", verbs,
+			       c->requests);
+		metric_by_verb(sb, "troupe_request_errors_total", "Requests answered with an error",
+			       verbs, c->errors);
+		strbuf_printf(sb, "# HELP troupe_filter_seconds_total Server-side time in filter "
+			      "(divided by the filter count: the mean)\n"
+			      "# TYPE troupe_filter_seconds_total counter\n"
+			      "troupe_filter_seconds_total %.6f\n",
+			      __atomic_load_n(&c->filter_ns_total, __ATOMIC_RELAXED) / 1e9);
+	}
+	if (svc->cycle) {
+		uint64_t used, stale, names;
+
+		ext_cycle_get_stats(svc->cycle, &used, &stale, &names);
+		metric(sb, "troupe_prioritize_from_filter_total", "counter",
+		       "Prioritize requests answered from the scores their filter left", used);
+		metric(sb, "troupe_prioritize_filter_stale_total", "counter",
+		       "Filter scores not used: the cache or the pod's request changed since",
+		       stale);
+		metric(sb, "troupe_prioritize_names_from_filter_total", "counter",
+		       "Node scores prioritize took from its filter instead of computing them",
+		       names);
+	}
+	if (svc->informer) {
+		struct cache_informer_stats is;
+
+		cache_informer_get_stats(svc->informer, &is);
+		metric(sb, "troupe_watch_events_total", "counter", "Watch events applied", is.events);
+		metric(sb, "troupe_lists_total", "counter", "Full lists completed", is.lists);
+		metric(sb, "troupe_relists_total", "counter",
+		       "Lists caused by an expired resourceVersion (410)", is.relists);
+		metric(sb, "troupe_watch_restarts_total", "counter", "Watches re-opened",
+		       is.watch_restarts);
+		metric(sb, "troupe_api_errors_total", "counter",
+		       "Failed API requests (connection, 429, 5xx, ...)", is.errors);
+		metric(sb, "troupe_partial_events_total", "counter",
+		       "Cut watch events discarded", is.partial_lines);
+		metric(sb, "troupe_permission_denials_total", "counter",
+		       "Access reviews answering not allowed, and lists or watches refused (403)",
+		       is.permission_denials);
+		metric(sb, "troupe_permissions_missing", "gauge",
+		       "Permissions troupe needs and lacks now (named by /readyz)",
+		       (unsigned long long)__builtin_popcount(rd.missing));
+	}
+	if (svc->gangs) {
+		struct gang_stats gs;
+
+		gang_get_stats(svc->gangs, &gs);
+		metric(sb, "troupe_gangs_planned_total", "counter", "Gang plans made and reserved",
+		       gs.planned);
+		metric(sb, "troupe_gangs_refused_total", "counter",
+		       "Gang plans refused for lack of capacity", gs.refused);
+		metric(sb, "troupe_gangs_deferred_total", "counter",
+		       "Gangs told to wait behind a gang earlier in the fair order", gs.deferred);
+		metric(sb, "troupe_gangs_expired_total", "counter",
+		       "Gang plans rolled back at their deadline", gs.expired);
+		metric(sb, "troupe_gangs_released_total", "counter",
+		       "Gangs whose held binds were released at quorum", gs.released);
+		metric(sb, "troupe_gangs_planned", "gauge", "Gangs with a plan now", gs.active);
+		metric(sb, "troupe_gangs_waiting", "gauge", "Gangs waiting for capacity", gs.waiting);
+		metric(sb, "troupe_gang_held_sets", "gauge",
+		       "Member-sized GPU sets held for a starving gang", gs.held_sets);
+		metric(sb, "troupe_gang_entries", "gauge",
+		       "Pod groups the gang manager keeps state for", gs.entries);
+	}
+	if (svc->registry) {
+		uint64_t classes, bad;
+
+		placement_registry_stats(svc->registry, &classes, &bad);
+		metric(sb, "troupe_topology_classes", "gauge", "Distinct GPU topologies in use",
+		       classes);
+		metric(sb, "troupe_topology_parse_errors_total", "counter",
+		       "Node troupe.io/gpu-topology annotations that could not be read", bad);
+	}
+}

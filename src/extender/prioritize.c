@@ -1,0 +1,138 @@
+/* prioritize: a 0..10 score for each of the request's nodes.
+ *
+ * A planned gang's member scores its plan's slots 10 and nothing else; a
+ * single pod scores what placement_check_request lets it have, through the
+ * scoring policy (memoised: nodes alike score alike), or takes the scores its
+ * filter left moments before (cycle.h) when nothing changed since.
+ */
+#include "extender/internal.h"
+
+#include <string.h>
+
+#include "common/log.h"
+#include "extender/cycle.h"
+
+struct prio_ctx {
+	const struct ext_service *svc;
+	const struct cache_pod *pod;
+	struct placement_request req;
+	struct gang_member mb;          /* the pod as a gang member, if it is one */
+	struct placement_score_memo memo;       /* nodes alike score alike */
+	bool gang;                      /* gangs are on and the pod names a group */
+	struct strbuf *out;
+	size_t n;
+};
+
+/* One HostPriority of the answer. */
+static void put_score(struct prio_ctx *pc, const char *name, size_t len, unsigned score)
+{
+	if (pc->n++)
+		strbuf_putc(pc->out, ',');
+	strbuf_puts(pc->out, "{\"Host\":");
+	strbuf_put_json_str(pc->out, name, len);
+	strbuf_puts(pc->out, ",\"Score\":");
+	strbuf_put_i64(pc->out, score);
+	strbuf_putc(pc->out, '}');
+}
+
+/* One node's score (ext__walk_nodes' callback): a gang member's slots, or the
+ * policy's score where the pod fits, else 0. */
+static void prioritize_node(const struct node_ref *ref, void *arg)
+{
+	struct prio_ctx *pc = arg;
+	struct placement_fit fit;
+	unsigned score = 0;
+	bool has;
+
+	/* A planned gang's member: its slots decide (10), nothing else. */
+	if (ref->view && pc->gang &&
+	    gang_has_slot(pc->svc->gangs, &pc->mb, ref->name, &has) == GANG_ALLOWED)
+		score = has ? PLACEMENT_MAX_SCORE : 0;
+	else if (ref->view && pc->pod->demand.gpus > 0 &&
+		 placement_check_request(ref->view, &pc->req,
+					 cache_get_opts(pc->svc->cache)->gpu_resources,
+					 &fit) == PLACEMENT_FITS)
+		score = placement_score_memoized(&pc->memo, ref->view);
+	put_score(pc, ref->name, ref->len, score);
+}
+
+/* Prioritize from the scores the pod's filter left (cycle.h): each name filter
+ * passed, in order, is answered from them; any other name as usual. */
+static void prioritize_from_filter(const struct ext_service *svc, const struct ext_args *a,
+				   const struct ext_cycle_entry *e, struct prio_ctx *pc)
+{
+	size_t at = 0, reused = 0;
+
+	cache_read_begin(svc->cache);
+	for (size_t x = 0; x < a->n_nodes; x++) {
+		const struct cache_name *n = &a->names[x];
+		struct cache_node_view v;
+		unsigned score;
+
+		if (ext_cycle_score(e, n, &at, &score)) {
+			put_score(pc, n->s, n->len, score);
+			reused++;
+			continue;
+		}
+		prioritize_node(&(struct node_ref){ n->s, n->len, x, NULL,
+						    cache_node_lookup(svc->cache, n->s, n->len, &v)
+							    ? &v : NULL, NULL }, pc);
+	}
+	cache_read_end(svc->cache);
+	ext_cycle_count_names(svc->cycle, reused);
+	log_debug("extender", "prioritize: pod %s/%s: %zu of %zu scores from its filter",
+		  pc->pod->ns, pc->pod->name, reused, a->n_nodes);
+}
+
+void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
+		    struct ext_reply *r)
+{
+	struct prio_ctx pc = { .svc = svc, .out = &r->body };
+	struct ext_cycle_entry *cycle = NULL;
+	struct ext_args a;
+	struct cache_pod *pod = NULL;
+	char err[EXT_REQUEST_ERR_BUF];
+
+	if (ext_args_decode(body, len, &a, err, sizeof(err)) < 0) {
+		log_warn("extender", "prioritize: bad request (%zu bytes): %s", len, err);
+		ext__reply_error(r, 400, "troupe: bad prioritize request: %s", err);
+		goto out;
+	}
+	pod = ext__request_pod(svc, &a, "prioritize", r, &pc.req);
+	if (!pod) {
+		/* kube-scheduler ignores prioritize errors; an empty list says the
+		 * same without an error on its side. */
+		strbuf_fini(&r->body);
+		strbuf_puts(&r->body, "[]");
+		goto out;
+	}
+	pc.pod = pod;
+	placement_score_memo_init(&pc.memo, svc->score, &svc->cfg->weights, &pc.req);
+	pc.gang = svc->gangs && pod->group;
+	if (pc.gang)
+		pc.mb = ext__member_of(pod, &pc.req);
+	strbuf_putc(&r->body, '[');
+	if (pod->demand.gpus == 0 && !pc.gang) {
+		/* Asks for no managed resource: every node scores 0, with nothing to
+		 * look up (as filter passes them all). */
+		const cJSON *it = NULL;
+
+		for (size_t x = 0; x < a.n_nodes; x++) {
+			const char *name = ext__item_name(&a, x, (it = ext__next_item(&a, it)));
+
+			put_score(&pc, name ? name : "", name ? strlen(name) : 0, 0);
+		}
+	} else if ((cycle = svc->cycle && !pc.gang && !a.full_nodes
+				? ext_cycle_take(svc->cycle, pod->uid, cache_changes(svc->cache),
+						 &pc.req)
+				: NULL)) {
+		prioritize_from_filter(svc, &a, cycle, &pc);
+	} else {
+		ext__walk_nodes(svc, &a, prioritize_node, &pc);
+	}
+	strbuf_putc(&r->body, ']');
+out:
+	ext_cycle_entry_free(cycle);
+	cache_pod_free(pod);
+	ext_args_fini(&a);
+}
