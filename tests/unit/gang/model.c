@@ -123,6 +123,17 @@ static bool m_res_of(const struct ment *e, const char *g)
 	return e->reservation && strncmp(e->name, prefix, strlen(prefix)) == 0;
 }
 
+unsigned m_read_views(struct model *m, struct cache_node_view *views)
+{
+	unsigned n = 0;
+
+	cache_read_begin(m->c);
+	for (int i = 0; i < MN; i++)
+		if (cache_node_lookup(m->c, m_nodes[i], strlen(m_nodes[i]), &views[n]))
+			n++;
+	return n;
+}
+
 unsigned m_reservations(struct model *m, int gi, int node)
 {
 	unsigned n = 0;

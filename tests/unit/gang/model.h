@@ -113,6 +113,9 @@ void m_release(void *ctx, bool ok, const char *why);
 void *m_hold_ctx(struct model *m, int pod);
 cJSON *m_parse(const char *json);
 void m_apply(struct model *m, const struct mpod *p, int node, uint64_t devices);
+/* Begin a read section and look up every model node into <views>; returns how
+ * many. */
+unsigned m_read_views(struct model *m, struct cache_node_view *views);
 unsigned m_reservations(struct model *m, int gi, int node);
 void m_group_count(struct model *m, int gi, unsigned *exist, unsigned *bound);
 void m_drain(struct model *m);

@@ -32,10 +32,7 @@ static void test_gang_mixed_members_each_get_a_place_of_their_size(void **state)
 		int node = -1;
 		uint64_t dev = 0;
 
-		cache_read_begin(m->c);
-		for (int i = 0; i < MN; i++)
-			if (cache_node_lookup(m->c, m_nodes[i], strlen(m_nodes[i]), &views[n]))
-				n++;
+		n = m_read_views(m, views);
 		if (gang_filter(m->gm, &mb, views, n, allowed, reason, sizeof(reason)) !=
 		    GANG_ALLOWED)
 			fail_msg("member %u (%u GPUs) refused: %s", order[o], p->gpus, reason);
@@ -92,15 +89,10 @@ static void test_gang_filter_checks_the_podgroup_min_resources(void **state)
 	gang_config_defaults(&cfg);
 	cfg.default_timeout_s = 5;
 	assert_non_null(c);
+	cache_nodes(c, 2);
 	for (int i = 0; i < 2; i++) {
 		char json[512];
 
-		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"n%d\"},\"status\":{\"allocatable\":"
-			 "{\"nvidia.com/gpu\":\"8\"},\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
-			 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}", i);
-		o = cJSON_Parse(json);
-		assert_int_equal(cache_node_upsert(c, cache_node_parse(o, &gpu_opts, err, sizeof(err))), 0);
-		cJSON_Delete(o);
 		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"w%d\",\"namespace\":\"ml\","
 			 "\"uid\":\"w%d\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"big\"}},"
 			 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"

@@ -27,10 +27,7 @@ static void test_gang_bind_after_the_plan_expired_is_not_a_single_pod(void **sta
 	void *ctx;
 
 	(void)state;
-	cache_read_begin(m->c);
-	for (int i = 0; i < MN; i++)
-		if (cache_node_lookup(m->c, m_nodes[i], strlen(m_nodes[i]), &views[n]))
-			n++;
+	n = m_read_views(m, views);
 	v = gang_filter(m->gm, &mb, views, n, allowed, reason, sizeof(reason));
 	cache_read_end(m->c);
 	assert_int_equal(v, GANG_ALLOWED);
@@ -85,10 +82,7 @@ static void test_gang_quorum_and_expiry_are_all_or_nothing(void **state)
 		int node = -1;
 		uint64_t dev;
 
-		cache_read_begin(m->c);
-		for (int i = 0; i < MN; i++)
-			if (cache_node_lookup(m->c, m_nodes[i], strlen(m_nodes[i]), &views[n]))
-				n++;
+		n = m_read_views(m, views);
 		assert_int_equal(gang_filter(m->gm, &mb, views, n, allowed, reason, sizeof(reason)),
 				 GANG_ALLOWED);
 		cache_read_end(m->c);
@@ -135,10 +129,7 @@ static void test_gang_quorum_and_expiry_are_all_or_nothing(void **state)
 		uint64_t dev;
 		struct cache_pod_info info;
 
-		cache_read_begin(m->c);
-		for (int i = 0; i < MN; i++)
-			if (cache_node_lookup(m->c, m_nodes[i], strlen(m_nodes[i]), &views[n]))
-				n++;
+		n = m_read_views(m, views);
 		assert_int_equal(gang_filter(m->gm, &mb, views, n, allowed, reason, sizeof(reason)),
 				 GANG_ALLOWED);
 		cache_read_end(m->c);
