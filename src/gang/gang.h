@@ -179,7 +179,9 @@ typedef void (*gang_release_fn)(void *ctx, bool ok, const char *why);
 
 enum gang_bind_result {
 	GANG_BIND_NOT_A_GANG = 0,       /* bind it as a single pod */
-	GANG_BIND_HELD,                 /* devices claimed; <release> will be called */
+	/* Devices claimed and the bind parked; <release> will be called. (The
+	 * name keeps the old word: the extender uses it.) */
+	GANG_BIND_HELD,
 	GANG_BIND_REFUSED,              /* not bound; <reason> says why */
 };
 
@@ -199,7 +201,7 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 bool gang_hold_note(struct gang_manager *m, const char *node, int32_t priority, char *buf,
 		    size_t len);
 
-/* The weighted dominant share of <queue> now (its GPU, CPU and memory held, as
+/* The weighted dominant share of <queue> now (the GPU, CPU and memory its pods occupy, as
  * a share of the ready nodes' totals, the largest of the three, divided by the
  * queue's weight). For logs and tests. */
 double gang_queue_share(struct gang_manager *m, const char *queue);

@@ -113,7 +113,8 @@ static bool held_nodes_equal(const struct held_nodes *a, const struct held_nodes
 	    memcmp(a->gangs, b->gangs, a->n_gangs * sizeof(*a->gangs)) != 0)
 		return false;
 	for (unsigned i = 0; i < a->n_nodes; i++)
-		if (a->nodes[i].gang != b->nodes[i].gang || strcmp(a->nodes[i].node, b->nodes[i].node))
+		if (a->nodes[i].gang != b->nodes[i].gang ||
+		    strcmp(a->nodes[i].node, b->nodes[i].node) != 0)
 			return false;
 	return true;
 }

@@ -156,7 +156,8 @@ static inline bool gang__waiting(const struct gang *g)
 static inline bool gang__same_request(const struct placement_request *a,
 				      const struct placement_request *b)
 {
-	return a->demand.gpus == b->demand.gpus && a->demand.gpu_resource == b->demand.gpu_resource &&
+	return a->demand.gpus == b->demand.gpus &&
+	       a->demand.gpu_resource == b->demand.gpu_resource &&
 	       a->policy.kind == b->policy.kind && a->policy.min_level == b->policy.min_level;
 }
 
@@ -201,9 +202,10 @@ struct census {
 /* Walk group <ns>/<group>'s members into <c> (whose mb is set by the caller;
  * free c->list). Lock held or not: it takes only cache locks. */
 void gang__census(struct gang_manager *m, const char *ns, const char *group, struct census *c);
-/* The needs of the <members> places a gang still wants (gang_needs's rule,
- * gang.h-style: a request and a count each). Returns how many needs, 0 when
- * they are more than GANG_MAX_NEEDS kinds. */
+/* The one rule for what a gang still asks: the needs (a request and a count
+ * each, as the planner takes them) of the <members> places it wants, from its
+ * census. The same at admission (c->mb set) and discovery. Returns how many
+ * needs, 0 when they are more than GANG_MAX_NEEDS kinds. */
 unsigned gang__needs(const struct census *c, unsigned members, struct gang_need *needs);
 /* Move an open slot sized for <mb> onto <node> when the node has room for the
  * member now. Lock held. */

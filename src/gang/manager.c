@@ -289,7 +289,8 @@ struct gang_manager *gang_manager_new(struct cache *c, const struct gang_config 
 
 	/* The extender's config check refuses these too; a manager given them
 	 * by another caller refuses rather than guess. */
-	if (!cfg->default_timeout_s || !cfg->http_timeout_s || cfg->margin_s >= cfg->http_timeout_s) {
+	if (!cfg->default_timeout_s || !cfg->http_timeout_s ||
+	    cfg->margin_s >= cfg->http_timeout_s) {
 		errno = EINVAL;
 		return NULL;
 	}

@@ -100,9 +100,12 @@ static void pack_node(const struct planner *pl, const struct cache_node_view *v,
  * take nothing in pack_node anyway, so asking it here changes no plan. */
 static bool usable(const struct planner *pl, const struct cache_node *n)
 {
-	for (unsigned j = 0; j < pl->n_needs; j++)
-		if (placement_node_usable(n, pl->needs[j].req.demand.gpu_resource) == PLACEMENT_USABLE)
+	for (unsigned j = 0; j < pl->n_needs; j++) {
+		int kind = pl->needs[j].req.demand.gpu_resource;
+
+		if (placement_node_usable(n, kind) == PLACEMENT_USABLE)
 			return true;
+	}
 	return false;
 }
 
