@@ -1,10 +1,12 @@
-/* gang: pod groups. Membership (membership.c), the whole-gang planner (plan.c,
- * a pure function placing every member at once across network domains), and
- * the manager (manager.c): admission at filter with reservations, the bind
- * barrier, expiry, the fair order between gangs and capacity held for a
- * starving one.
+/* gang: pod groups. The whole-gang planner (plan.c, a pure function placing
+ * every member at once across network domains), and the manager: its table,
+ * lifecycle and expiry (manager.c), admission at filter with reservations
+ * (admit.c), the bind barrier where members' binds are parked until the quorum
+ * (barrier.c), and the fair order between gangs with capacity held for a
+ * starving one (fair.c, held_nodes.c). Which pod group a pod belongs to is the
+ * cache's rule (cache_pod_group_name).
  *
- * Thread: any; the functions only read their arguments.
+ * Thread: any, as each function says.
  */
 #ifndef TROUPE_GANG_GANG_H
 #define TROUPE_GANG_GANG_H
@@ -13,17 +15,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cjson/cJSON.h>
-
 #include "placement/placement.h"
-
-/* If the pod object names a pod group, write "namespace/name" into <out> and
- * return true. The keys recognised, and their order, are cache_pod_group_name's. */
-bool gang_pod_group(const cJSON *pod, char *out, size_t len);
 
 /* ---- Planning a whole gang ---------------------------------------------------- */
 
 enum { GANG_MAX_LEVELS = 8, GANG_MAX_KEYS = 4 };
+
+/* A network-domain label key or value as troupe keeps it: its own limit (the
+ * config refuses longer keys), not an API one. */
+enum { GANG_LABEL_BUF = 128 };
 
 /* Network-domain levels, coarse to fine; each level is named by the first of
  * its label keys a node carries. */
@@ -56,7 +56,7 @@ struct gang_plan {
 	unsigned n_slots;
 	struct gang_slot *slots;        /* n_slots entries; owned */
 	int level;                      /* the domain level used; -1: no common domain */
-	char domain[128];               /* the domain's label value ("" at level -1) */
+	char domain[GANG_LABEL_BUF];               /* the domain's label value ("" at level -1) */
 	unsigned nodes_used;
 };
 
@@ -83,32 +83,54 @@ void gang_plan_fini(struct gang_plan *p);
 
 struct gang_manager;
 
-enum { GANG_MAX_QUEUES = 64 };
+/* Configured queues: how many, and a queue name's room in the config (troupe's
+ * own limit; the config refuses longer names). */
+enum { GANG_MAX_QUEUES = 64, GANG_QUEUE_NAME_BUF = 64 };
 
+/* The manager's settings. Start from gang_config_defaults(); the figures in
+ * brackets are its defaults. gang_manager_new takes them as they are. */
 struct gang_config {
-	unsigned default_timeout_s;     /* when the PodGroup names none (60) */
-	unsigned http_timeout_s;        /* kube-scheduler's extender httpTimeout (30) */
-	unsigned margin_s;              /* answer held binds this long before it (3) */
-	unsigned starvation_s;          /* a waiting gang at the head gets capacity held (30) */
+	unsigned default_timeout_s;     /* when the PodGroup names none (60); > 0 */
+	unsigned http_timeout_s;        /* kube-scheduler's extender httpTimeout (30); > 0 */
+	unsigned margin_s;              /* answer parked binds this long before it (3);
+					 * below http_timeout_s */
+	/* A waiting gang first in the fair order that has waited this long gets
+	 * capacity held for it as it frees (30; 0: at once). */
+	unsigned starvation_s;
 	/* A gang naming no quorum counts the members that exist once none has
 	 * arrived for this long (troupe's config default 2; 0: at once). */
 	unsigned settle_s;
 	bool allow_partial_preemption;  /* may preempt propose evicting part of a bound gang */
 	/* A gang's entry is forgotten once it has no plan, holds and waits for
-	 * nothing, and no member was filtered for this long (600). */
+	 * nothing, and no member was filtered for this long (600; 0: at the next
+	 * pass, once a second). */
 	unsigned idle_forget_s;
 	/* Network-domain levels, coarse to fine; n == 0: gang_default_levels. The
 	 * keys point into level_keys. */
 	struct gang_levels levels;
-	char level_keys[GANG_MAX_LEVELS][GANG_MAX_KEYS][128];
+	char level_keys[GANG_MAX_LEVELS][GANG_MAX_KEYS][GANG_LABEL_BUF];
 	unsigned n_queues;              /* queue weights (default weight 1) */
-	char queue_names[GANG_MAX_QUEUES][64];
+	char queue_names[GANG_MAX_QUEUES][GANG_QUEUE_NAME_BUF];
 	double queue_weights[GANG_MAX_QUEUES];
+	/* The manager's clock, in nanoseconds of a monotonic clock: plan deadlines,
+	 * waiting ages, settling, idleness (NULL: util_now_ns). Tests inject a fake
+	 * one; the expiry thread still wakes every 100 ms of real time to read it. */
+	uint64_t (*now_ns)(void *ctx);
+	void *clock_ctx;
 };
 
-/* Create the manager and its expiry thread. NULL on failure (errno set). */
+/* Fill <cfg> with every gang default (the figures in struct gang_config). */
+void gang_config_defaults(struct gang_config *cfg);
+
+/* How long a parked bind may keep retrying its Binding: kube-scheduler's
+ * httpTimeout less the margin, at least 1 s; the defaults' when <cfg> is NULL. */
+unsigned gang_bind_budget_s(const struct gang_config *cfg);
+
+/* Create the manager and its expiry thread. NULL on failure with errno set:
+ * EINVAL when <cfg> cannot be used (a timeout of 0, or margin_s not below
+ * http_timeout_s), else the allocation's or thread's error. */
 struct gang_manager *gang_manager_new(struct cache *c, const struct gang_config *cfg);
-/* Stop: every held bind is released with an error, every reservation freed;
+/* Stop: every parked bind is released with an error, every reservation freed;
  * later calls refuse ("troupe is stopping"). The struct stays valid for threads
  * still holding it until gang_manager_free. */
 void gang_manager_shutdown(struct gang_manager *m);
@@ -150,32 +172,36 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 enum gang_verdict gang_has_slot(struct gang_manager *m, const struct gang_member *mb,
 				const char *node, bool *has);
 
-/* How a held bind is finished: <ok> true means "post the binding now", false
+/* How a parked bind is finished: <ok> true means "post the binding now", false
  * "give up" (<why> says why; the member's devices are already released). Called
  * once, from a thread of the manager's choosing, never under its lock. */
 typedef void (*gang_release_fn)(void *ctx, bool ok, const char *why);
 
 enum gang_bind_result {
 	GANG_BIND_NOT_A_GANG = 0,       /* bind it as a single pod */
-	GANG_BIND_HELD,                 /* devices claimed; <release> will be called */
+	/* Devices claimed and the bind parked; <release> will be called. (The
+	 * name keeps the old word: the extender uses it.) */
+	GANG_BIND_HELD,
 	GANG_BIND_REFUSED,              /* not bound; <reason> says why */
 };
 
 /* Bind a gang member to <node>: claim its reserved slot there (or move an open
- * slot there when the node has room), then hold the bind until the gang's quorum
- * is held or bound; then every held bind is released with ok = true. On expiry
- * they are released with ok = false. <devices> receives the claimed devices. */
+ * slot there when the node has room), then park the bind until the gang's
+ * quorum is parked or bound; then every parked bind is released with ok = true.
+ * On expiry they are released with ok = false. <devices> receives the claimed
+ * devices. */
 enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member *mb,
 				const char *node, gang_release_fn release, void *ctx,
 				uint64_t *devices, char *reason, size_t reasonlen);
 
 /* If <node>'s GPUs are being held for a starving gang that goes before a pod of
  * <priority>, write the reason naming it into <buf> and return true: the node
- * is refused to that pod, so freed GPUs cannot be taken back. */
+ * is refused to that pod, so freed GPUs cannot be taken back. Thread: any;
+ * takes no lock (it reads a published set of held nodes). */
 bool gang_hold_note(struct gang_manager *m, const char *node, int32_t priority, char *buf,
 		    size_t len);
 
-/* The weighted dominant share of <queue> now (its GPU, CPU and memory held, as
+/* The weighted dominant share of <queue> now (the GPU, CPU and memory its pods occupy, as
  * a share of the ready nodes' totals, the largest of the three, divided by the
  * queue's weight). For logs and tests. */
 double gang_queue_share(struct gang_manager *m, const char *queue);

@@ -95,6 +95,20 @@ static void pack_node(const struct planner *pl, const struct cache_node_view *v,
 	}
 }
 
+/* Whether node <n> is usable for some need: placement_node_usable, the one
+ * rule for it, asked for each need's GPU kind. A node of no need's kind would
+ * take nothing in pack_node anyway, so asking it here changes no plan. */
+static bool usable(const struct planner *pl, const struct cache_node *n)
+{
+	for (unsigned j = 0; j < pl->n_needs; j++) {
+		int kind = pl->needs[j].req.demand.gpu_resource;
+
+		if (placement_node_usable(n, kind) == PLACEMENT_USABLE)
+			return true;
+	}
+	return false;
+}
+
 static const char *domain_of(const struct cache_node *n, const struct gang_levels *lv,
 			     unsigned level)
 {
@@ -242,7 +256,7 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 	for (unsigned i = 0; i < n; i++) {
 		struct cand *c = &cands[ncand];
 
-		if (!views[i].node->ready || views[i].node->unschedulable)
+		if (!usable(&pl, views[i].node))
 			continue;
 		c->idx = i;
 		pack_node(&pl, &views[i], limit, &c->pack);

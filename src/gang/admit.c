@@ -1,0 +1,552 @@
+/* Admission at filter: the first member's filter plans the whole gang
+ * (plan.c) over the nodes kube-scheduler offered and reserves every slot in the
+ * cache, so the devices count as used for every other pod; every member's
+ * filter then passes only the nodes with an open slot for it. A gang that does
+ * not fit waits (WAITING) in the fair order (fair.c); one behind a waiting gang
+ * that would fit in the offered capacity is refused, naming it.
+ *
+ * What a gang asks is read from the cache's members, one walk (gang__census),
+ * and turned into the planner's needs by one rule (gang__needs), the same at
+ * admission and when the expiry thread discovers a waiting gang (manager.c).
+ */
+#include "gang/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+
+/* Room the planner's refusal gets inside our reason line. */
+#define PLAN_WHY_BUF 200
+
+int gang_topology_parse(const char *s, const char **key, char *err, size_t errlen)
+{
+	*key = NULL;
+	if (!s || !*s)
+		return 0;
+	if (strncmp(s, "required:", 9) == 0 && s[9] && !strchr(s + 9, ' ')) {
+		*key = s + 9;
+		return 0;
+	}
+	snprintf(err, errlen, "annotation troupe.io/gang-topology=\"%s\" is not "
+		 "required:<node-label-key> (e.g. required:network.topology.nvidia.com/block)", s);
+	return -EINVAL;
+}
+
+bool gang__terms(struct gang_manager *m, const struct gang_member *mb, unsigned exist,
+		 unsigned *quorum, unsigned *timeout_s, uint32_t *min_gpus)
+{
+	struct cache_podgroup pg;
+	char buf[K8S_KEY_BUF];
+
+	*quorum = mb->pod_min_member;
+	*timeout_s = m->cfg.default_timeout_s;
+	if (min_gpus)
+		*min_gpus = 0;
+	if (cache_podgroup_get(m->cache, mb->ns, mb->group, &pg, buf, sizeof(buf)) == 0) {
+		if (pg.min_member > 0)
+			*quorum = (unsigned)pg.min_member;
+		if (pg.timeout_s > 0)
+			*timeout_s = (unsigned)pg.timeout_s;
+		if (min_gpus)
+			*min_gpus = pg.min_gpus;
+	}
+	if (*quorum > 0)
+		return true;
+	*quorum = exist;        /* no quorum named: the members that exist */
+	return false;
+}
+
+/* ---- What a gang asks: its members' needs ------------------------------------ */
+
+static void census_member(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct census *c = arg;
+	struct member_ask *x;
+	char err[PLAN_WHY_BUF];
+
+	if (!p->active)
+		return;
+	if (!c->exist)
+		snprintf(c->queue, sizeof(c->queue), "%s", p->queue);
+	c->exist++;
+	if (p->min_member > c->min_member)
+		c->min_member = p->min_member;
+	if (p->priority > c->priority)
+		c->priority = p->priority;
+	if (p->node[0]) {
+		c->bound++;     /* as cache_group_count counts it */
+		return;
+	}
+	if (c->mb && strcmp(uid, c->mb->uid) == 0)
+		return;
+	if (p->demand_valid && p->demand.gpus == 0) {
+		c->cpu_only++;
+		return;
+	}
+	if (c->n == c->cap) {
+		unsigned cap = c->cap ? c->cap * 2 : 16;
+		struct member_ask *l = realloc(c->list, cap * sizeof(*l));
+
+		if (!l) {
+			c->oom = true;
+			return;
+		}
+		c->list = l;
+		c->cap = cap;
+	}
+	x = &c->list[c->n++];
+	snprintf(x->uid, sizeof(x->uid), "%s", uid);
+	/* A member whose request troupe cannot read is assumed to ask what the
+	 * asking member asks (nothing, when none asks); so is its policy when its
+	 * annotation is bad. */
+	memset(&x->req, 0, sizeof(x->req));
+	if (c->mb)
+		x->req = c->mb->req;
+	if (p->demand_valid) {
+		x->req.demand = p->demand;
+		if (placement_policy_parse(p->topology[0] ? p->topology : NULL, &x->req.policy, err,
+					   sizeof(err)) < 0)
+			x->req.policy = c->mb ? c->mb->req.policy : (struct placement_policy){ 0 };
+	}
+}
+
+static int by_gpus_desc(const void *a, const void *b)
+{
+	const struct member_ask *x = a, *y = b;
+
+	if (x->req.demand.gpus != y->req.demand.gpus)
+		return x->req.demand.gpus > y->req.demand.gpus ? -1 : 1;
+	return strcmp(x->uid, y->uid);
+}
+
+void gang__census(struct gang_manager *m, const char *ns, const char *group, struct census *c)
+{
+	cache_group_foreach(m->cache, ns, group, census_member, c);
+	if (c->n)
+		qsort(c->list, c->n, sizeof(*c->list), by_gpus_desc);
+}
+
+/* The rule for what a gang still asks: <members> places to fill; members asking
+ * no GPU take none, as they bind without troupe (but one place always stays);
+ * the asking member's own request first; then each other unbound member's own,
+ * the largest first when more exist than places; any place left over is
+ * assumed to ask what the asking member asks (nothing at discovery). */
+unsigned gang__needs(const struct census *c, unsigned members, struct gang_need *needs)
+{
+	unsigned places = members - (c->cpu_only < members ? c->cpu_only : members - 1);
+	const unsigned others = c->mb ? 1 : 0;
+	unsigned n_needs = 0;
+
+	for (unsigned i = 0; i < places; i++) {
+		const struct placement_request *r;
+		unsigned j = 0;
+
+		if (i < others)
+			r = &c->mb->req;
+		else if (i - others < c->n)
+			r = &c->list[i - others].req;
+		else if (c->mb)
+			r = &c->mb->req;
+		else
+			break;
+		while (j < n_needs && !gang__same_request(&needs[j].req, r))
+			j++;
+		if (j == GANG_MAX_NEEDS)
+			return 0;
+		if (j == n_needs)
+			needs[n_needs++] = (struct gang_need){ *r, 0 };
+		needs[j].count++;
+	}
+	return n_needs;
+}
+
+/* The needs of the <members> places gang <g> still wants, for member <mb>.
+ * Returns the number of needs, or 0 with <reason> set. Lock held (the cache
+ * walk takes only cache locks). */
+static unsigned gang_needs(struct gang_manager *m, const struct gang *g,
+			   const struct gang_member *mb, unsigned members, struct gang_need *needs,
+			   char *reason, size_t reasonlen)
+{
+	struct census c = { .mb = mb };
+	unsigned n_needs = 0;
+
+	gang__census(m, mb->ns, mb->group, &c);
+	if (c.oom) {
+		snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
+		goto out;
+	}
+	n_needs = gang__needs(&c, members, needs);
+	if (!n_needs)
+		snprintf(reason, reasonlen, "troupe: gang %s: its members ask for more than %u "
+			 "different GPU requests; troupe cannot plan it", g->key, GANG_MAX_NEEDS);
+out:
+	free(c.list);
+	return n_needs;
+}
+
+/* ---- Slots -------------------------------------------------------------------- */
+
+/* Whether slot <s> is open and planned for a request like this member's (GPU
+ * count, kind and topology policy). */
+bool gang__slot_open_for(const struct reserved_slot *s, const struct gang_member *mb)
+{
+	return !s->member[0] && gang__same_request(&s->req, &mb->req);
+}
+
+/* Whether slot <s> can be this member's: its own already, or open for it. */
+static bool slot_for(const struct reserved_slot *s, const struct gang_member *mb)
+{
+	if (s->member[0])
+		return strcmp(s->member, mb->uid) == 0;
+	return gang__slot_open_for(s, mb);
+}
+
+struct reserved_slot *gang__replan_slot(struct gang_manager *m, struct gang *g,
+					const struct gang_member *mb, const char *node)
+{
+	struct cache_node_view v;
+	struct placement_choice c;
+	struct reserved_slot *open = NULL;
+	char key[TROUPE_RESERVATION_KEY_BUF];
+	bool found;
+
+	for (unsigned s = 0; s < g->n_slots && !open; s++)
+		if (gang__slot_open_for(&g->slots[s], mb))
+			open = &g->slots[s];
+	if (!open)
+		return NULL;
+	cache_read_begin(m->cache);
+	found = cache_node_lookup(m->cache, node, strlen(node), &v) &&
+		placement_node_choose(&v, cache_view_free_mask(&v), mb->req.demand.gpus,
+				      &mb->req.policy, &c) == 0;
+	cache_read_end(m->cache);
+	if (!found)
+		return NULL;
+	snprintf(key, sizeof(key), "gang-reservation/%s/%u/moved-%u", g->key, g->generation,
+		 ++g->moves);
+	if (cache_reserve_for(m->cache, key, node, c.set, g->queue) < 0)
+		return NULL;
+	cache_reservation_release(m->cache, open->res_key);
+	snprintf(open->res_key, sizeof(open->res_key), "%s", key);
+	snprintf(open->node, sizeof(open->node), "%s", node);
+	open->devices = c.set;
+	log_info("gang", "gang %s: a slot moved to node %s, where kube-scheduler bound a member",
+		 g->key, node);
+	return open;
+}
+
+/* ---- Planning and reserving ---------------------------------------------------- */
+
+/* Record what <g> asks (<needs>) for the fair order and holds. */
+static void note_needs(struct gang *g, const struct gang_need *needs, unsigned n_needs)
+{
+	g->need = 0;
+	g->need_gpus = 0;
+	g->req = needs[0].req;
+	for (unsigned j = 0; j < n_needs; j++) {
+		g->need += needs[j].count;
+		g->need_gpus += needs[j].count * needs[j].req.demand.gpus;
+		if (needs[j].req.demand.gpus > g->req.demand.gpus)
+			g->req = needs[j].req;
+	}
+}
+
+/* Whether a waiting gang goes before <g> and would fit in <offered_free>: then
+ * <g> is refused naming it. <sh> are the shares loaded before the lock. */
+static bool defer_to_head(struct gang_manager *m, struct gang *g, const struct shares *sh,
+			  uint64_t offered_free, uint64_t now, char *reason, size_t reasonlen)
+{
+	struct gang *w;
+
+	gang__discover_waiting(m, now);
+	w = gang__head_waiting(m, sh, g);
+	if (!w || gang__precedes(m, sh, w, g) <= 0 || w->need_gpus > offered_free)
+		return false;
+	snprintf(reason, reasonlen, "troupe: gang %s waits behind gang %s (priority %d, queue %s at "
+		 "share %.2f, ours %.2f); it fits now and goes first", g->key, w->key, w->priority,
+		 w->queue, gang__share_of(m, sh, w->queue), gang__share_of(m, sh, g->queue));
+	m->stats.deferred++;
+	gang__enter(g, GANG_WAITING, now);
+	return true;
+}
+
+/* Reserve every place of <plan> for <g>. False when something took a device
+ * between planning and reserving (<g> then has no plan). */
+static bool plan_reserve(struct gang_manager *m, struct gang *g, const struct gang_plan *plan,
+			 const struct cache_node_view *views, const struct gang_need *needs)
+{
+	unsigned i;
+
+	g->generation++;
+	g->n_slots = plan->n_slots;
+	for (i = 0; i < plan->n_slots; i++) {
+		struct reserved_slot *s = &g->slots[i];
+
+		snprintf(s->node, sizeof(s->node), "%s", views[plan->slots[i].node].node->name);
+		s->devices = plan->slots[i].devices;
+		s->req = needs[plan->slots[i].need].req;
+		snprintf(s->res_key, sizeof(s->res_key), "gang-reservation/%s/%u/%u", g->key,
+			 g->generation, i);
+		if (cache_reserve_for(m->cache, s->res_key, s->node, s->devices, g->queue) < 0)
+			break;
+	}
+	if (i == plan->n_slots)
+		return true;
+	g->n_slots = i;
+	gang__plan_drop(m, g);
+	return false;
+}
+
+/* Plan gang <g> whole over the offered <views> and reserve every place. True
+ * when it is planned; false with <reason> set when it must wait. Lock held. */
+static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang_member *mb,
+		       const struct cache_node_view *views, unsigned n, unsigned members,
+		       unsigned timeout_s, uint32_t min_gpus, const struct shares *sh,
+		       char *reason, size_t reasonlen)
+{
+	struct gang_need needs[GANG_MAX_NEEDS];
+	struct gang_levels one = { .n = 1, .strict = true };
+	const struct gang_levels *levels = m->cfg.levels.n ? &m->cfg.levels : &gang_default_levels;
+	struct cache_node_view *own = NULL;
+	struct gang_plan plan = { 0 };
+	uint64_t offered_free = 0, now;
+	unsigned n_needs;
+	bool ok = false;
+	char why[PLAN_WHY_BUF];
+
+	n_needs = gang_needs(m, g, mb, members, needs, reason, reasonlen);
+	if (!n_needs)
+		return false;
+	g->timeout_s = timeout_s;
+	note_needs(g, needs, n_needs);
+	for (unsigned j = 0; j < n; j++)
+		offered_free += cache_view_free_gpus(&views[j]);
+	/* The PodGroup's minResources, when it names GPUs, must fit too. */
+	if (min_gpus && offered_free < min_gpus && !g->n_holds) {
+		snprintf(reason, reasonlen, "troupe: gang %s: its PodGroup's minResources needs %u "
+			 "GPUs; the offered nodes have %llu free", g->key, min_gpus,
+			 (unsigned long long)offered_free);
+		return false;
+	}
+	/* Fair order: a waiting gang before this one that would fit in what is
+	 * offered gets it first; this one is told behind whom. Every gang whose
+	 * members wait takes part, also those kube-scheduler has not shown troupe. */
+	now = gang__now(m);
+	if (defer_to_head(m, g, sh, offered_free, now, reason, reasonlen))
+		return false;
+	/* Capacity held for this gang while it starved is its own to plan on: the
+	 * candidates' views count it free, and the holds are dropped just before
+	 * the plan is reserved in their place. */
+	if (g->n_holds && (own = malloc(n * sizeof(*own)))) {
+		memcpy(own, views, n * sizeof(*own));
+		for (unsigned h = 0; h < g->n_holds; h++)
+			for (unsigned j = 0; j < n; j++)
+				if (strcmp(own[j].node->name, g->holds[h].node) == 0)
+					own[j].used &= ~g->holds[h].devices;
+		views = own;
+	}
+	one.keys[0][0] = mb->required_key;
+	if (gang_plan_mixed(views, n, needs, n_needs, mb->required_key ? &one : levels, &plan, why,
+			    sizeof(why)) < 0) {
+		snprintf(g->reason, sizeof(g->reason), "troupe: gang %s: %s", g->key, why);
+		snprintf(reason, reasonlen, "%s", g->reason);
+		m->stats.refused++;
+		gang__enter(g, GANG_WAITING, now);
+		goto out;
+	}
+	g->slots = calloc(plan.n_slots, sizeof(*g->slots));
+	if (!g->slots) {
+		snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
+		goto out;
+	}
+	/* The plan stands: what was held for it is now the plan's to reserve. */
+	gang__holds_release(m, g);
+	if (!plan_reserve(m, g, &plan, views, needs)) {
+		snprintf(reason, reasonlen, "troupe: gang %s: capacity changed while it was being "
+			 "reserved; it will be planned again", g->key);
+		goto out;
+	}
+	g->deadline_ns = now + (uint64_t)timeout_s * 1000000000ULL;
+	g->deadline_is_http = false;
+	g->reason[0] = '\0';
+	gang__enter(g, GANG_PLANNED, now);
+	m->stats.planned++;
+	log_info("gang", "gang %s: %u members (%llu GPUs, %u kinds of request) planned on %u nodes "
+		 "(%s%s); reserved for %us", g->key, g->need, (unsigned long long)g->need_gpus,
+		 n_needs, plan.nodes_used, plan.level >= 0 ? "one domain: " : "no common domain",
+		 plan.level >= 0 ? plan.domain : "", timeout_s);
+	ok = true;
+out:
+	gang_plan_fini(&plan);
+	free(own);
+	return ok;
+}
+
+/* ---- Filter ------------------------------------------------------------------- */
+
+static void newest_member(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	uint64_t *newest = arg;
+
+	(void)uid;
+	if (p->active && p->known_ns > *newest)
+		*newest = p->known_ns;
+}
+
+/* A gang naming no quorum is the members that exist: wait until they stop
+ * arriving, or the first ones would be planned (or placed alone) before the
+ * rest are created. True with <reason> set while they still arrive. */
+static bool still_settling(struct gang_manager *m, const struct gang *g,
+			   const struct gang_member *mb, unsigned exist, char *reason,
+			   size_t reasonlen)
+{
+	uint64_t newest = 0, settle = (uint64_t)m->cfg.settle_s * 1000000000ULL, now;
+
+	cache_group_foreach(m->cache, mb->ns, mb->group, newest_member, &newest);
+	now = gang__now(m);
+	if (now - newest >= settle)
+		return false;
+	snprintf(reason, reasonlen, "troupe: gang %s names no quorum (no PodGroup minMember, "
+		 "min-available label or min-member annotation), so it is the members that exist, "
+		 "%u so far; it is planned once none has arrived for %us (%.1fs to go)", g->key,
+		 exist, m->cfg.settle_s, (double)(settle - (now - newest)) / 1e9);
+	return true;
+}
+
+/* Mark the candidates with a slot for <mb>. Returns how many slots it has
+ * (<any>: how many candidates were marked). */
+static unsigned mark_open(const struct gang *g, const struct gang_member *mb,
+			  const struct cache_node_view *views, unsigned n, bool *allowed,
+			  unsigned *any)
+{
+	struct strmap open_nodes;
+	unsigned sized = 0;
+
+	/* The nodes with a slot for this member, as a set: one lookup per
+	 * candidate instead of a scan of every slot. */
+	strmap_init(&open_nodes);
+	for (unsigned s = 0; s < g->n_slots; s++)
+		if (slot_for(&g->slots[s], mb) &&
+		    strmap_put(&open_nodes, g->slots[s].node, strlen(g->slots[s].node),
+			       (void *)&g->slots[s], NULL) == 0)
+			sized++;
+	*any = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (strmap_get(&open_nodes, views[i].node->name, strlen(views[i].node->name))) {
+			allowed[i] = true;
+			(*any)++;
+		}
+	strmap_fini(&open_nodes);
+	return sized;
+}
+
+enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *mb,
+			      const struct cache_node_view *views, unsigned n, bool *allowed,
+			      char *reason, size_t reasonlen)
+{
+	unsigned exist, bound, quorum, timeout_s, any = 0, sized;
+	uint32_t min_gpus;
+	bool named, settling, have_shares = false;
+	enum gang_verdict ret;
+	struct shares sh;
+	struct gang *g;
+
+	for (unsigned i = 0; i < n; i++)
+		allowed[i] = false;
+	reason[0] = '\0';
+	if (!mb->group)
+		return GANG_NOT_A_GANG;
+	cache_group_count(m->cache, mb->ns, mb->group, &exist, &bound);
+	named = gang__terms(m, mb, exist, &quorum, &timeout_s, &min_gpus);
+	settling = !named && bound < exist && m->cfg.settle_s;
+	if (quorum <= 1 && !settling)
+		return GANG_NOT_A_GANG;
+again:
+	ret = GANG_REFUSED;
+	pthread_mutex_lock(&m->lock);
+	if (m->stop) {
+		snprintf(reason, reasonlen, "troupe is stopping");
+		goto out;
+	}
+	g = gang__get(m, mb->ns, mb->group, true);
+	if (!g) {
+		snprintf(reason, reasonlen, "troupe: out of memory admitting gang %s/%s", mb->ns,
+			 mb->group);
+		goto out;
+	}
+	if (!gang__planned(g) && settling &&
+	    still_settling(m, g, mb, exist, reason, reasonlen)) {
+		ret = GANG_RETRY;
+		goto out;
+	}
+	if (quorum <= 1 || (!gang__planned(g) && bound >= quorum)) {
+		/* A gang of one, or complete already (or rebuilt after a restart):
+		 * extra members are single pods. */
+		ret = GANG_NOT_A_GANG;
+		goto out;
+	}
+	if (exist < quorum) {
+		snprintf(reason, reasonlen, "troupe: gang %s waiting for its members: %u of %u "
+			 "exist", g->key, exist, quorum);
+		goto out;
+	}
+	if (!gang__planned(g) && !have_shares) {
+		/* Admission reads every queue's share, a walk of every pod: done
+		 * with the lock dropped, then everything above is checked again. */
+		gang__unlock(m);
+		gang__shares_load(m, &sh);
+		have_shares = true;
+		goto again;
+	}
+	g->last_seen_ns = gang__now(m);
+	if (g->n_targets && (g->priority != mb->priority ||
+			     strcmp(g->queue, mb->queue ? mb->queue : mb->ns) != 0))
+		m->holds_dirty = true;  /* the held-node set names both */
+	g->priority = mb->priority;
+	snprintf(g->queue, sizeof(g->queue), "%s", mb->queue ? mb->queue : mb->ns);
+	if (!gang__planned(g)) {
+		g->quorum = quorum;
+		if (!gang_admit(m, g, mb, views, n, quorum - bound, timeout_s, min_gpus, &sh, reason,
+				reasonlen))
+			goto out;
+	}
+	sized = mark_open(g, mb, views, n, allowed, &any);
+	if (!sized) {
+		snprintf(reason, reasonlen, "troupe: gang %s has no open place for a member asking "
+			 "%u GPUs with its topology policy; its plan was made for the members' "
+			 "requests at the time", g->key, mb->req.demand.gpus);
+		goto out;
+	}
+	if (!any) {
+		snprintf(reason, reasonlen, "troupe: gang %s is planned on other nodes", g->key);
+		goto out;
+	}
+	ret = GANG_ALLOWED;
+out:
+	gang__unlock(m);
+	if (have_shares)
+		gang__shares_fini(&sh);
+	return ret;
+}
+
+enum gang_verdict gang_has_slot(struct gang_manager *m, const struct gang_member *mb,
+				const char *node, bool *has)
+{
+	enum gang_verdict ret = GANG_NOT_A_GANG;
+	struct gang *g;
+
+	*has = false;
+	if (!mb->group)
+		return ret;
+	pthread_mutex_lock(&m->lock);
+	g = gang__get(m, mb->ns, mb->group, false);
+	if (g && gang__planned(g)) {
+		ret = GANG_ALLOWED;
+		for (unsigned s = 0; s < g->n_slots && !*has; s++)
+			*has = slot_for(&g->slots[s], mb) && strcmp(g->slots[s].node, node) == 0;
+	}
+	gang__unlock(m);
+	return ret;
+}

@@ -1,0 +1,264 @@
+/* Unit tests of admission at filter (admit.c): every member of a mixed gang
+ * gets a place of its own size, a PodGroup's minResources is checked before
+ * anything is reserved, and a gang naming no quorum waits for its members to
+ * settle (on a fake clock).
+ */
+#include "model.h"
+
+#include "common/util.h"
+
+/* A gang whose members ask different amounts (g3: one 4-GPU member, three of
+ * 2): the first member's filter plans a place of each member's own size, so
+ * every member, the larger one included, finds a place of its size, binds
+ * there, and the last completes the quorum. */
+static void test_gang_mixed_members_each_get_a_place_of_their_size(void **state)
+{
+	struct model *m = m_new(9, 1u << 2);
+	static const unsigned order[] = { 1, 2, 0, 3 };         /* a 2-GPU member first */
+	struct cache_stats before, after;
+	unsigned ok = 0;
+
+	(void)state;
+	cache_get_stats(m->c, &before);
+	for (unsigned o = 0; o < 4; o++) {
+		int pi = m->gangs[2].member[order[o]];
+		struct mpod *p = &m->pods[pi];
+		struct gang_member mb = { .uid = p->uid, .ns = "ml", .name = p->name, .group = "g3",
+					  .req = { .demand = { .gpu_resource = 0, .gpus = p->gpus } } };
+		struct cache_node_view views[MN];
+		bool allowed[MN];
+		char reason[640];
+		unsigned n = 0;
+		int node = -1;
+		uint64_t dev = 0;
+
+		n = m_read_views(m, views);
+		if (gang_filter(m->gm, &mb, views, n, allowed, reason, sizeof(reason)) !=
+		    GANG_ALLOWED)
+			fail_msg("member %u (%u GPUs) refused: %s", order[o], p->gpus, reason);
+		cache_read_end(m->c);
+		if (o == 0) {
+			m->gangs[2].planned = true;
+			m->gangs[2].plan_t = m_now();
+			m->gangs[2].round = 1;
+			assert_int_equal(m_reservations(m, 2, -1), 4);
+			cache_get_stats(m->c, &after);
+			/* 4 + 2 + 2 + 2 GPUs reserved, not four of the first one's size,
+			 * and charged to the gang's queue (its namespace): 10 of 40. */
+			assert_int_equal(after.gpus_held - before.gpus_held, 10);
+			assert_true(fabs(gang_queue_share(m->gm, "ml") - 0.25) < 1e-9);
+		}
+		for (unsigned i = 0; i < n && node < 0; i++)
+			if (allowed[i])
+				node = (int)i;
+		assert_true(node >= 0);
+		if (gang_bind(m->gm, &mb, m_nodes[node], m_release, m_hold_ctx(m, pi), &dev, reason,
+			      sizeof(reason)) != GANG_BIND_HELD)
+			fail_msg("member %u (%u GPUs) not held on %s: %s", order[o], p->gpus,
+				 m_nodes[node], reason);
+		assert_int_equal(__builtin_popcountll(dev), p->gpus);
+		p->held = true;
+		p->round = 1;
+		pthread_mutex_lock(&m->lock);
+		/* Nothing released before the last member; then all four, ok. */
+		assert_int_equal(m->n_rel, o < 3 ? 0 : 4);
+		for (unsigned i = 0; i < m->n_rel; i++)
+			ok += m->rel[i].ok;
+		pthread_mutex_unlock(&m->lock);
+		m_check(m, false);
+	}
+	assert_int_equal(ok, 4);
+	assert_int_equal(m_reservations(m, 2, -1), 0);
+	m_free(m);
+}
+
+/* A PodGroup's minResources that the offered nodes cannot hold refuses the gang
+ * before anything is planned or reserved. */
+static void test_gang_filter_checks_the_podgroup_min_resources(void **state)
+{
+	struct gang_config cfg;
+	struct cache *c = cache_new(&gpu_opts);
+	struct cache_node_view views[2];
+	struct gang_manager *gm;
+	struct gang_member mb = { 0 };
+	char reason[640], err[CACHE_ERR_LEN];
+	bool allowed[2];
+	cJSON *o;
+
+	(void)state;
+	gang_config_defaults(&cfg);
+	cfg.default_timeout_s = 5;
+	assert_non_null(c);
+	cache_nodes(c, 2);
+	for (int i = 0; i < 2; i++) {
+		char json[512];
+
+		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"w%d\",\"namespace\":\"ml\","
+			 "\"uid\":\"w%d\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"big\"}},"
+			 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+			 "{\"nvidia.com/gpu\":\"8\"}}}]}}", i, i);
+		o = cJSON_Parse(json);
+		assert_int_equal(cache_pod_apply(c, cache_pod_parse(o, &gpu_opts, err, sizeof(err))), 0);
+		cJSON_Delete(o);
+	}
+	o = cJSON_Parse("{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\"},\"spec\":{\"minMember\":2,"
+			"\"minResources\":{\"nvidia.com/gpu\":\"32\"}}}");
+	assert_int_equal(cache_podgroup_apply(c, cache_podgroup_parse(o, &gpu_opts, err, sizeof(err))),
+			 0);
+	cJSON_Delete(o);
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	mb.uid = "w0";
+	mb.ns = "ml";
+	mb.name = "w0";
+	mb.group = "big";
+	mb.req.demand.gpus = 8;
+	cache_read_begin(c);
+	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
+	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
+	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
+			 GANG_REFUSED);
+	cache_read_end(c);
+	assert_non_null(strstr(reason, "minResources needs 32 GPUs; the offered nodes have 16 free"));
+	assert_false(allowed[0] || allowed[1]);
+	/* Nothing was reserved. */
+	cache_read_begin(c);
+	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
+	assert_int_equal(views[0].used, 0);
+	cache_read_end(c);
+	/* minResources the offered nodes can hold: the gang is planned. */
+	o = cJSON_Parse("{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\"},\"spec\":{\"minMember\":2,"
+			"\"minResources\":{\"nvidia.com/gpu\":\"16\"}}}");
+	assert_int_equal(cache_podgroup_apply(c, cache_podgroup_parse(o, &gpu_opts, err, sizeof(err))),
+			 0);
+	cJSON_Delete(o);
+	cache_read_begin(c);
+	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
+	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
+	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
+			 GANG_ALLOWED);
+	cache_read_end(c);
+	assert_true(allowed[0] || allowed[1]);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+/* Apply pod <uid> of group "team" (label only: no PodGroup, no quorum named)
+ * asking 8 GPUs. */
+static void settle_pod(struct cache *c, const char *uid)
+{
+	char json[512], err[CACHE_ERR_LEN];
+	cJSON *o;
+
+	snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\","
+		 "\"uid\":\"%s\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"team\"}},"
+		 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+		 "{\"nvidia.com/gpu\":\"8\"}}}]}}", uid, uid);
+	o = cJSON_Parse(json);
+	assert_int_equal(cache_pod_apply(c, cache_pod_parse(o, &gpu_opts, err, sizeof(err))), 0);
+	cJSON_Delete(o);
+}
+
+static enum gang_verdict settle_filter(struct gang_manager *gm, struct cache *c, const char *uid,
+				       bool *allowed, char *reason, size_t len)
+{
+	struct gang_member mb = { .uid = uid, .ns = "ml", .name = uid, .group = "team",
+				  .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
+	struct cache_node_view views[3];
+	enum gang_verdict v;
+	unsigned n = 0;
+
+	cache_read_begin(c);
+	for (int i = 0; i < 3; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "n%d", i);
+		if (cache_node_lookup(c, name, strlen(name), &views[n]))
+			n++;
+	}
+	assert_int_equal(n, 3);
+	v = gang_filter(gm, &mb, views, n, allowed, reason, len);
+	cache_read_end(c);
+	return v;
+}
+
+/* When troupe first learnt of pod <uid> (the cache's clock, util_now_ns). */
+static uint64_t known_ns(struct cache *c, const char *uid)
+{
+	struct cache_pod_info info;
+
+	assert_int_equal(cache_pod_get(c, uid, &info), 0);
+	return info.known_ns;
+}
+
+/* A gang naming no quorum (label only) is the members that exist; the first
+ * member's filter must not plan (or place alone) a gang whose other members
+ * are still being created: it is asked to retry until none has arrived for
+ * gang.settle_seconds, then the whole gang is planned. The manager's clock is
+ * a fake one set against the cache's arrival times, so the boundary is exact:
+ * the wait counts from the newest member, not the first. */
+static void test_gang_without_a_quorum_waits_for_its_members_to_settle(void **state)
+{
+	const uint64_t settle = 2000000000ULL;
+	struct fake_clock clk;
+	struct gang_config cfg;
+	struct cache *c = cache_new(&gpu_opts);
+	struct gang_manager *gm;
+	uint64_t t0, t1;
+	char reason[640];
+	bool allowed[3];
+
+	(void)state;
+	fake_config(&cfg, &clk);
+	cfg.default_timeout_s = 10;
+	cfg.settle_s = 2;
+	assert_non_null(c);
+	cache_nodes(c, 3);
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	/* One member so far: not placed alone as a gang of one. */
+	settle_pod(c, "t0");
+	t0 = known_ns(c, "t0");
+	fake_clock_set(&clk, t0);
+	assert_int_equal(settle_filter(gm, c, "t0", allowed, reason, sizeof(reason)), GANG_RETRY);
+	assert_non_null(strstr(reason, "names no quorum"));
+	assert_non_null(strstr(reason, "1 so far"));
+	/* A second arrives (strictly later on the cache's clock): just short of
+	 * the settle time after it, and past it after the first, it still
+	 * waits. */
+	while (util_now_ns() <= t0)
+		;
+	settle_pod(c, "t1");
+	t1 = known_ns(c, "t1");
+	assert_true(t1 > t0);
+	fake_clock_set(&clk, t1 + settle - 1);
+	assert_int_equal(settle_filter(gm, c, "t0", allowed, reason, sizeof(reason)), GANG_RETRY);
+	assert_non_null(strstr(reason, "2 so far"));
+	/* Settled: planned for both, one node each (8 GPUs a member). */
+	fake_clock_set(&clk, t1 + settle);
+	assert_int_equal(settle_filter(gm, c, "t0", allowed, reason, sizeof(reason)),
+			 GANG_ALLOWED);
+	{
+		struct cache_stats st;
+
+		cache_get_stats(c, &st);
+		assert_int_equal(st.gpus_held, 16);
+	}
+	/* Another member created after the plan does not stop the planned gang. */
+	settle_pod(c, "t2");
+	assert_int_equal(settle_filter(gm, c, "t1", allowed, reason, sizeof(reason)),
+			 GANG_ALLOWED);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gang_mixed_members_each_get_a_place_of_their_size),
+		cmocka_unit_test(test_gang_filter_checks_the_podgroup_min_resources),
+		cmocka_unit_test(test_gang_without_a_quorum_waits_for_its_members_to_settle),
+	};
+
+	log_set_level(LOG_ERROR);       /* the manager logs every plan and release */
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

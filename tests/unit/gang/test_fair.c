@@ -1,0 +1,365 @@
+/* Unit tests of the fair order and starvation holds (fair.c, held_nodes.c):
+ * gang__precedes (priority, then the queue's weighted share, then waiting
+ * age), holds grown for the starving head on the emptiest nodes and kept as
+ * GPUs free, starvation_s counted on a fake clock (0: at once), and
+ * gang_hold_note reading the held nodes while they change (run it under TSan).
+ */
+#include "fixture.h"
+
+#include "gang/internal.h"
+
+static const uint64_t S = 1000000000ULL;
+
+/* A gang whose pods are deleted stops waiting at once, not at the next
+ * fairness pass: the next gang is not refused "waits behind" it. (Found end to
+ * end: kube-scheduler does not retry a refused pod until a cluster event comes,
+ * so one stale refusal could stall a gang for minutes.) */
+static void test_gang_deleted_gang_is_nobody_to_wait_behind(void **state)
+{
+	struct gang_config cfg;
+	struct cache *c = cache_new(&gpu_opts);
+	struct cache_node_view views[2];
+	struct gang_manager *gm;
+	struct gang_member mb = { .ns = "ml", .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
+	struct gang_stats st;
+	char reason[640];
+	bool allowed[2];
+
+	(void)state;
+	gang_config_defaults(&cfg);
+	assert_non_null(c);
+	cache_nodes(c, 2);
+	idle_group(c, "old", 2, 2);
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	read_two_nodes(c, views);
+	/* Offered one node, "old" (2 x 8 GPUs) cannot be planned: it waits. */
+	mb.uid = mb.name = "old-0";
+	mb.group = "old";
+	assert_int_equal(gang_filter(gm, &mb, views, 1, allowed, reason, sizeof(reason)),
+			 GANG_REFUSED);
+	/* "new", the same shape, waits too, behind "old" (it came later). */
+	idle_group(c, "new", 2, 2);
+	mb.uid = mb.name = "new-0";
+	mb.group = "new";
+	assert_int_equal(gang_filter(gm, &mb, views, 1, allowed, reason, sizeof(reason)),
+			 GANG_REFUSED);
+	cache_read_end(c);
+	gang_get_stats(gm, &st);
+	assert_int_equal(st.waiting, 2);
+	/* "old"'s pods go; offered both nodes, "new" is planned at once. */
+	assert_int_equal(cache_pod_delete(c, "old-0"), 0);
+	assert_int_equal(cache_pod_delete(c, "old-1"), 0);
+	read_two_nodes(c, views);
+	reason[0] = '\0';
+	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
+			 GANG_ALLOWED);
+	cache_read_end(c);
+	gang_get_stats(gm, &st);
+	assert_int_equal(st.waiting, 0);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
+/* A gang entry in <gm>'s table, set as a test wants it (lock taken here). */
+static struct gang *put_gang(struct gang_manager *gm, const char *name, int32_t priority,
+			     const char *queue, uint64_t waiting_since)
+{
+	struct gang *g;
+
+	pthread_mutex_lock(&gm->lock);
+	g = gang__get(gm, "ml", name, true);
+	assert_non_null(g);
+	g->priority = priority;
+	snprintf(g->queue, sizeof(g->queue), "%s", queue);
+	gang__enter(g, GANG_WAITING, waiting_since);
+	pthread_mutex_unlock(&gm->lock);
+	return g;
+}
+
+/* Reserve <devices> on <node> for <queue>: usage the shares count. */
+static void use(struct cache *c, const char *key, const char *node, uint64_t devices,
+		const char *queue)
+{
+	assert_int_equal(cache_reserve_for(c, key, node, devices, queue), 0);
+}
+
+/* Priority first; then the lower weighted dominant share; then the longer
+ * wait; then the key, so the order is total. */
+static void test_gang_fair_order_is_priority_then_share_then_age(void **state)
+{
+	struct fake_clock clk;
+	struct gang_config cfg;
+	struct cache *c = cache_new(&gpu_opts);
+	struct gang_manager *gm;
+	struct gang *hi, *busy, *idle_old, *idle_new, *idle_twin;
+	struct shares sh;
+	uint64_t t;
+
+	(void)state;
+	fake_config(&cfg, &clk);
+	cfg.n_queues = 1;
+	snprintf(cfg.queue_names[0], sizeof(cfg.queue_names[0]), "heavy");
+	cfg.queue_weights[0] = 2.0;
+	assert_non_null(c);
+	cache_nodes(c, 2);                      /* 16 GPUs */
+	use(c, "u-busy", "n0", 0xff, "busy");   /* 8 of 16: share 0.5 */
+	use(c, "u-heavy", "n1", 0xff, "heavy"); /* 8 of 16 at weight 2: 0.25 */
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	t = fake_clock_now(&clk);
+	hi = put_gang(gm, "hi", 10, "busy", t);
+	busy = put_gang(gm, "busy", 0, "busy", t - 100 * S);
+	idle_old = put_gang(gm, "idle-old", 0, "idle", t - 50 * S);
+	idle_new = put_gang(gm, "idle-new", 0, "idle", t - 10 * S);
+	idle_twin = put_gang(gm, "idle-twin", 0, "idle", t - 10 * S);
+	gang__shares_load(gm, &sh);
+	assert_true(fabs(gang__share_of(gm, &sh, "busy") - 0.5) < 1e-9);
+	assert_true(fabs(gang__share_of(gm, &sh, "heavy") - 0.25) < 1e-9);
+	assert_true(fabs(gang__share_of(gm, &sh, "idle")) < 1e-9);
+	pthread_mutex_lock(&gm->lock);
+	/* Priority beats share and age. */
+	assert_true(gang__precedes(gm, &sh, hi, idle_old) > 0);
+	assert_true(gang__precedes(gm, &sh, idle_old, hi) < 0);
+	/* Same priority: the lower share first, however long the other waited. */
+	assert_true(gang__precedes(gm, &sh, idle_new, busy) > 0);
+	assert_true(gang__precedes(gm, &sh, busy, idle_new) < 0);
+	/* Same share: the longer wait first. */
+	assert_true(gang__precedes(gm, &sh, idle_old, idle_new) > 0);
+	assert_true(gang__precedes(gm, &sh, idle_new, idle_old) < 0);
+	/* All the same: by key. */
+	assert_true(gang__precedes(gm, &sh, idle_new, idle_twin) > 0);
+	assert_true(gang__precedes(gm, &sh, idle_twin, idle_new) < 0);
+	pthread_mutex_unlock(&gm->lock);
+	/* The weight counts: "heavy" at 0.25 goes before "busy" at 0.5. */
+	{
+		struct gang *h = put_gang(gm, "heavy", 0, "heavy", t);
+
+		pthread_mutex_lock(&gm->lock);
+		assert_true(gang__precedes(gm, &sh, h, busy) > 0);
+		assert_true(gang__precedes(gm, &sh, idle_new, h) > 0);
+		pthread_mutex_unlock(&gm->lock);
+	}
+	gang__shares_fini(&sh);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
+/* Nodes n0 (8 free), n1 (4 free) and n2 (2 free), and a waiting gang "x" of two
+ * 8-GPU members (real pods, so the expiry thread's passes keep it waiting). */
+struct holds_case {
+	struct fake_clock clk;
+	struct cache *c;
+	struct gang_manager *gm;
+	struct gang *g;
+};
+
+static void holds_case_init(struct holds_case *hc, unsigned starvation_s)
+{
+	struct gang_config cfg;
+
+	fake_config(&cfg, &hc->clk);
+	cfg.starvation_s = starvation_s;
+	hc->c = cache_new(&gpu_opts);
+	assert_non_null(hc->c);
+	cache_nodes(hc->c, 3);
+	idle_group(hc->c, "x", 2, 2);
+	use(hc->c, "small-1", "n1", 0x0f, "small");
+	use(hc->c, "small-2", "n2", 0x3f, "small");
+	hc->gm = gang_manager_new(hc->c, &cfg);
+	assert_non_null(hc->gm);
+	hc->g = put_gang(hc->gm, "x", 0, "ml", fake_clock_now(&hc->clk));
+	pthread_mutex_lock(&hc->gm->lock);
+	hc->g->quorum = 2;
+	hc->g->need = 2;
+	hc->g->need_gpus = 16;
+	hc->g->req.demand.gpus = 8;
+	hc->g->req.demand.gpu_resource = 0;
+	pthread_mutex_unlock(&hc->gm->lock);
+}
+
+static void holds_case_fini(struct holds_case *hc)
+{
+	gang_manager_free(hc->gm);
+	cache_free(hc->c);
+}
+
+static void grow(struct holds_case *hc)
+{
+	pthread_mutex_lock(&hc->gm->lock);
+	gang__holds_grow(hc->gm, hc->g);
+	gang__unlock(hc->gm);
+}
+
+/* The targets are the emptiest nodes until their allocatable takes every
+ * member; everything free on them is held; a later pass holds what freed
+ * since, on the same targets; filter refuses the targets to lower pods. */
+static void test_gang_holds_grow_on_the_emptiest_nodes_as_gpus_free(void **state)
+{
+	struct holds_case hc;
+	struct cache_stats st;
+	char note[400];
+
+	(void)state;
+	holds_case_init(&hc, 30);
+	grow(&hc);
+	pthread_mutex_lock(&hc.gm->lock);
+	assert_int_equal(hc.g->n_targets, 2);           /* n0 and n1 take both members */
+	assert_string_equal(hc.g->targets[0], "n0");
+	assert_string_equal(hc.g->targets[1], "n1");
+	assert_int_equal(hc.g->n_holds, 2);
+	assert_int_equal(hc.g->holds[0].devices, 0xff);
+	assert_int_equal(hc.g->holds[1].devices, 0xf0);
+	pthread_mutex_unlock(&hc.gm->lock);
+	cache_get_stats(hc.c, &st);
+	assert_int_equal(st.gpus_held, 4 + 6 + 8 + 4);    /* small pods, then holds */
+	/* Filter: refused to lower pods on the targets only. */
+	assert_true(gang_hold_note(hc.gm, "n1", -1, note, sizeof(note)));
+	assert_non_null(strstr(note, "held for gang ml/x (priority 0, queue ml"));
+	assert_true(gang_hold_note(hc.gm, "n0", 0, note, sizeof(note)));
+	assert_false(gang_hold_note(hc.gm, "n0", 1, note, sizeof(note)));
+	assert_false(gang_hold_note(hc.gm, "n2", 0, note, sizeof(note)));
+	/* n2 empties: it has the most free now, but the targets already holding
+	 * come first (n1, with 4 freed, before n0 with none); what n1 freed is
+	 * held. */
+	assert_int_equal(cache_reservation_release(hc.c, "small-2"), 0);
+	assert_int_equal(cache_reservation_release(hc.c, "small-1"), 0);
+	grow(&hc);
+	pthread_mutex_lock(&hc.gm->lock);
+	assert_int_equal(hc.g->n_targets, 2);
+	assert_string_equal(hc.g->targets[0], "n1");
+	assert_string_equal(hc.g->targets[1], "n0");
+	assert_int_equal(hc.g->n_holds, 3);
+	assert_int_equal(hc.g->holds[2].devices, 0x0f);
+	pthread_mutex_unlock(&hc.gm->lock);
+	assert_false(gang_hold_note(hc.gm, "n2", 0, note, sizeof(note)));
+	/* Released: nothing held, nothing refused. */
+	pthread_mutex_lock(&hc.gm->lock);
+	gang__holds_release(hc.gm, hc.g);
+	gang__unlock(hc.gm);
+	assert_false(gang_hold_note(hc.gm, "n0", 0, note, sizeof(note)));
+	cache_get_stats(hc.c, &st);
+	assert_int_equal(st.gpus_held, 0);
+	holds_case_fini(&hc);
+}
+
+/* The fairness pass holds for the head once it has waited starvation_s on the
+ * manager's clock, and gang.starvation_seconds 0 means at once. The gang is a
+ * real one refused for capacity (two 8-GPU members, one node offered). */
+static void starve(unsigned starvation_s, uint64_t wait_s, bool held)
+{
+	struct fake_clock clk;
+	struct gang_config cfg;
+	struct cache *c = cache_new(&gpu_opts);
+	struct cache_node_view views[2];
+	struct gang_manager *gm;
+	struct gang_member mb = { .uid = "big-0", .ns = "ml", .name = "big-0", .group = "big",
+				  .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
+	struct gang_stats st;
+	char reason[640], note[400];
+	bool allowed[2];
+
+	fake_config(&cfg, &clk);
+	cfg.starvation_s = starvation_s;
+	assert_non_null(c);
+	cache_nodes(c, 2);
+	idle_group(c, "big", 2, 2);
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	read_two_nodes(c, views);
+	assert_int_equal(gang_filter(gm, &mb, views, 1, allowed, reason, sizeof(reason)),
+			 GANG_REFUSED);
+	cache_read_end(c);
+	fake_clock_advance(&clk, wait_s * S);
+	gang__fairness_pass(gm, fake_clock_now(&clk));
+	gang_get_stats(gm, &st);
+	assert_int_equal(st.waiting, 1);
+	if (held) {
+		assert_int_equal(st.held_sets, 2);
+		assert_true(gang_hold_note(gm, "n0", 0, note, sizeof(note)));
+	} else {
+		assert_int_equal(st.held_sets, 0);
+		assert_false(gang_hold_note(gm, "n0", 0, note, sizeof(note)));
+	}
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
+static void test_gang_starvation_counts_on_the_managers_clock(void **state)
+{
+	(void)state;
+	starve(30, 29, false);
+	starve(30, 30, true);
+	starve(0, 0, true);
+}
+
+struct note_reader {
+	struct gang_manager *gm;
+	bool stop;                      /* atomic */
+	unsigned seen, bad;
+};
+
+static void *read_notes(void *arg)
+{
+	struct note_reader *r = arg;
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		char note[400];
+
+		if (gang_hold_note(r->gm, "n1", 0, note, sizeof(note))) {
+			r->seen++;
+			if (!strstr(note, "held for gang ml/x (priority 0, queue ml"))
+				r->bad++;
+		}
+	}
+	return NULL;
+}
+
+/* gang_hold_note takes no lock: readers see a whole set or none while the
+ * holds are grown and released over and over (a TSan build checks the
+ * reclamation). */
+static void test_gang_hold_note_reads_held_nodes_while_they_change(void **state)
+{
+	struct holds_case hc;
+	struct note_reader r[2];
+	pthread_t t[2];
+
+	(void)state;
+	holds_case_init(&hc, 30);
+	for (int i = 0; i < 2; i++) {
+		r[i] = (struct note_reader){ .gm = hc.gm };
+		assert_int_equal(pthread_create(&t[i], NULL, read_notes, &r[i]), 0);
+	}
+	for (int round = 0; round < 300; round++) {
+		grow(&hc);
+		pthread_mutex_lock(&hc.gm->lock);
+		gang__holds_release(hc.gm, hc.g);
+		gang__unlock(hc.gm);
+	}
+	grow(&hc);
+	for (int i = 0; i < 2; i++) {
+		char note[400];
+
+		/* Both see the last set. */
+		while (!gang_hold_note(hc.gm, "n1", 0, note, sizeof(note)))
+			;
+		__atomic_store_n(&r[i].stop, true, __ATOMIC_RELEASE);
+		pthread_join(t[i], NULL);
+		assert_int_equal(r[i].bad, 0);
+	}
+	holds_case_fini(&hc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gang_deleted_gang_is_nobody_to_wait_behind),
+		cmocka_unit_test(test_gang_fair_order_is_priority_then_share_then_age),
+		cmocka_unit_test(test_gang_holds_grow_on_the_emptiest_nodes_as_gpus_free),
+		cmocka_unit_test(test_gang_starvation_counts_on_the_managers_clock),
+		cmocka_unit_test(test_gang_hold_note_reads_held_nodes_while_they_change),
+	};
+
+	log_set_level(LOG_ERROR);       /* the manager logs every plan and release */
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
