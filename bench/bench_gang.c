@@ -158,8 +158,7 @@ int main(int argc, char **argv)
 	printf("| domain level used (0 zone .. 4 NVLink; -1 none) | %d | | |\n", level);
 	/* Gang members' filters through the manager, on a real cache. */
 	{
-		struct gang_config gcfg = { .default_timeout_s = 600, .http_timeout_s = 600,
-					    .margin_s = 1 };
+		struct gang_config gcfg;
 		struct cache_opts co = opts;
 		struct cache *c;
 		struct gang_manager *gm;
@@ -191,6 +190,10 @@ int main(int argc, char **argv)
 		}
 		cache_writer_reclaim(c);
 		cache_set_synced(c, true);
+		gang_config_defaults(&gcfg);
+		gcfg.default_timeout_s = 600;
+		gcfg.http_timeout_s = 600;
+		gcfg.margin_s = 1;
 		gm = gang_manager_new(c, &gcfg);
 		for (unsigned i = 0; i < members; i++) {
 			struct gang_member mb = { 0 };

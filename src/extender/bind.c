@@ -114,7 +114,7 @@ enum { BIND_POST_ATTEMPTS = 3, BIND_RETRY_FIRST_MS = 200, BIND_RETRY_MAX_MS = 20
  *   once, up to BIND_POST_ATTEMPTS posts in all;
  * - a gang member after quorum, refused or unconfirmed (a webhook's 403, a 429,
  *   a 5xx): after a backoff (200 ms doubling to 2 s) while the parked request
- *   still has time (bind_retry_budget_s). Its devices stay assumed meanwhile,
+ *   still has time (gang_bind_budget_s: until its parked request must be answered). Its devices stay assumed meanwhile,
  *   so a transient refusal never leaves the gang partly bound. A pod that is
  *   gone or bound elsewhere is not retried. */
 static bool post_again(struct bind_pending *p, int result, unsigned retry_after_ms)
@@ -241,17 +241,6 @@ static bool bind_post(const struct ext_service *svc, const struct cache_pod_info
 
 /* ---- A gang member's bind ------------------------------------------------------ */
 
-/* How long a gang member's Binding may be posted again after its gang's quorum:
- * until its parked request must be answered, kube-scheduler's httpTimeout less
- * the margin (gang.scheduler_http_timeout_seconds - gang.margin_seconds), at
- * least 1 s. Without a configuration (a bare test service), the defaults' 30 - 3. */
-static unsigned bind_retry_budget_s(const struct gang_config *g)
-{
-	if (!g)
-		return 27;
-	return g->http_timeout_s > g->margin_s ? g->http_timeout_s - g->margin_s : 1;
-}
-
 /* A gang member's bind, parked by the gang manager until the gang's quorum. */
 struct parked {
 	const struct ext_service *svc;
@@ -323,7 +312,7 @@ static enum gang_bind_result bind_gang(const struct ext_service *svc,
 	pk->async = *async;
 	pk->info = *info;
 	pk->retry_until_ns = util_now_ns() +
-			     (uint64_t)bind_retry_budget_s(svc->cfg ? &svc->cfg->gang : NULL) *
+			     (uint64_t)gang_bind_budget_s(svc->cfg ? &svc->cfg->gang : NULL) *
 			     1000000000u;
 	snprintf(pk->uid, sizeof(pk->uid), "%s", uid);
 	snprintf(pk->node, sizeof(pk->node), "%s", node);

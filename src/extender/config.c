@@ -78,11 +78,7 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->informer.healthy_reset_s = 60;
 	cfg->informer.podgroup_retry_s = 300;
 	cfg->informer.access_check_s = 60;
-	cfg->gang.default_timeout_s = 60;
-	cfg->gang.http_timeout_s = 30;
-	cfg->gang.margin_s = 3;
-	cfg->gang.starvation_s = 30;
-	cfg->gang.settle_s = 2;
+	gang_config_defaults(&cfg->gang);
 }
 
 int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen)
