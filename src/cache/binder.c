@@ -12,7 +12,7 @@
  *                        same name) or the pod is being deleted.
  *   404                  the pod is gone.
  */
-#include "cache/internal.h"
+#include "cache/api_internal.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -38,7 +38,7 @@
  * across reads: bytes are buffered and only complete lines are applied. A
  * partial line left when a stream ends is discarded, never applied.
  */
-#include "cache/internal.h"
+#include "cache/api_internal.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -27,7 +27,7 @@
  * or a call into another module.
  */
 #include "cache/cache.h"
-#include "cache/internal.h"
+#include "cache/api_internal.h"
 #include "cache/nameidx.h"
 
 #include <assert.h>

@@ -37,7 +37,7 @@
 #include "cache/api.h"
 #include "cache/cache.h"
 /* cache's own test: the relist sweeps and the request set-up are internal to cache/. */
-#include "cache/internal.h"
+#include "cache/api_internal.h"
 #include "cache/nameidx.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -1,7 +1,9 @@
-/* Shared only inside cache/: what the API client files need from each other
- * and from the store. */
-#ifndef TROUPE_CACHE_INTERNAL_H
-#define TROUPE_CACHE_INTERNAL_H
+/* Shared only inside cache/: what the API client files (api.c, access.c, the
+ * informer, the binder) need from each other, and the two sweeps the informer
+ * asks of the store after a relist. libcurl is named here and nowhere in the
+ * store's own header (internal.h). */
+#ifndef TROUPE_CACHE_API_INTERNAL_H
+#define TROUPE_CACHE_API_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
