@@ -2,8 +2,14 @@
  * each node has free.
  *
  * Threads and rules
- *  - One writer (the snapshot loader at start-up, later the informer thread)
- *    adds, replaces and removes nodes: functions marked "writer".
+ *  - One writer adds, replaces and removes nodes, pods and pod groups: the
+ *    functions marked "writer". The writer is the thread that called
+ *    cache_new() (which loads a snapshot, for one), until another thread takes
+ *    over with cache_writer_claim() (the informer's thread does when it
+ *    starts; cache_informer_stop() hands the cache back to the thread that
+ *    stops it). The hand-over itself must be ordered after the old writer's
+ *    last write (a thread's creation or join does it). Every writer function
+ *    asserts, in debug builds, that the calling thread is the writer.
  *  - Any number of readers (the HTTP pool) look nodes up inside a read section,
  *    without taking a lock; a node record is immutable once published and is
  *    reclaimed through an epoch only when no reader can still hold it.
@@ -23,10 +29,15 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/limits.h"
+
 enum {
 	CACHE_MAX_GPUS = 64,            /* devices per node the mask can name */
 	CACHE_MAX_GPU_RESOURCES = 8,    /* managed resource names (nvidia.com/gpu, ...) */
 	CACHE_ERR_LEN = 256,
+	/* Annotation troupe.io/topology's value, as cache_pod_info keeps it: a
+	 * policy name ("nvlink", "same-socket", ...), not a Kubernetes name. */
+	CACHE_TOPOLOGY_BUF = 64,
 };
 
 struct cache;
@@ -129,6 +140,11 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 void cache_node_free(struct cache_node *node);
 /* The value of label <key>, or NULL. */
 const char *cache_node_label(const struct cache_node *node, const char *key);
+/* The devices a node has, healthy or not: bits 0..gpu_capacity-1. */
+static inline uint64_t cache_node_capacity_mask(const struct cache_node *node)
+{
+	return node->gpu_capacity >= 64 ? ~0ULL : (1ULL << node->gpu_capacity) - 1;
+}
 
 /* The pod group a Pod object names, or NULL. First found:
  * spec.schedulingGroup.podGroupName, the labels scheduling.x-k8s.io/pod-group,
@@ -170,6 +186,12 @@ void cache_devices_format(uint64_t mask, char *buf, size_t len);
 struct cache *cache_new(const struct cache_opts *opts);
 void cache_free(struct cache *c);
 const struct cache_opts *cache_get_opts(const struct cache *c);
+
+/* Make the calling thread the cache's writer (see the rules above). Thread:
+ * the new writer, once the old one has stopped writing. */
+void cache_writer_claim(struct cache *c);
+/* Whether the calling thread is the cache's writer. Thread: any. */
+bool cache_writer_is_current(const struct cache *c);
 
 /* Mark the cache synced (every initial list applied) or not. Thread: any. */
 void cache_set_synced(struct cache *c, bool synced);
@@ -244,13 +266,13 @@ struct cache_pod_info {
 	bool posted;                    /* troupe's Binding for it was accepted */
 	bool uncertain;                 /* troupe's Binding's outcome is unknown */
 	bool reservation;               /* a gang's reservation, not a pod */
-	char ns[64];
-	char name[254];
-	char node[254];
-	char topology[64];              /* annotation troupe.io/topology, "" when absent */
-	char group[254];                /* pod group name, "" when none */
-	char gang_topology[254];        /* annotation troupe.io/gang-topology, "" when none */
-	char queue[254];                /* the pod's queue (its namespace when none named) */
+	char ns[K8S_NAMESPACE_BUF];
+	char name[K8S_NAME_BUF];
+	char node[K8S_NAME_BUF];
+	char topology[CACHE_TOPOLOGY_BUF];      /* annotation troupe.io/topology, "" when absent */
+	char group[K8S_NAME_BUF];               /* pod group name, "" when none */
+	char gang_topology[K8S_NAME_BUF];       /* annotation troupe.io/gang-topology, "" when none */
+	char queue[K8S_NAME_BUF];               /* the pod's queue (its namespace when none named) */
 	int32_t priority;               /* spec.priority */
 	bool active;                    /* neither finished nor being deleted */
 	uint32_t min_member;            /* quorum named on the pod, 0 when none */

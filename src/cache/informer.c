@@ -1002,6 +1002,8 @@ static void *informer_main(void *arg)
 	struct cache_informer *inf = arg;
 	uint64_t last_reclaim = 0;
 
+	/* From here on this thread is the cache's single writer. */
+	cache_writer_claim(inf->cache);
 	while (!__atomic_load_n(&inf->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t now = util_now_ns(), next = now + 1000000000ULL;
 		int running, left;
@@ -1124,6 +1126,8 @@ void cache_informer_stop(struct cache_informer *inf)
 	__atomic_store_n(&inf->stop, true, __ATOMIC_RELEASE);
 	curl_multi_wakeup(inf->multi);
 	pthread_join(inf->thread, NULL);
+	/* The informer wrote last; the thread that stopped it writes next. */
+	cache_writer_claim(inf->cache);
 	for (int k = 0; k < K_COUNT; k++) {
 		struct stream *s = &inf->streams[k];
 

@@ -2435,6 +2435,9 @@ static void *pt_writer_main(void *arg)
 	struct pt_shared *sh = w->sh;
 	struct cache *c = sh->c;
 
+	/* The test's thread created the cache and published the nodes; from
+	 * here on this thread writes. */
+	cache_writer_claim(c);
 	pthread_barrier_wait(&sh->start);
 	while (__atomic_load_n(&sh->binders_done, __ATOMIC_SEQ_CST) < PT_THREADS) {
 		uint64_t r = rng_next(&w->rng);
@@ -2518,6 +2521,7 @@ static void pt_run(uint64_t seed)
 	for (int t = 0; t < PT_THREADS; t++)
 		pthread_join(tid[t], NULL);
 	pthread_join(wid, NULL);
+	cache_writer_claim(sh->c);      /* the forgets below may drop node entries */
 	pthread_barrier_destroy(&sh->start);
 
 	if (sh->overlaps || sh->over_alloc || sh->bad_already || sh->unexpected)
