@@ -271,8 +271,8 @@ struct cache_pod_info {
 	char node[K8S_NAME_BUF];
 	char topology[CACHE_TOPOLOGY_BUF];      /* annotation troupe.io/topology, "" when absent */
 	char group[K8S_NAME_BUF];               /* pod group name, "" when none */
-	char gang_topology[K8S_NAME_BUF];       /* annotation troupe.io/gang-topology, "" when none */
-	char queue[K8S_NAME_BUF];               /* the pod's queue (its namespace when none named) */
+	char gang_topology[K8S_NAME_BUF];       /* troupe.io/gang-topology, "" when none */
+	char queue[K8S_NAME_BUF];               /* its queue (its namespace when none named) */
 	int32_t priority;               /* spec.priority */
 	bool active;                    /* neither finished nor being deleted */
 	uint32_t min_member;            /* quorum named on the pod, 0 when none */

@@ -70,7 +70,8 @@ void cache_node_lookup_many(struct cache *c, const struct cache_name *names, siz
 		if (len == 0 || len > UINT16_MAX)
 			continue;
 		if (!e[i] || e[i]->name_len != len || memcmp(e[i]->name, nm, len) != 0)
-			e[i] = node_entry_find(t, h[i], h[i] & t->mask, nm, len); /* rare: a collision */
+			/* Rare: a collision. */
+			e[i] = node_entry_find(t, h[i], h[i] & t->mask, nm, len);
 		if (!e[i])
 			continue;
 		/* Acquire: pairs with the release store in cache_node_upsert. */
@@ -233,6 +234,7 @@ void cache_writer_reclaim(struct cache *c)
 {
 	cache__writer_check(c);
 	if (c->n_tombstones > 0) {
+		/* At most this many per call: the rest wait for the next. */
 		struct node_entry *dead[256], *e;
 		uint64_t pos = 0;
 		size_t n = 0;
