@@ -187,6 +187,28 @@ static inline void node_entry_unref(struct node_entry *e)
 	__atomic_sub_fetch(&e->refs, 1, __ATOMIC_SEQ_CST);
 }
 
+/* The by-node index: put <p> first in, or take it out of, the list of pods
+ * occupying GPUs on <e>. e->pods_lock held. */
+static inline void node_entry_list_push(struct node_entry *e, struct pod_entry *p)
+{
+	p->node_prev = NULL;
+	p->node_next = e->pods;
+	if (e->pods)
+		e->pods->node_prev = p;
+	e->pods = p;
+}
+
+static inline void node_entry_list_remove(struct node_entry *e, struct pod_entry *p)
+{
+	if (p->node_prev)
+		p->node_prev->node_next = p->node_next;
+	else
+		e->pods = p->node_next;
+	if (p->node_next)
+		p->node_next->node_prev = p->node_prev;
+	p->node_prev = p->node_next = NULL;
+}
+
 /* Writer: a node entry for <name>, new and record-less (a tombstone), or NULL
  * when out of memory or the name is empty or too long. */
 struct node_entry *cache__node_entry_create(struct cache *c, const char *name, size_t len);

@@ -70,11 +70,7 @@ static void entry_link(struct pod_entry *e, struct node_entry *ne)
 {
 	e->node_entry = ne;
 	pthread_mutex_lock(&ne->pods_lock);
-	e->node_prev = NULL;
-	e->node_next = ne->pods;
-	if (ne->pods)
-		ne->pods->node_prev = e;
-	ne->pods = e;
+	node_entry_list_push(ne, e);
 	pthread_mutex_unlock(&ne->pods_lock);
 }
 
@@ -86,13 +82,7 @@ void cache__pod_entry_release(struct cache *c, struct pod_entry *e)
 		return;
 	cache__usage_change(c, ne, e->occupied_devices, e->occupied_unattr, -1);
 	pthread_mutex_lock(&ne->pods_lock);
-	if (e->node_prev)
-		e->node_prev->node_next = e->node_next;
-	else
-		ne->pods = e->node_next;
-	if (e->node_next)
-		e->node_next->node_prev = e->node_prev;
-	e->node_prev = e->node_next = NULL;
+	node_entry_list_remove(ne, e);
 	pthread_mutex_unlock(&ne->pods_lock);
 	e->node_entry = NULL;
 	e->occupied_devices = 0;

@@ -87,22 +87,11 @@ int cache_reservation_release(struct cache *c, const char *key)
 }
 
 /* Move a by-node index link from <from> to <to> (same node entry). Stripe locks held. */
-static void entry_relink(struct pod_entry *from, struct pod_entry *to,
-			  struct node_entry *ne)
+static void entry_relink(struct pod_entry *from, struct pod_entry *to, struct node_entry *ne)
 {
 	pthread_mutex_lock(&ne->pods_lock);
-	if (from->node_prev)
-		from->node_prev->node_next = from->node_next;
-	else
-		ne->pods = from->node_next;
-	if (from->node_next)
-		from->node_next->node_prev = from->node_prev;
-	from->node_prev = from->node_next = NULL;
-	to->node_prev = NULL;
-	to->node_next = ne->pods;
-	if (ne->pods)
-		ne->pods->node_prev = to;
-	ne->pods = to;
+	node_entry_list_remove(ne, from);
+	node_entry_list_push(ne, to);
 	pthread_mutex_unlock(&ne->pods_lock);
 }
 

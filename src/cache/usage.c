@@ -22,11 +22,23 @@ bool cache_changes_settled(struct cache *c, uint64_t *count)
 	return __atomic_load_n(&c->changes.done, __ATOMIC_SEQ_CST) == *count;
 }
 
+/* Replace usage <cur> of <e> with <next> if it is still <cur>, counted as a
+ * change whether or not it succeeds. Claims both words at once; pairs with
+ * every other CAS on usage. */
+static bool usage_cas(struct cache *c, struct node_entry *e, uint64_t cur[2], uint64_t next[2])
+{
+	bool ok;
+
+	change_begin(c);
+	ok = ck_pr_cas_64_2(e->usage, cur, next);
+	change_end(c);
+	return ok;
+}
+
 int cache__usage_change(struct cache *c, struct node_entry *e, uint64_t devices, uint32_t unattr,
 			int sign)
 {
 	uint64_t cur[2], next[2];
-	bool ok;
 
 	for (;;) {
 		/* A torn pair only makes the CAS below fail and retry. */
@@ -41,11 +53,7 @@ int cache__usage_change(struct cache *c, struct node_entry *e, uint64_t devices,
 			next[0] = cur[0] & ~devices;
 			next[1] = cur[1] >= unattr ? cur[1] - unattr : 0;
 		}
-		/* Claims both words at once; pairs with every other CAS on usage. */
-		change_begin(c);
-		ok = ck_pr_cas_64_2(e->usage, cur, next);
-		change_end(c);
-		if (ok)
+		if (usage_cas(c, e, cur, next))
 			return 0;
 	}
 }
@@ -54,7 +62,6 @@ int cache__usage_claim(struct cache *c, struct node_entry *e, const struct cache
 		       uint64_t want)
 {
 	uint64_t cur[2], next[2];
-	bool ok;
 
 	for (;;) {
 		/* A torn pair only makes the CAS below fail and retry. */
@@ -67,11 +74,8 @@ int cache__usage_claim(struct cache *c, struct node_entry *e, const struct cache
 			return -ENOSPC;
 		next[0] = cur[0] | want;
 		next[1] = cur[1];
-		/* Check-and-claim in one step; pairs with every other usage CAS. */
-		change_begin(c);
-		ok = ck_pr_cas_64_2(e->usage, cur, next);
-		change_end(c);
-		if (ok)
+		/* Check-and-claim in one step. */
+		if (usage_cas(c, e, cur, next))
 			return 0;
 	}
 }
