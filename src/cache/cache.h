@@ -13,7 +13,7 @@
  *  - Any number of readers (the HTTP pool) look nodes up inside a read section,
  *    without taking a lock; a node record is immutable once published and is
  *    reclaimed through an epoch only when no reader can still hold it.
- *  - GPU usage per node is a device mask plus a count of GPUs held by pods
+ *  - GPU usage per node is a device mask plus a count of GPUs occupied by pods
  *    whose devices troupe does not know, changed together by one double-word
  *    compare-and-swap, so an assume (bind) and a watch update can never hand out
  *    the same device twice. Functions marked "any" may run on any thread.
@@ -201,11 +201,12 @@ bool cache_is_synced(const struct cache *c);
  * the read section; used/unattributed are a snapshot (bind re-checks). */
 struct cache_node_view {
 	const struct cache_node *node;
-	uint64_t used;                  /* devices held by known pods */
-	uint32_t unattributed;          /* GPUs held by pods with unknown devices */
+	uint64_t used;                  /* devices occupied by known pods */
+	uint32_t unattributed;          /* GPUs occupied by pods with unknown devices */
 };
 
-/* Free GPUs in a view: allocatable less what is held, never negative. */
+/* Free GPUs in a view: allocatable less what is occupied, never more than the
+ * healthy devices not occupied, never negative. */
 uint32_t cache_view_free_gpus(const struct cache_node_view *v);
 /* Free devices in a view, as a mask within capacity. */
 uint64_t cache_view_free_mask(const struct cache_node_view *v);
@@ -254,9 +255,9 @@ void cache_writer_reclaim(struct cache *c);
 
 enum cache_pod_state {
 	CACHE_POD_STATE_NONE = 0,       /* not known */
-	CACHE_POD_STATE_PENDING,        /* known, holds nothing */
-	CACHE_POD_STATE_ASSUMED,        /* troupe bound it; holds devices */
-	CACHE_POD_STATE_BOUND,          /* the API says it is on a node; holds GPUs */
+	CACHE_POD_STATE_PENDING,        /* known, occupies nothing */
+	CACHE_POD_STATE_ASSUMED,        /* troupe bound it; occupies devices */
+	CACHE_POD_STATE_BOUND,          /* the API says it is on a node; occupies GPUs */
 };
 
 /* A copy of what the cache holds for a pod. */
@@ -278,15 +279,15 @@ struct cache_pod_info {
 	uint32_t min_member;            /* quorum named on the pod, 0 when none */
 	struct cache_demand demand;
 	bool demand_valid;
-	uint64_t devices;               /* held devices (attributed) */
-	uint32_t unattributed;          /* held GPUs of unknown devices */
+	uint64_t devices;               /* occupied devices (attributed) */
+	uint32_t unattributed;          /* occupied GPUs of unknown devices */
 	uint64_t known_ns;              /* when troupe first learnt of it (util_now_ns) */
 };
 
 /* Writer: apply a pod's current state (from a snapshot or the watch): update
- * what it holds. Takes ownership of <pod> (also on error). */
+ * what it occupies. Takes ownership of <pod> (also on error). */
 int cache_pod_apply(struct cache *c, struct cache_pod *pod);
-/* Writer: the pod is gone; release what it held. -ENOENT when unknown. */
+/* Writer: the pod is gone; release what it occupied. -ENOENT when unknown. */
 int cache_pod_delete(struct cache *c, const char *uid);
 
 /* Any: remember a pod seen in a request (filter) so that a later bind knows its
@@ -301,10 +302,10 @@ int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out);
 
 /* Any: assume pod <uid> on <node>, taking exactly <devices> (which must be free
  * there, and at most the node's free count). Returns 0; -EALREADY when the pod
- * already holds exactly this (idempotent bind: <devices> is replaced by what it
- * holds); -EEXIST when it holds something elsewhere; -EAGAIN when the devices
- * are no longer free (usage changed: choose again); -ENOSPC when the node has
- * too few free GPUs; -ENOENT when the pod or node is unknown. */
+ * already occupies exactly this (idempotent bind: <devices> is replaced by what
+ * it occupies); -EEXIST when it occupies something elsewhere; -EAGAIN when the
+ * devices are no longer free (usage changed: choose again); -ENOSPC when the
+ * node has too few free GPUs; -ENOENT when the pod or node is unknown. */
 int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_t *devices);
 /* Any: undo an assume (the binding failed). -ENOENT when not assumed. */
 int cache_pod_forget(struct cache *c, const char *uid);
@@ -328,7 +329,7 @@ void cache_group_foreach(struct cache *c, const char *ns, const char *group,
 void cache_groups_foreach(struct cache *c, void (*fn)(const char *ns, const char *group, void *arg),
 			  void *arg);
 
-/* Any: hold <devices> on <node> for a future pod, under the name <key> (a
+/* Any: keep <devices> on <node> for a future pod, under the name <key> (a
  * reservation: counted as used by everyone, never swept by a relist). Returns
  * cache_pod_assume's codes; -EEXIST when <key> is taken. */
 int cache_reserve(struct cache *c, const char *key, const char *node, uint64_t devices);
@@ -338,15 +339,15 @@ int cache_reserve_for(struct cache *c, const char *key, const char *node, uint64
 /* Any: drop a reservation and free its devices. -ENOENT when unknown. */
 int cache_reservation_release(struct cache *c, const char *key);
 /* Any: hand reservation <key>'s devices to pod <uid> (which must be known,
- * hold nothing, and ask exactly that many GPUs): the pod is then assumed on
+ * occupy nothing, and ask exactly that many GPUs): the pod is then assumed on
  * that node with those devices, with no moment where they are free. Returns 0,
- * -ENOENT (no such reservation or pod), -EEXIST (the pod holds something),
+ * -ENOENT (no such reservation or pod), -EEXIST (the pod occupies something),
  * -EINVAL (GPU count differs). */
 int cache_reservation_claim(struct cache *c, const char *key, const char *uid);
 
 /* Any: record what became of troupe's Binding for an assumed pod: accepted
- * (<posted>), or outcome unknown (the devices stay held until the watch shows
- * the pod, or cache_pod_expire gives up). -ENOENT when it holds nothing. */
+ * (<posted>), or outcome unknown (the devices stay occupied until the watch shows
+ * the pod, or cache_pod_expire gives up). -ENOENT when it occupies nothing. */
 int cache_pod_mark_bind(struct cache *c, const char *uid, bool posted);
 /* Any: housekeeping. Release pods whose Binding's outcome stayed unknown for
  * <uncertain_ns>, and forget pods only ever seen in filter calls more than
@@ -357,7 +358,7 @@ void cache_pod_expire(struct cache *c, uint64_t uncertain_ns, uint64_t remembere
 struct cache_stats {
 	size_t nodes;
 	size_t pods;
-	size_t pods_holding;
+	size_t pods_holding;            /* pods occupying GPUs (the name is kept) */
 	size_t podgroups;
 	uint64_t gpus_allocatable;
 	uint64_t gpus_held;
@@ -369,7 +370,7 @@ struct cache_stats {
 };
 void cache_get_stats(struct cache *c, struct cache_stats *out);
 
-/* Any: call <fn> with the UID of every pod holding GPUs on <node> (the
+/* Any: call <fn> with the UID of every pod occupying GPUs on <node> (the
  * by-node index), under that node's pod-list lock: <fn> must not call back into
  * the cache. Returns -ENOENT when troupe knows nothing of the node. */
 int cache_node_pods(struct cache *c, const char *node, void (*fn)(const char *uid, void *arg),
