@@ -182,8 +182,10 @@ void cache_devices_format(uint64_t mask, char *buf, size_t len);
 
 /* ---- The store -------------------------------------------------------- */
 
-/* Create an empty cache. Returns NULL and sets errno. */
+/* Create an empty cache; the calling thread is its writer. Returns NULL and
+ * sets errno. */
 struct cache *cache_new(const struct cache_opts *opts);
+/* Thread: any, once no other thread uses the cache (it takes the writer). */
 void cache_free(struct cache *c);
 const struct cache_opts *cache_get_opts(const struct cache *c);
 
