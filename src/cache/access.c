@@ -6,7 +6,7 @@
  *
  * Pure functions: the informer sends the reviews and keeps what they said.
  */
-#include "cache/internal.h"
+#include "cache/api_internal.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * account tokens are replaced about every hour): like client-go, troupe re-reads
  * it once a minute when the file changed, and at once after a 401.
  */
-#include "cache/internal.h"
+#include "cache/api_internal.h"
 
 #include <errno.h>
 #include <libgen.h>

@@ -12,7 +12,7 @@
  *                        same name) or the pod is being deleted.
  *   404                  the pod is gone.
  */
-#include "cache/internal.h"
+#include "cache/api_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "common/util.h"
@@ -28,7 +29,7 @@ struct job {
 	struct job *next;
 	struct job *prev_inflight, *next_inflight;      /* binder thread only */
 	char path[600];
-	char node[254];
+	char node[K8S_NAME_BUF];
 	char *body;
 	CURL *easy;
 	struct curl_slist *headers;

@@ -2,12 +2,18 @@
  * each node has free.
  *
  * Threads and rules
- *  - One writer (the snapshot loader at start-up, later the informer thread)
- *    adds, replaces and removes nodes: functions marked "writer".
+ *  - One writer adds, replaces and removes nodes, pods and pod groups: the
+ *    functions marked "writer". The writer is the thread that called
+ *    cache_new() (which loads a snapshot, for one), until another thread takes
+ *    over with cache_writer_claim() (the informer's thread does when it
+ *    starts; cache_informer_stop() hands the cache back to the thread that
+ *    stops it). The hand-over itself must be ordered after the old writer's
+ *    last write (a thread's creation or join does it). Every writer function
+ *    asserts, in debug builds, that the calling thread is the writer.
  *  - Any number of readers (the HTTP pool) look nodes up inside a read section,
  *    without taking a lock; a node record is immutable once published and is
  *    reclaimed through an epoch only when no reader can still hold it.
- *  - GPU usage per node is a device mask plus a count of GPUs held by pods
+ *  - GPU usage per node is a device mask plus a count of GPUs occupied by pods
  *    whose devices troupe does not know, changed together by one double-word
  *    compare-and-swap, so an assume (bind) and a watch update can never hand out
  *    the same device twice. Functions marked "any" may run on any thread.
@@ -23,10 +29,15 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/limits.h"
+
 enum {
 	CACHE_MAX_GPUS = 64,            /* devices per node the mask can name */
 	CACHE_MAX_GPU_RESOURCES = 8,    /* managed resource names (nvidia.com/gpu, ...) */
 	CACHE_ERR_LEN = 256,
+	/* Annotation troupe.io/topology's value, as cache_pod_info keeps it: a
+	 * policy name ("nvlink", "same-socket", ...), not a Kubernetes name. */
+	CACHE_TOPOLOGY_BUF = 64,
 };
 
 struct cache;
@@ -129,6 +140,11 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 void cache_node_free(struct cache_node *node);
 /* The value of label <key>, or NULL. */
 const char *cache_node_label(const struct cache_node *node, const char *key);
+/* The devices a node has, healthy or not: bits 0..gpu_capacity-1. */
+static inline uint64_t cache_node_capacity_mask(const struct cache_node *node)
+{
+	return node->gpu_capacity >= 64 ? ~0ULL : (1ULL << node->gpu_capacity) - 1;
+}
 
 /* The pod group a Pod object names, or NULL. First found:
  * spec.schedulingGroup.podGroupName, the labels scheduling.x-k8s.io/pod-group,
@@ -166,10 +182,18 @@ void cache_devices_format(uint64_t mask, char *buf, size_t len);
 
 /* ---- The store -------------------------------------------------------- */
 
-/* Create an empty cache. Returns NULL and sets errno. */
+/* Create an empty cache; the calling thread is its writer. Returns NULL and
+ * sets errno. */
 struct cache *cache_new(const struct cache_opts *opts);
+/* Thread: any, once no other thread uses the cache (it takes the writer). */
 void cache_free(struct cache *c);
 const struct cache_opts *cache_get_opts(const struct cache *c);
+
+/* Make the calling thread the cache's writer (see the rules above). Thread:
+ * the new writer, once the old one has stopped writing. */
+void cache_writer_claim(struct cache *c);
+/* Whether the calling thread is the cache's writer. Thread: any. */
+bool cache_writer_is_current(const struct cache *c);
 
 /* Mark the cache synced (every initial list applied) or not. Thread: any. */
 void cache_set_synced(struct cache *c, bool synced);
@@ -179,11 +203,12 @@ bool cache_is_synced(const struct cache *c);
  * the read section; used/unattributed are a snapshot (bind re-checks). */
 struct cache_node_view {
 	const struct cache_node *node;
-	uint64_t used;                  /* devices held by known pods */
-	uint32_t unattributed;          /* GPUs held by pods with unknown devices */
+	uint64_t used;                  /* devices occupied by known pods */
+	uint32_t unattributed;          /* GPUs occupied by pods with unknown devices */
 };
 
-/* Free GPUs in a view: allocatable less what is held, never negative. */
+/* Free GPUs in a view: allocatable less what is occupied, never more than the
+ * healthy devices not occupied, never negative. */
 uint32_t cache_view_free_gpus(const struct cache_node_view *v);
 /* Free devices in a view, as a mask within capacity. */
 uint64_t cache_view_free_mask(const struct cache_node_view *v);
@@ -232,9 +257,9 @@ void cache_writer_reclaim(struct cache *c);
 
 enum cache_pod_state {
 	CACHE_POD_STATE_NONE = 0,       /* not known */
-	CACHE_POD_STATE_PENDING,        /* known, holds nothing */
-	CACHE_POD_STATE_ASSUMED,        /* troupe bound it; holds devices */
-	CACHE_POD_STATE_BOUND,          /* the API says it is on a node; holds GPUs */
+	CACHE_POD_STATE_PENDING,        /* known, occupies nothing */
+	CACHE_POD_STATE_ASSUMED,        /* troupe bound it; occupies devices */
+	CACHE_POD_STATE_BOUND,          /* the API says it is on a node; occupies GPUs */
 };
 
 /* A copy of what the cache holds for a pod. */
@@ -244,27 +269,27 @@ struct cache_pod_info {
 	bool posted;                    /* troupe's Binding for it was accepted */
 	bool uncertain;                 /* troupe's Binding's outcome is unknown */
 	bool reservation;               /* a gang's reservation, not a pod */
-	char ns[64];
-	char name[254];
-	char node[254];
-	char topology[64];              /* annotation troupe.io/topology, "" when absent */
-	char group[254];                /* pod group name, "" when none */
-	char gang_topology[254];        /* annotation troupe.io/gang-topology, "" when none */
-	char queue[254];                /* the pod's queue (its namespace when none named) */
+	char ns[K8S_NAMESPACE_BUF];
+	char name[K8S_NAME_BUF];
+	char node[K8S_NAME_BUF];
+	char topology[CACHE_TOPOLOGY_BUF];      /* annotation troupe.io/topology, "" when absent */
+	char group[K8S_NAME_BUF];               /* pod group name, "" when none */
+	char gang_topology[K8S_NAME_BUF];       /* troupe.io/gang-topology, "" when none */
+	char queue[K8S_NAME_BUF];               /* its queue (its namespace when none named) */
 	int32_t priority;               /* spec.priority */
 	bool active;                    /* neither finished nor being deleted */
 	uint32_t min_member;            /* quorum named on the pod, 0 when none */
 	struct cache_demand demand;
 	bool demand_valid;
-	uint64_t devices;               /* held devices (attributed) */
-	uint32_t unattributed;          /* held GPUs of unknown devices */
+	uint64_t devices;               /* occupied devices (attributed) */
+	uint32_t unattributed;          /* occupied GPUs of unknown devices */
 	uint64_t known_ns;              /* when troupe first learnt of it (util_now_ns) */
 };
 
 /* Writer: apply a pod's current state (from a snapshot or the watch): update
- * what it holds. Takes ownership of <pod> (also on error). */
+ * what it occupies. Takes ownership of <pod> (also on error). */
 int cache_pod_apply(struct cache *c, struct cache_pod *pod);
-/* Writer: the pod is gone; release what it held. -ENOENT when unknown. */
+/* Writer: the pod is gone; release what it occupied. -ENOENT when unknown. */
 int cache_pod_delete(struct cache *c, const char *uid);
 
 /* Any: remember a pod seen in a request (filter) so that a later bind knows its
@@ -279,10 +304,10 @@ int cache_pod_get(struct cache *c, const char *uid, struct cache_pod_info *out);
 
 /* Any: assume pod <uid> on <node>, taking exactly <devices> (which must be free
  * there, and at most the node's free count). Returns 0; -EALREADY when the pod
- * already holds exactly this (idempotent bind: <devices> is replaced by what it
- * holds); -EEXIST when it holds something elsewhere; -EAGAIN when the devices
- * are no longer free (usage changed: choose again); -ENOSPC when the node has
- * too few free GPUs; -ENOENT when the pod or node is unknown. */
+ * already occupies exactly this (idempotent bind: <devices> is replaced by what
+ * it occupies); -EEXIST when it occupies something elsewhere; -EAGAIN when the
+ * devices are no longer free (usage changed: choose again); -ENOSPC when the
+ * node has too few free GPUs; -ENOENT when the pod or node is unknown. */
 int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_t *devices);
 /* Any: undo an assume (the binding failed). -ENOENT when not assumed. */
 int cache_pod_forget(struct cache *c, const char *uid);
@@ -306,7 +331,7 @@ void cache_group_foreach(struct cache *c, const char *ns, const char *group,
 void cache_groups_foreach(struct cache *c, void (*fn)(const char *ns, const char *group, void *arg),
 			  void *arg);
 
-/* Any: hold <devices> on <node> for a future pod, under the name <key> (a
+/* Any: keep <devices> on <node> for a future pod, under the name <key> (a
  * reservation: counted as used by everyone, never swept by a relist). Returns
  * cache_pod_assume's codes; -EEXIST when <key> is taken. */
 int cache_reserve(struct cache *c, const char *key, const char *node, uint64_t devices);
@@ -316,15 +341,15 @@ int cache_reserve_for(struct cache *c, const char *key, const char *node, uint64
 /* Any: drop a reservation and free its devices. -ENOENT when unknown. */
 int cache_reservation_release(struct cache *c, const char *key);
 /* Any: hand reservation <key>'s devices to pod <uid> (which must be known,
- * hold nothing, and ask exactly that many GPUs): the pod is then assumed on
+ * occupy nothing, and ask exactly that many GPUs): the pod is then assumed on
  * that node with those devices, with no moment where they are free. Returns 0,
- * -ENOENT (no such reservation or pod), -EEXIST (the pod holds something),
+ * -ENOENT (no such reservation or pod), -EEXIST (the pod occupies something),
  * -EINVAL (GPU count differs). */
 int cache_reservation_claim(struct cache *c, const char *key, const char *uid);
 
 /* Any: record what became of troupe's Binding for an assumed pod: accepted
- * (<posted>), or outcome unknown (the devices stay held until the watch shows
- * the pod, or cache_pod_expire gives up). -ENOENT when it holds nothing. */
+ * (<posted>), or outcome unknown (the devices stay occupied until the watch shows
+ * the pod, or cache_pod_expire gives up). -ENOENT when it occupies nothing. */
 int cache_pod_mark_bind(struct cache *c, const char *uid, bool posted);
 /* Any: housekeeping. Release pods whose Binding's outcome stayed unknown for
  * <uncertain_ns>, and forget pods only ever seen in filter calls more than
@@ -335,7 +360,7 @@ void cache_pod_expire(struct cache *c, uint64_t uncertain_ns, uint64_t remembere
 struct cache_stats {
 	size_t nodes;
 	size_t pods;
-	size_t pods_holding;
+	size_t pods_holding;            /* pods occupying GPUs (the name is kept) */
 	size_t podgroups;
 	uint64_t gpus_allocatable;
 	uint64_t gpus_held;
@@ -347,7 +372,7 @@ struct cache_stats {
 };
 void cache_get_stats(struct cache *c, struct cache_stats *out);
 
-/* Any: call <fn> with the UID of every pod holding GPUs on <node> (the
+/* Any: call <fn> with the UID of every pod occupying GPUs on <node> (the
  * by-node index), under that node's pod-list lock: <fn> must not call back into
  * the cache. Returns -ENOENT when troupe knows nothing of the node. */
 int cache_node_pods(struct cache *c, const char *node, void (*fn)(const char *uid, void *arg),

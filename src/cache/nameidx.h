@@ -2,13 +2,13 @@
  * one writer and many lock-free readers.
  *
  * Why not ck_ht: a lookup over thousands of names (filter and prioritize) is
- * bound by cache misses - the bucket, the name, the slot, the node record -
+ * bound by cache misses - the bucket, the name, the node entry, the node record -
  * and ck_ht's buckets are private, so a lookup cannot prefetch them. Here a
  * reader hashes a batch of names first, prefetches their buckets, and only then
  * probes, so the misses of a batch overlap (cache_node_lookup_many).
  *
  * Layout: 2^k entries of { hash, value }, linear probing, at most half full
- * (tombstones included). A value is the caller's pointer (a slot whose name
+ * (tombstones included). A value is the caller's pointer (a node entry whose name
  * the caller compares); NULL ends a probe, NAMEIDX_TOMB is a removed entry.
  * An entry only ever goes NULL -> value -> tombstone; tombstones are dropped
  * when the writer rebuilds the table, which it publishes whole (release) and

@@ -1,251 +1,24 @@
-/* Parsing Kubernetes Node and Pod JSON into troupe's compact records.
- *
- * Each record is a single allocation: the struct, then its arrays, then its
- * strings. Sizes are summed in a first pass and filled in a second, so a node
- * costs one malloc and one cache-friendly block (the per-node memory budget is
- * a few hundred bytes plus its labels).
+/* Parsing a Kubernetes Pod into troupe's record (one allocation laid out as
+ * parse.h says): identity, node, phase, deletion, the devices troupe bound it
+ * to (troupe.io/gpu-ids), its pod group, queue and quorum as the gang
+ * schedulers name them, and its demand computed as Kubernetes computes it;
+ * and a scheduling.x-k8s.io PodGroup into its spec.
  */
 #include "cache/cache.h"
+#include "cache/parse.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/quantity.h"
 #include "common/util.h"
 
 #define TROUPE_GPU_IDS_ANNOTATION "troupe.io/gpu-ids"
-#define TROUPE_TOPOLOGY_ANNOTATION "troupe.io/gpu-topology"
-#define TROUPE_UNHEALTHY_ANNOTATION "troupe.io/gpu-unhealthy"
 #define TROUPE_POLICY_ANNOTATION "troupe.io/topology"
-enum { MAX_TOPOLOGY_TEXT = 64 * 1024 };
-
-/* Bump allocator over the block being filled. */
-struct blk {
-	char *p;
-	char *end;
-};
-
-static void *blk_take(struct blk *b, size_t n, size_t align)
-{
-	uintptr_t at = ((uintptr_t)b->p + align - 1) & ~(uintptr_t)(align - 1);
-	char *r = (char *)at;
-
-	b->p = r + n;
-	return r;
-}
-
-static const char *blk_str(struct blk *b, const char *s)
-{
-	size_t n;
-	char *d;
-
-	if (!s)
-		return NULL;
-	n = strlen(s) + 1;
-	d = blk_take(b, n, 1);
-	memcpy(d, s, n);
-	return d;
-}
-
-static size_t str_size(const char *s)
-{
-	return s ? strlen(s) + 1 : 0;
-}
-
-static int kv_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct cache_kv *)a)->key, ((const struct cache_kv *)b)->key);
-}
-
-/* ---- Nodes -------------------------------------------------------------- */
-
-static bool node_is_ready(const cJSON *status)
-{
-	const cJSON *conds = cJSON_GetObjectItemCaseSensitive(status, "conditions");
-	const cJSON *c;
-
-	cJSON_ArrayForEach(c, conds) {
-		const char *type = json_str(c, "type");
-		const char *st = json_str(c, "status");
-
-		if (type && strcmp(type, "Ready") == 0)
-			return st && strcmp(st, "True") == 0;
-	}
-	return false;
-}
-
-/* A whole count from a ResourceList entry; -1 when absent or malformed. */
-static int64_t resource_count(const cJSON *list, const char *name)
-{
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(list, name);
-	int64_t milli;
-
-	if (!it || json_quantity_milli(it, &milli) < 0 || milli < 0)
-		return -1;
-	return milli / 1000;
-}
-
-static int64_t resource_milli(const cJSON *list, const char *name)
-{
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(list, name);
-	int64_t milli;
-
-	if (!it || json_quantity_milli(it, &milli) < 0 || milli < 0)
-		return 0;
-	return milli;
-}
-
-struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *opts,
-				    char *err, size_t errlen)
-{
-	const cJSON *meta = json_obj(obj, "metadata");
-	const cJSON *spec = json_obj(obj, "spec");
-	const cJSON *status = json_obj(obj, "status");
-	const cJSON *labels = json_obj(meta, "labels");
-	const cJSON *taints = cJSON_GetObjectItemCaseSensitive(spec, "taints");
-	const cJSON *alloc = json_obj(status, "allocatable");
-	const cJSON *cap = json_obj(status, "capacity");
-	const char *name = json_str(meta, "name");
-	const char *uuids = json_str(json_obj(meta, "annotations"), "troupe.io/gpu-uuids");
-	const cJSON *it;
-	struct cache_node *n = NULL;
-	struct cache_kv *kv;
-	struct cache_taint *tt;
-	size_t size, nl = 0, nt = 0;
-	struct blk b;
-
-	if (!name || !name[0] || strlen(name) > 253) {
-		snprintf(err, errlen, "node has no valid metadata.name");
-		return NULL;
-	}
-	if (uuids && strlen(uuids) > 64 * 64)
-		uuids = NULL;
-	size = sizeof(*n) + str_size(name) + str_size(uuids) + 16;
-	cJSON_ArrayForEach(it, labels) {
-		if (!cJSON_IsString(it) || !it->string)
-			continue;
-		size += sizeof(struct cache_kv) + str_size(it->string) + str_size(it->valuestring);
-		nl++;
-	}
-	cJSON_ArrayForEach(it, json_list(taints)) {
-		size += sizeof(struct cache_taint) + str_size(json_str(it, "key")) +
-			str_size(json_str(it, "value")) + str_size(json_str(it, "effect"));
-		nt++;
-	}
-	if (nl > UINT16_MAX || nt > UINT16_MAX) {
-		snprintf(err, errlen, "node %s has too many labels or taints", name);
-		return NULL;
-	}
-	/* 64-byte aligned: the fields a fit check reads share one cache line. */
-	size = (size + 63) & ~(size_t)63;
-	n = aligned_alloc(64, size);
-	if (!n) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	memset(n, 0, size);
-	b.p = (char *)(n + 1);
-	b.end = (char *)n + size;
-	kv = blk_take(&b, nl * sizeof(*kv), _Alignof(struct cache_kv));
-	tt = blk_take(&b, nt * sizeof(*tt), _Alignof(struct cache_taint));
-	n->name = blk_str(&b, name);
-	n->gpu_uuids = blk_str(&b, uuids);
-	nl = 0;
-	cJSON_ArrayForEach(it, labels) {
-		if (!cJSON_IsString(it) || !it->string)
-			continue;
-		kv[nl].key = blk_str(&b, it->string);
-		kv[nl].value = blk_str(&b, it->valuestring);
-		nl++;
-	}
-	qsort(kv, nl, sizeof(*kv), kv_cmp);
-	nt = 0;
-	cJSON_ArrayForEach(it, json_list(taints)) {
-		tt[nt].key = blk_str(&b, json_str(it, "key"));
-		tt[nt].value = blk_str(&b, json_str(it, "value"));
-		tt[nt].effect = blk_str(&b, json_str(it, "effect"));
-		nt++;
-	}
-	n->labels = kv;
-	n->n_labels = (uint16_t)nl;
-	n->taints = tt;
-	n->n_taints = (uint16_t)nt;
-
-	n->gpu_resource = -1;
-	for (unsigned i = 0; i < opts->n_gpu_resources; i++) {
-		int64_t c = resource_count(cap, opts->gpu_resources[i]);
-		int64_t a = resource_count(alloc, opts->gpu_resources[i]);
-
-		if (c <= 0 && a <= 0)
-			continue;
-		if (a < 0)
-			a = c;  /* no allocatable reported: all devices usable */
-		if (c < a)
-			c = a;
-		if (c > CACHE_MAX_GPUS) {
-			log_warn("cache", "node %s reports %lld %s; troupe tracks the first %d",
-				 name, (long long)c, opts->gpu_resources[i], CACHE_MAX_GPUS);
-			c = CACHE_MAX_GPUS;
-		}
-		if (a > c)
-			a = c;
-		n->gpu_resource = (int)i;
-		n->gpu_capacity = (uint32_t)c;
-		n->gpu_allocatable = (uint32_t)a;
-		break;
-	}
-	n->cpu_milli = resource_milli(alloc, "cpu");
-	n->mem_bytes = (resource_milli(alloc, "memory") + 999) / 1000;
-	n->ready = node_is_ready(status);
-	n->unschedulable = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "unschedulable"));
-	{
-		const cJSON *ann = json_obj(meta, "annotations");
-		const char *topo = json_str(ann, TROUPE_TOPOLOGY_ANNOTATION);
-		const char *bad = json_str(ann, TROUPE_UNHEALTHY_ANNOTATION);
-
-		/* Kept outside the record's block: the cache drops it once the
-		 * topology is derived, so it costs no memory per node. */
-		if (topo && strlen(topo) <= MAX_TOPOLOGY_TEXT)
-			n->topology_text = strdup(topo);
-		else if (topo)
-			log_warn("cache", "node %s: annotation %s is larger than %d bytes; ignored",
-				 name, TROUPE_TOPOLOGY_ANNOTATION, MAX_TOPOLOGY_TEXT);
-		if (bad && *bad && cache_devices_parse(bad, &n->unhealthy) < 0) {
-			log_warn("cache", "node %s: annotation %s=\"%s\" is not a list of device "
-				 "indices; ignored", name, TROUPE_UNHEALTHY_ANNOTATION, bad);
-			n->unhealthy = 0;
-		}
-	}
-	return n;
-}
-
-void cache_node_free(struct cache_node *node)
-{
-	if (node)
-		free((char *)node->topology_text);
-	free(node);
-}
-
-const char *cache_node_label(const struct cache_node *node, const char *key)
-{
-	size_t lo = 0, hi = node->n_labels;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		int c = strcmp(node->labels[mid].key, key);
-
-		if (c == 0)
-			return node->labels[mid].value;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
 
 /* ---- Demand --------------------------------------------------------------- */
 
@@ -413,108 +186,20 @@ int cache_demand_compute(const cJSON *spec, const struct cache_opts *opts,
 	return 0;
 }
 
-/* ---- Devices ---------------------------------------------------------- */
 
-bool cache_node_uuids(const struct cache_node *node, uint64_t mask, char *buf, size_t len)
-{
-	const char *p = node->gpu_uuids;
-	size_t at = 0;
-	unsigned idx = 0;
-
-	if (len)
-		buf[0] = '\0';
-	if (!p || !*p || !mask)
-		return false;
-	while (*p && mask) {
-		const char *end = strchr(p, ',');
-		size_t n = end ? (size_t)(end - p) : strlen(p);
-
-		if (idx < 64 && (mask & (1ULL << idx))) {
-			if (n == 0 || at + n + 2 > len)
-				goto fail;
-			if (at)
-				buf[at++] = ',';
-			memcpy(buf + at, p, n);
-			at += n;
-			buf[at] = '\0';
-			mask &= ~(1ULL << idx);
-		}
-		idx++;
-		if (!end)
-			break;
-		p = end + 1;
-	}
-	if (!mask)
-		return true;
-fail:
-	if (len)
-		buf[0] = '\0';
-	return false;
-}
-
-int cache_devices_parse(const char *s, uint64_t *mask)
-{
-	uint64_t m = 0;
-	const char *p = s;
-
-	if (!s || !*s)
-		return -EINVAL;
-	for (;;) {
-		unsigned v = 0;
-		int digits = 0;
-
-		while (*p == ' ')
-			p++;
-		for (; *p >= '0' && *p <= '9'; p++, digits++) {
-			v = v * 10 + (unsigned)(*p - '0');
-			if (v >= CACHE_MAX_GPUS)
-				return -EINVAL;
-		}
-		while (*p == ' ')
-			p++;
-		if (!digits || (m & (1ULL << v)))
-			return -EINVAL;
-		m |= 1ULL << v;
-		if (*p == '\0')
-			break;
-		if (*p++ != ',')
-			return -EINVAL;
-	}
-	*mask = m;
-	return 0;
-}
-
-void cache_devices_format(uint64_t mask, char *buf, size_t len)
-{
-	size_t at = 0;
-
-	if (len)
-		buf[0] = '\0';
-	for (unsigned i = 0; i < CACHE_MAX_GPUS && mask; i++) {
-		int n;
-
-		if (!(mask & (1ULL << i)))
-			continue;
-		mask &= ~(1ULL << i);
-		n = snprintf(buf + at, len > at ? len - at : 0, "%s%u", at ? "," : "", i);
-		if (n < 0 || (size_t)n >= len - at)
-			return;
-		at += (size_t)n;
-	}
-}
 
 /* Check a namespaced object's name and namespace ("default" when absent).
  * Returns false with <err> set when they are unusable. */
 static bool name_ns_ok(const char *what, const char *name, const char **ns, char *err,
 		       size_t errlen)
 {
-	if (!name || !name[0] || strlen(name) > 253) {
+	if (!name || !name[0] || strlen(name) > K8S_NAME_MAX) {
 		snprintf(err, errlen, "%s has no valid metadata.name", what);
 		return false;
 	}
 	if (!*ns || !(*ns)[0])
 		*ns = "default";
-	if (strlen(*ns) > 63) {
+	if (strlen(*ns) > K8S_NAMESPACE_MAX) {
 		snprintf(err, errlen, "%s %s has an invalid namespace", what, name);
 		return false;
 	}
@@ -598,7 +283,7 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	const char *group = cache_pod_group_name(obj);
 	const char *queue = cache_pod_queue_name(obj);
 	char derr[CACHE_ERR_LEN] = "";
-	char synth_uid[320];
+	char synth_uid[K8S_KEY_BUF];          /* "ns/name" */
 	struct cache_demand d;
 	struct cache_pod *p;
 	bool bad_demand;
@@ -613,26 +298,26 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 		snprintf(synth_uid, sizeof(synth_uid), "%s/%s", ns, name);
 		uid = synth_uid;
 	}
-	if (strlen(uid) > 128) {
+	if (strlen(uid) > K8S_UID_MAX) {
 		snprintf(err, errlen, "pod %s/%s has an invalid uid", ns, name);
 		return NULL;
 	}
 	if (node && !node[0])
 		node = NULL;
-	if (node && strlen(node) > 253) {
+	if (node && strlen(node) > K8S_NAME_MAX) {
 		snprintf(err, errlen, "pod %s/%s has an invalid spec.nodeName", ns, name);
 		return NULL;
 	}
 	bad_demand = !spec || cache_demand_compute(spec, opts, &d, derr, sizeof(derr)) < 0;
 	if (!spec)
 		snprintf(derr, sizeof(derr), "pod has no spec");
-	if (group && strlen(group) > 253)
+	if (group && strlen(group) > K8S_NAME_MAX)
 		group = NULL;
-	if (topo && strlen(topo) > 63)
+	if (topo && strlen(topo) > CACHE_TOPOLOGY_BUF - 1)
 		topo = "invalid: too long";     /* placement rejects it with a message */
-	if (gtopo && strlen(gtopo) > 253)
+	if (gtopo && strlen(gtopo) > K8S_NAME_MAX)
 		gtopo = "invalid: too long";
-	if (queue && strlen(queue) > 253)
+	if (queue && strlen(queue) > K8S_NAME_MAX)
 		queue = NULL;
 	size = sizeof(*p) + str_size(uid) + str_size(ns) + str_size(name) + str_size(node) +
 	       (bad_demand ? str_size(derr) : 0) + str_size(group) + str_size(queue ? queue : ns) +

@@ -1,0 +1,44 @@
+/* Shared only inside cache/: what the API client files (api.c, access.c, the
+ * informer, the binder) need from each other, and the two sweeps the informer
+ * asks of the store after a relist. libcurl is named here and nowhere in the
+ * store's own header (internal.h). */
+#ifndef TROUPE_CACHE_API_INTERNAL_H
+#define TROUPE_CACHE_API_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <curl/curl.h>
+
+#include "cache/api.h"
+#include "cache/cache.h"
+
+/* Set up <easy> for a request to <path> (with query) on the API server:
+ * URL, TLS, credentials, timeouts common to every request. <headers> receives
+ * the list to free after the request. Returns 0 or -ENOMEM. */
+int cache__api_prepare(struct cache_api *api, CURL *easy, const char *path,
+		       struct curl_slist **headers);
+/* Re-read the token file when it changed, or always when <force> (after a
+ * 401). Thread: any. */
+void cache__api_refresh_token(struct cache_api *api, bool force);
+
+/* The SelfSubjectAccessReview asking for permission <p>, as JSON text the
+ * caller frees. NULL with errno set (ENOMEM, EINVAL). */
+char *cache__access_review_new(enum cache_perm p);
+/* Read a SelfSubjectAccessReview answer: <allowed> from status.allowed,
+ * <reason> from status.reason (or status.evaluationError; "" when neither).
+ * Returns 0, or -EINVAL when <body> is not such an answer (not JSON, another
+ * kind, no boolean status.allowed). */
+int cache__access_review_parse(const char *body, size_t len, bool *allowed, char *reason,
+			       size_t reasonlen);
+/* The message of a v1 Status in <body> (what the API server says with an
+ * error). Returns false, with <out> "", when there is none. */
+bool cache__status_message(const char *body, size_t len, char *out, size_t outlen);
+
+/* Writer: delete every node whose name <keep> rejects. */
+void cache__node_sweep(struct cache *c, bool (*keep)(const char *name, void *arg), void *arg);
+/* Writer: delete every pod learnt from the cluster (or assumed by troupe)
+ * whose UID <keep> rejects. Pods only remembered from a filter call stay. */
+void cache__pod_sweep(struct cache *c, bool (*keep)(const char *uid, void *arg), void *arg);
+
+#endif

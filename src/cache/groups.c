@@ -1,0 +1,370 @@
+/* Pod groups: the PodGroup objects troupe watches (ns/name -> spec), and the
+ * member index that lists, per "ns/group", the pods troupe knows of in it, so
+ * that a gang's counts and walks cost its members rather than every pod. When
+ * the index cannot be kept (no memory) it is marked lost for good and every
+ * walk scans the whole pod table instead, with the same answers.
+ */
+#include "cache/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+struct members {
+	char key[K8S_KEY_BUF];          /* "ns/group" */
+	char **uids;                    /* owned */
+	unsigned n, cap;
+};
+
+struct podgroup {
+	char key[K8S_KEY_BUF];          /* "ns/name" */
+	struct cache_podgroup *pg;
+};
+
+/* "ns/name": the key of a pod group in both maps. */
+static int group_key(char *out, size_t len, const char *ns, const char *name)
+{
+	return snprintf(out, len, "%s/%s", ns, name);
+}
+
+/* ---- The member index ------------------------------------------------------- */
+
+static int members_key(const struct cache_pod *p, char *key, size_t len)
+{
+	if (!p || !p->group)
+		return 0;
+	return group_key(key, len, p->ns ? p->ns : "", p->group);
+}
+
+void cache__members_move(struct cache *c, const char *uid, const struct cache_pod *old,
+			 const struct cache_pod *now)
+{
+	char ko[K8S_KEY_BUF], kn[K8S_KEY_BUF];
+	int lo = members_key(old, ko, sizeof(ko)), ln = members_key(now, kn, sizeof(kn));
+	struct members *m;
+
+	if (lo == ln && (lo == 0 || strcmp(ko, kn) == 0))
+		return;
+	pthread_mutex_lock(&c->members_lock);
+	if (lo > 0 && (m = strmap_get(&c->members, ko, (size_t)lo))) {
+		for (unsigned i = 0; i < m->n; i++)
+			if (strcmp(m->uids[i], uid) == 0) {
+				free(m->uids[i]);
+				m->uids[i] = m->uids[--m->n];
+				break;
+			}
+		if (!m->n) {
+			strmap_del(&c->members, ko, (size_t)lo);
+			free(m->uids);
+			free(m);
+		}
+	}
+	if (ln > 0) {
+		char *u = strdup(uid);
+
+		m = strmap_get(&c->members, kn, (size_t)ln);
+		if (!m && (m = calloc(1, sizeof(*m)))) {
+			snprintf(m->key, sizeof(m->key), "%s", kn);
+			if (strmap_put(&c->members, m->key, strlen(m->key), m, NULL) < 0) {
+				free(m);
+				m = NULL;
+			}
+		}
+		if (m && m->n == m->cap) {
+			unsigned cap = m->cap ? m->cap * 2 : 8;
+			char **g = realloc(m->uids, cap * sizeof(*g));
+
+			if (g) {
+				m->uids = g;
+				m->cap = cap;
+			}
+		}
+		for (unsigned i = 0; m && u && i < m->n; i++)
+			if (strcmp(m->uids[i], uid) == 0) {
+				free(u);        /* listed already: never twice */
+				u = NULL;
+				goto done;
+			}
+		if (m && u && m->n < m->cap) {
+			m->uids[m->n++] = u;
+		} else {
+			free(u);
+			if (!c->members_lost)
+				log_error("cache", "out of memory indexing pod-group members; counting "
+					  "gang members by scanning every pod from now on");
+			c->members_lost = true;
+		}
+	}
+done:
+	pthread_mutex_unlock(&c->members_lock);
+}
+
+void cache__groups_fini(struct cache *c)
+{
+	size_t pos = 0;
+	void *v;
+
+	while (strmap_next(&c->groups, &pos, NULL, &v)) {
+		cache_podgroup_free(((struct podgroup *)v)->pg);
+		free(v);
+	}
+	strmap_fini(&c->groups);
+	pthread_mutex_destroy(&c->groups_lock);
+	pos = 0;
+	while (strmap_next(&c->members, &pos, NULL, &v)) {
+		struct members *m = v;
+
+		for (unsigned i = 0; i < m->n; i++)
+			free(m->uids[i]);
+		free(m->uids);
+		free(m);
+	}
+	strmap_fini(&c->members);
+	pthread_mutex_destroy(&c->members_lock);
+}
+
+/* ---- PodGroup objects -------------------------------------------------------- */
+
+int cache_podgroup_apply(struct cache *c, struct cache_podgroup *pg)
+{
+	struct podgroup *g = calloc(1, sizeof(*g));
+	void *old = NULL;
+	int ret;
+
+	cache__writer_check(c);
+	if (!g) {
+		cache_podgroup_free(pg);
+		return -ENOMEM;
+	}
+	group_key(g->key, sizeof(g->key), pg->ns, pg->name);
+	g->pg = pg;
+	pthread_mutex_lock(&c->groups_lock);
+	ret = strmap_put(&c->groups, g->key, strlen(g->key), g, &old);
+	pthread_mutex_unlock(&c->groups_lock);
+	if (ret < 0) {
+		cache_podgroup_free(pg);
+		free(g);
+		return ret;
+	}
+	if (old) {
+		cache_podgroup_free(((struct podgroup *)old)->pg);
+		free(old);
+	}
+	return 0;
+}
+
+int cache_podgroup_delete(struct cache *c, const char *ns, const char *name)
+{
+	char key[K8S_KEY_BUF];
+	struct podgroup *g;
+
+	cache__writer_check(c);
+	group_key(key, sizeof(key), ns, name);
+	pthread_mutex_lock(&c->groups_lock);
+	g = strmap_del(&c->groups, key, strlen(key));
+	pthread_mutex_unlock(&c->groups_lock);
+	if (!g)
+		return -ENOENT;
+	cache_podgroup_free(g->pg);
+	free(g);
+	return 0;
+}
+
+int cache_podgroup_get(struct cache *c, const char *ns, const char *name,
+		       struct cache_podgroup *out, char *buf, size_t buflen)
+{
+	char key[K8S_KEY_BUF];
+	struct podgroup *g;
+	int ret = -ENOENT;
+
+	group_key(key, sizeof(key), ns, name);
+	pthread_mutex_lock(&c->groups_lock);
+	g = strmap_get(&c->groups, key, strlen(key));
+	if (g) {
+		*out = *g->pg;
+		snprintf(buf, buflen, "%s", g->key);
+		out->ns = buf;
+		out->name = strchr(buf, '/') ? strchr(buf, '/') + 1 : buf;
+		if (strchr(buf, '/'))
+			*strchr(buf, '/') = '\0';
+		ret = 0;
+	}
+	pthread_mutex_unlock(&c->groups_lock);
+	return ret;
+}
+
+void cache_podgroup_foreach(struct cache *c, void (*fn)(const struct cache_podgroup *, void *),
+			    void *arg)
+{
+	size_t pos = 0;
+	void *v;
+
+	pthread_mutex_lock(&c->groups_lock);
+	while (strmap_next(&c->groups, &pos, NULL, &v))
+		fn(((struct podgroup *)v)->pg, arg);
+	pthread_mutex_unlock(&c->groups_lock);
+}
+
+/* ---- Walks and counts of a gang's members ----------------------------------------- */
+
+/* Every pod, for a walk of one group when the member index was lost. */
+struct group_scan {
+	const char *ns, *group;
+	void (*fn)(const struct cache_pod_info *, const char *uid, void *arg);
+	void *arg;
+};
+
+static void group_scan_one(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	const struct group_scan *gs = arg;
+
+	if (!p->reservation && strcmp(p->group, gs->group) == 0 && strcmp(p->ns, gs->ns) == 0)
+		gs->fn(p, uid, gs->arg);
+}
+
+void cache_group_foreach(struct cache *c, const char *ns, const char *group,
+			 void (*fn)(const struct cache_pod_info *, const char *uid, void *arg),
+			 void *arg)
+{
+	char key[K8S_KEY_BUF], **uids = NULL;
+	unsigned n = 0;
+	struct members *m;
+	bool lost;
+	int len = group_key(key, sizeof(key), ns, group);
+
+	pthread_mutex_lock(&c->members_lock);
+	lost = c->members_lost;
+	m = lost || len <= 0 ? NULL : strmap_get(&c->members, key, (size_t)len);
+	if (m && (uids = calloc(m->n, sizeof(*uids)))) {
+		for (unsigned i = 0; i < m->n; i++)
+			if ((uids[n] = strdup(m->uids[i])))
+				n++;
+		lost = n < m->n;
+	} else if (m) {
+		lost = true;
+	}
+	pthread_mutex_unlock(&c->members_lock);
+	if (lost) {
+		struct group_scan gs = { ns, group, fn, arg };
+
+		for (unsigned i = 0; i < n; i++)
+			free(uids[i]);
+		free(uids);
+		cache_pod_foreach(c, group_scan_one, &gs);
+		return;
+	}
+	/* Each member under its own stripe's lock; one that changed group or went
+	 * meanwhile is skipped. */
+	for (unsigned i = 0; i < n; i++) {
+		size_t ulen = strlen(uids[i]);
+		struct stripe *st = stripe_of(c, uids[i], ulen);
+		struct cache_pod_info info;
+		struct pod_entry *e;
+		bool member;
+
+		pthread_mutex_lock(&st->lock);
+		e = strmap_get(&st->map, uids[i], ulen);
+		member = e && e->pod && !e->reservation && e->pod->group && e->pod->ns &&
+			 strcmp(e->pod->group, group) == 0 && strcmp(e->pod->ns, ns) == 0;
+		if (member)
+			cache__pod_entry_info(e, &info);
+		pthread_mutex_unlock(&st->lock);
+		if (member)
+			fn(&info, uids[i], arg);
+		free(uids[i]);
+	}
+	free(uids);
+}
+
+/* The group keys of every pod, for cache_groups_foreach once the index is lost. */
+static void scan_group_key(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct strmap *seen = arg;
+	char key[K8S_KEY_BUF];
+	int len;
+
+	(void)uid;
+	if (p->reservation || !p->group[0])
+		return;
+	len = group_key(key, sizeof(key), p->ns, p->group);
+	if (len > 0 && (size_t)len < sizeof(key) && !strmap_get(seen, key, (size_t)len)) {
+		char *k = strdup(key);
+
+		if (k && strmap_put(seen, k, (size_t)len, k, NULL) < 0)
+			free(k);
+	}
+}
+
+void cache_groups_foreach(struct cache *c, void (*fn)(const char *ns, const char *group, void *arg),
+			  void *arg)
+{
+	char **keys = NULL;
+	unsigned n = 0, cap = 0;
+	struct strmap seen;
+	size_t pos = 0;
+	void *v;
+	bool lost;
+
+	pthread_mutex_lock(&c->members_lock);
+	lost = c->members_lost;
+	pthread_mutex_unlock(&c->members_lock);
+	strmap_init(&seen);
+	if (lost)
+		cache_pod_foreach(c, scan_group_key, &seen);
+	pthread_mutex_lock(&c->members_lock);
+	while (strmap_next(lost ? &seen : &c->members, &pos, NULL, &v)) {
+		if (n == cap) {
+			char **k = realloc(keys, (cap = cap ? cap * 2 : 16) * sizeof(*k));
+
+			if (!k)
+				break;
+			keys = k;
+		}
+		if ((keys[n] = strdup(lost ? (const char *)v : ((struct members *)v)->key)))
+			n++;
+	}
+	pthread_mutex_unlock(&c->members_lock);
+	pos = 0;
+	while (strmap_next(&seen, &pos, NULL, &v))
+		free(v);
+	strmap_fini(&seen);
+	for (unsigned i = 0; i < n; i++) {
+		char *slash = strchr(keys[i], '/');
+
+		if (slash) {
+			*slash = '\0';
+			fn(keys[i], slash + 1, arg);
+		}
+		free(keys[i]);
+	}
+	free(keys);
+}
+
+struct group_counts {
+	unsigned exist, bound;
+};
+
+static void count_member(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct group_counts *gc = arg;
+
+	(void)uid;
+	if (!p->active)
+		return;
+	gc->exist++;
+	if (p->node[0])
+		gc->bound++;
+}
+
+void cache_group_count(struct cache *c, const char *ns, const char *group, unsigned *exist,
+		       unsigned *bound)
+{
+	struct group_counts gc = { 0 };
+
+	cache_group_foreach(c, ns, group, count_member, &gc);
+	*exist = gc.exist;
+	*bound = gc.bound;
+}

@@ -1,0 +1,282 @@
+/* What the informer applies: listed objects and watch events, each a Node,
+ * Pod or PodGroup put into (or deleted from) the store by the informer, its
+ * writer; the keys a list saw, for the sweep after a relist that deletes what
+ * the list no longer shows. Watch bytes are buffered until a line is
+ * complete; a partial line left when a stream ends is never applied.
+ */
+#include "cache/informer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+/* ---- Applying objects ------------------------------------------------------ */
+
+void cache__inf_seen_clear(struct stream *s)
+{
+	size_t pos = 0;
+	const char *k;
+
+	while (strmap_next(&s->seen, &pos, &k, NULL))
+		free((char *)k);
+	strmap_fini(&s->seen);
+}
+
+void cache__inf_seen_add(struct stream *s, const char *key)
+{
+	char *k;
+
+	if (strmap_get(&s->seen, key, strlen(key)))
+		return;
+	k = strdup(key);
+	if (k && strmap_put(&s->seen, k, strlen(k), k, NULL) < 0)
+		free(k);
+}
+
+static const char *obj_rv(const cJSON *obj)
+{
+	return json_str(json_obj(obj, "metadata"), "resourceVersion");
+}
+
+void cache__inf_remember_rv(struct stream *s, const char *rv)
+{
+	if (rv && *rv && strlen(rv) < sizeof(s->rv))
+		snprintf(s->rv, sizeof(s->rv), "%s", rv);
+}
+
+/* Apply one object of the stream's kind. <deleted>: it is gone. When <key> is
+ * given, the object's identity is written there (for relist bookkeeping). */
+void cache__inf_apply_object(struct stream *s, const cJSON *obj, bool deleted, char *key,
+			     size_t keylen)
+{
+	struct cache *c = s->inf->cache;
+	const struct cache_opts *opts = cache_get_opts(c);
+	char err[CACHE_ERR_LEN];
+
+	if (key)
+		key[0] = '\0';
+	switch (s->kind) {
+	case K_NODES: {
+		struct cache_node *n = cache_node_parse(obj, opts, err, sizeof(err));
+
+		if (!n) {
+			log_warn("informer", "ignoring a node: %s", err);
+			return;
+		}
+		if (key)
+			snprintf(key, keylen, "%s", n->name);
+		if (deleted) {
+			cache_node_delete(c, n->name);
+			cache_node_free(n);
+		} else {
+			cache_node_upsert(c, n);
+		}
+		return;
+	}
+	case K_PODS: {
+		struct cache_pod *p = cache_pod_parse(obj, opts, err, sizeof(err));
+
+		if (!p) {
+			log_warn("informer", "ignoring a pod: %s", err);
+			return;
+		}
+		if (key)
+			snprintf(key, keylen, "%s", p->uid);
+		if (deleted) {
+			cache_pod_delete(c, p->uid);
+			cache_pod_free(p);
+		} else {
+			cache_pod_apply(c, p);
+		}
+		return;
+	}
+	case K_PODGROUPS: {
+		struct cache_podgroup *pg = cache_podgroup_parse(obj, opts, err, sizeof(err));
+
+		if (!pg) {
+			log_warn("informer", "ignoring a pod group: %s", err);
+			return;
+		}
+		if (key)
+			snprintf(key, keylen, "%s/%s", pg->ns, pg->name);
+		if (deleted) {
+			cache_podgroup_delete(c, pg->ns, pg->name);
+			cache_podgroup_free(pg);
+		} else {
+			cache_podgroup_apply(c, pg);
+		}
+		return;
+	}
+	default:
+		return;
+	}
+}
+
+static bool keep_seen(const char *key, void *arg)
+{
+	struct stream *s = arg;
+
+	return strmap_get(&s->seen, key, strlen(key)) != NULL;
+}
+
+struct pg_sweep {
+	struct stream *s;
+	char (*gone)[K8S_KEY_BUF];
+	size_t n, cap;
+};
+
+static void collect_gone_group(const struct cache_podgroup *pg, void *arg)
+{
+	struct pg_sweep *sw = arg;
+	char key[K8S_KEY_BUF];
+
+	snprintf(key, sizeof(key), "%s/%s", pg->ns, pg->name);
+	if (keep_seen(key, sw->s))
+		return;
+	if (sw->n == sw->cap) {
+		size_t cap = sw->cap ? sw->cap * 2 : 64;
+		char (*g)[K8S_KEY_BUF] = realloc(sw->gone, cap * sizeof(*g));
+
+		if (!g)
+			return;
+		sw->gone = g;
+		sw->cap = cap;
+	}
+	snprintf(sw->gone[sw->n++], sizeof(sw->gone[0]), "%s", key);
+}
+
+/* After a complete list: delete what the list did not contain. */
+void cache__inf_sweep(struct stream *s)
+{
+	struct cache *c = s->inf->cache;
+
+	switch (s->kind) {
+	case K_NODES:
+		cache__node_sweep(c, keep_seen, s);
+		break;
+	case K_PODS:
+		cache__pod_sweep(c, keep_seen, s);
+		break;
+	case K_PODGROUPS: {
+		struct pg_sweep sw = { s, NULL, 0, 0 };
+
+		cache_podgroup_foreach(c, collect_gone_group, &sw);
+		for (size_t i = 0; i < sw.n; i++) {
+			char *slash = strchr(sw.gone[i], '/');
+
+			*slash = '\0';
+			cache_podgroup_delete(c, sw.gone[i], slash + 1);
+		}
+		free(sw.gone);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+
+/* ---- Watch events ------------------------------------------------------------ */
+
+static void handle_event(struct stream *s, const char *text, size_t len);
+
+/* Split the stream into lines and apply each complete one. */
+size_t cache__inf_on_watch_data(char *ptr, size_t size, size_t n, void *arg)
+{
+	struct stream *s = arg;
+	size_t total = size * n, start = 0;
+
+	long code = 0;
+
+	if (__atomic_load_n(&s->inf->stop, __ATOMIC_RELAXED))
+		return 0;
+	/* A refused watch (403, 410, 429, 5xx) carries a Status, not events: kept
+	 * for the log line. */
+	curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+	if (code != 200) {
+		if (s->body.len < MAX_STATUS)
+			strbuf_append(&s->body, ptr, total);
+		return total;
+	}
+	strbuf_append(&s->line, ptr, total);
+	if (strbuf_failed(&s->line) || s->line.len > MAX_LINE) {
+		log_warn("informer", "%s watch: an event larger than %d bytes; restarting",
+			 kinds[s->kind].name, MAX_LINE);
+		s->broken = true;
+		return 0;
+	}
+	for (;;) {
+		char *nl = memchr(s->line.buf + start, '\n', s->line.len - start);
+
+		if (!nl)
+			break;
+		handle_event(s, s->line.buf + start, (size_t)(nl - (s->line.buf + start)));
+		start = (size_t)(nl - s->line.buf) + 1;
+		if (s->relist || s->broken)
+			return 0;       /* abort the transfer; on_done decides what next */
+	}
+	if (start) {
+		memmove(s->line.buf, s->line.buf + start, s->line.len - start);
+		s->line.len -= start;
+		s->line.buf[s->line.len] = '\0';
+	}
+	return total;
+}
+
+static void handle_event(struct stream *s, const char *text, size_t len)
+{
+	cJSON *ev;
+	const cJSON *obj;
+	const char *type;
+
+	while (len && (text[len - 1] == '\r' || text[len - 1] == ' '))
+		len--;
+	if (!len)
+		return;
+	ev = cJSON_ParseWithLength(text, len);
+	type = json_str(ev, "type");
+	obj = json_obj(ev, "object");
+	if (!ev || !type || !obj) {
+		log_warn("informer", "%s watch: unreadable event (%zu bytes); restarting the watch",
+			 kinds[s->kind].name, len);
+		s->broken = true;
+		goto out;
+	}
+	if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0) {
+		cache__inf_apply_object(s, obj, false, NULL, 0);
+		cache__inf_remember_rv(s, obj_rv(obj));
+	} else if (strcmp(type, "DELETED") == 0) {
+		cache__inf_apply_object(s, obj, true, NULL, 0);
+		cache__inf_remember_rv(s, obj_rv(obj));
+	} else if (strcmp(type, "BOOKMARK") == 0) {
+		cache__inf_remember_rv(s, obj_rv(obj));
+	} else if (strcmp(type, "ERROR") == 0) {
+		const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
+		const char *msg = json_str(obj, "message");
+
+		if (cJSON_IsNumber(code) && code->valuedouble == 410) {
+			log_info("informer", "%s watch: resourceVersion %s expired (%s); relisting",
+				 kinds[s->kind].name, s->rv, msg ? msg : "410");
+			s->relist = true;
+		} else {
+			log_warn("informer", "%s watch: error event %d: %s", kinds[s->kind].name,
+				 cJSON_IsNumber(code) ? (int)code->valuedouble : 0, msg ? msg : "?");
+			s->broken = true;
+		}
+		goto out;
+	} else {
+		log_warn("informer", "%s watch: unknown event type %s", kinds[s->kind].name, type);
+		goto out;
+	}
+	s->events_this_watch++;
+	stat_add(&s->inf->stats.events, 1);
+out:
+	cJSON_Delete(ev);
+}
+

@@ -1,0 +1,268 @@
+/* Unit tests of the permissions troupe checks (access.c): its
+ * SelfSubjectAccessReviews, how their answers are read, that they match the
+ * shipped ClusterRole, and the message of a v1 Status.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cache/cache.h"
+/* cache's own test: the relist sweeps and the reviews are internal to cache/. */
+#include "cache/api_internal.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "common/yamljson.h"
+#include "fixture.h"
+
+/* ---- Permissions ------------------------------------------------------------ */
+
+/* Each permission's review names exactly its verb, group, resource and
+ * subresource, the last two only when there are any. */
+static void test_cache_access_review_new_names_the_permission(void **state)
+{
+	static const struct {
+		enum cache_perm p;
+		const char *name;
+		const char *want;
+	} cases[] = {
+		{ CACHE_PERM_LIST_NODES, "list nodes",
+		  "{'apiVersion':'authorization.k8s.io/v1','kind':'SelfSubjectAccessReview',"
+		  "'spec':{'resourceAttributes':{'verb':'list','resource':'nodes'}}}" },
+		{ CACHE_PERM_WATCH_PODS, "watch pods",
+		  "{'apiVersion':'authorization.k8s.io/v1','kind':'SelfSubjectAccessReview',"
+		  "'spec':{'resourceAttributes':{'verb':'watch','resource':'pods'}}}" },
+		{ CACHE_PERM_BIND_PODS, "create pods/binding",
+		  "{'apiVersion':'authorization.k8s.io/v1','kind':'SelfSubjectAccessReview',"
+		  "'spec':{'resourceAttributes':{'verb':'create','resource':'pods',"
+		  "'subresource':'binding'}}}" },
+		{ CACHE_PERM_LIST_PODGROUPS, "list podgroups",
+		  "{'apiVersion':'authorization.k8s.io/v1','kind':'SelfSubjectAccessReview',"
+		  "'spec':{'resourceAttributes':{'verb':'list','group':'scheduling.x-k8s.io',"
+		  "'resource':'podgroups'}}}" },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *got = cache__access_review_new(cases[i].p), want[512];
+
+		sq_text(want, sizeof(want), cases[i].want);
+		if (!got || strcmp(got, want) != 0 ||
+		    strcmp(cache_permission_get(cases[i].p)->name, cases[i].name) != 0) {
+			print_message("%s: got %s\n", cases[i].name, got ? got : "NULL");
+			bad++;
+		}
+		free(got);
+	}
+	assert_int_equal(bad, 0);
+	/* Every permission has a review and a name; none past the end. */
+	for (int p = 0; p < CACHE_PERM_COUNT; p++) {
+		char *got = cache__access_review_new((enum cache_perm)p);
+
+		assert_non_null(got);
+		assert_non_null(strstr(got, cache_permission_get((enum cache_perm)p)->verb));
+		free(got);
+	}
+	assert_null(cache_permission_get(CACHE_PERM_COUNT));
+	errno = 0;
+	assert_null(cache__access_review_new(CACHE_PERM_COUNT));
+	assert_int_equal(errno, EINVAL);
+}
+
+static void test_cache_access_review_parse_answers(void **state)
+{
+	static const struct {
+		const char *body;       /* single quotes for double */
+		int ret;
+		bool allowed;
+		const char *reason;
+	} cases[] = {
+		{ "{'kind':'SelfSubjectAccessReview','apiVersion':'authorization.k8s.io/v1',"
+		  "'status':{'allowed':true,'reason':'RBAC: allowed by ClusterRoleBinding'}}",
+		  0, true, "RBAC: allowed by ClusterRoleBinding" },
+		{ "{'kind':'SelfSubjectAccessReview','status':{'allowed':false}}", 0, false, "" },
+		{ "{'status':{'allowed':false,'denied':true,'reason':'webhook says no'}}",
+		  0, false, "webhook says no" },
+		{ "{'status':{'allowed':false,'evaluationError':'clusterrole troupe not found'}}",
+		  0, false, "clusterrole troupe not found" },
+		{ "{'status':{'allowed':true,'reason':7}}", 0, true, "" },
+		/* Not answers: */
+		{ "{'kind':'SelfSubjectAccessReview','status':{}}", -EINVAL, false, "" },
+		{ "{'kind':'SelfSubjectAccessReview'}", -EINVAL, false, "" },
+		{ "{'status':{'allowed':'true'}}", -EINVAL, false, "" },
+		{ "{'status':{'allowed':1}}", -EINVAL, false, "" },
+		{ "{'status':[true]}", -EINVAL, false, "" },
+		{ "{'kind':'Status','apiVersion':'v1','status':{'allowed':true},'code':403}",
+		  -EINVAL, false, "" },
+		{ "[{'status':{'allowed':true}}]", -EINVAL, false, "" },
+		{ "{'status':{'allowed':true}", -EINVAL, false, "" },
+		{ "<html>502 Bad Gateway</html>", -EINVAL, false, "" },
+		{ "", -EINVAL, false, "" },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char body[512], reason[64] = "x";
+		bool allowed = !cases[i].allowed;
+		int ret;
+
+		sq_text(body, sizeof(body), cases[i].body);
+		ret = cache__access_review_parse(body, strlen(body), &allowed, reason,
+						 sizeof(reason));
+		if (ret != cases[i].ret || (ret == 0 && allowed != cases[i].allowed) ||
+		    strcmp(reason, cases[i].reason) != 0) {
+			print_message("%s: ret %d allowed %d reason [%s]\n", body, ret, allowed,
+				      reason);
+			bad++;
+		}
+	}
+	assert_int_equal(bad, 0);
+	/* A NULL body (no answer at all) and a reason cut to its buffer. */
+	{
+		const char *long_reason = "{\"status\":{\"allowed\":true,\"reason\":\"0123456789\"}}";
+		char reason[5];
+		bool allowed = false;
+
+		assert_int_equal(cache__access_review_parse(NULL, 0, &allowed, reason,
+							    sizeof(reason)), -EINVAL);
+		assert_int_equal(cache__access_review_parse(long_reason, strlen(long_reason),
+							    &allowed, reason, sizeof(reason)), 0);
+		assert_true(allowed);
+		assert_string_equal(reason, "0123");
+	}
+}
+
+static const char *yaml_text(const cJSON *j)
+{
+	return cJSON_IsString(j) ? j->valuestring : "(not a string)";
+}
+
+/* The permission <verb> on <resource> ("pods/binding") in <group> is, or -1. */
+static int perm_of(const char *group, const char *resource, const char *verb)
+{
+	for (int p = 0; p < CACHE_PERM_COUNT; p++) {
+		const struct cache_permission *perm = cache_permission_get((enum cache_perm)p);
+		char res[128];
+
+		snprintf(res, sizeof(res), "%s%s%s", perm->resource, perm->subresource[0] ? "/" : "",
+			 perm->subresource);
+		if (strcmp(group, perm->group) == 0 && strcmp(resource, res) == 0 &&
+		    strcmp(verb, perm->verb) == 0)
+			return p;
+	}
+	return -1;
+}
+
+/* config/deploy/rbac.yaml grants exactly what troupe checks it needs: each
+ * (group, resource[/subresource], verb) of its ClusterRole is one permission of
+ * the table, and each permission is granted, so a rule troupe does not use
+ * cannot creep in and one it does cannot be forgotten. */
+static void test_cache_permissions_are_the_shipped_cluster_role(void **state)
+{
+	bool granted[CACHE_PERM_COUNT] = { false };
+	const cJSON *doc, *rule, *g, *r, *v;
+	char *buf = NULL, err[192] = "";
+	cJSON *docs;
+	size_t len;
+	int roles = 0;
+
+	(void)state;
+	assert_int_equal(util_read_file(TROUPE_SOURCE_ROOT "/config/deploy/rbac.yaml", 1 << 20,
+					&buf, &len), 0);
+	docs = yamljson_parse(buf, len, err, sizeof(err));
+	if (!docs)
+		fail_msg("rbac.yaml: %s", err);
+	cJSON_ArrayForEach(doc, docs) {
+		if (!json_str(doc, "kind") || strcmp(json_str(doc, "kind"), "ClusterRole") != 0)
+			continue;
+		roles++;
+		cJSON_ArrayForEach(rule, cJSON_GetObjectItemCaseSensitive(doc, "rules")) {
+			const cJSON *groups = cJSON_GetObjectItemCaseSensitive(rule, "apiGroups");
+			const cJSON *resources = cJSON_GetObjectItemCaseSensitive(rule, "resources");
+			const cJSON *verbs = cJSON_GetObjectItemCaseSensitive(rule, "verbs");
+
+			cJSON_ArrayForEach(g, groups) {
+				cJSON_ArrayForEach(r, resources) {
+					cJSON_ArrayForEach(v, verbs) {
+						int p = perm_of(yaml_text(g), yaml_text(r),
+								yaml_text(v));
+
+						if (p < 0)
+							fail_msg("rbac.yaml grants %s on %s (group \"%s\"), "
+								 "which troupe does not use", yaml_text(v),
+								 yaml_text(r), yaml_text(g));
+						granted[p] = true;
+					}
+				}
+			}
+		}
+	}
+	assert_int_equal(roles, 1);
+	for (int p = 0; p < CACHE_PERM_COUNT; p++)
+		if (!granted[p])
+			fail_msg("rbac.yaml does not grant %s",
+				 cache_permission_get((enum cache_perm)p)->name);
+	cJSON_Delete(docs);
+	free(buf);
+}
+
+static void test_cache_status_message_reads_a_status(void **state)
+{
+	static const struct {
+		const char *body;
+		bool found;
+		const char *want;
+	} cases[] = {
+		{ "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":"
+		  "\"pods is forbidden: User \\\"u\\\" cannot list resource \\\"pods\\\"\","
+		  "\"reason\":\"Forbidden\",\"code\":403}\n",
+		  true, "pods is forbidden: User \"u\" cannot list resource \"pods\"" },
+		{ "{\"kind\":\"Status\",\"message\":\"\"}", false, "" },
+		{ "{\"message\":42}", false, "" },
+		{ "Forbidden", false, "" },
+		{ "", false, "" },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char out[128] = "x";
+		bool found = cache__status_message(cases[i].body, strlen(cases[i].body), out,
+						   sizeof(out));
+
+		if (found != cases[i].found || strcmp(out, cases[i].want) != 0) {
+			print_message("%s: %d [%s]\n", cases[i].body, found, out);
+			bad++;
+		}
+	}
+	assert_int_equal(bad, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cache_access_review_new_names_the_permission),
+		cmocka_unit_test(test_cache_access_review_parse_answers),
+		cmocka_unit_test(test_cache_permissions_are_the_shipped_cluster_role),
+		cmocka_unit_test(test_cache_status_message_reads_a_status),
+	};
+
+	/* Skipped items and odd pods log warnings by design; keep output to failures. */
+	log_set_level(LOG_ERROR);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

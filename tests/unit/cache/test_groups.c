@@ -1,0 +1,281 @@
+/* Unit tests of pod groups (groups.c): PodGroup apply/get/replace/delete, and
+ * the member index against a full scan of every pod.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cache/cache.h"
+/* cache's own test: the relist sweeps are internal to cache/. */
+#include "cache/api_internal.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fixture.h"
+
+static struct cache_podgroup *podgroup_new(const char *ns, const char *name, int min_member,
+					   unsigned gpus)
+{
+	char text[512], err[CACHE_ERR_LEN] = "";
+	struct cache_podgroup *pg;
+
+	snprintf(text, sizeof(text),
+		 "{'kind':'PodGroup','metadata':{'name':'%s','namespace':'%s'},"
+		 "'spec':{'minMember':%d,'minResources':{'nvidia.com/gpu':'%u'}}}",
+		 name, ns, min_member, gpus);
+	pg = podgroup_parse_sq(text, &OPTS, err, sizeof(err));
+	if (!pg)
+		fail_msg("cache_podgroup_parse(%s/%s): %s", ns, name, err);
+	return pg;
+}
+
+struct group_seen {
+	char keys[16][96];
+	size_t n;
+};
+
+static void collect_group(const struct cache_podgroup *pg, void *arg)
+{
+	struct group_seen *gs = arg;
+
+	if (gs->n < ARRAY_SIZE(gs->keys))
+		snprintf(gs->keys[gs->n], sizeof(gs->keys[0]), "%s/%s=%d", pg->ns, pg->name,
+			 pg->min_member);
+	gs->n++;
+}
+
+/* Every pod group in the cache as "ns/name=minMember", sorted and comma-joined. */
+static void groups_str(struct cache *c, char *out, size_t len)
+{
+	struct group_seen gs = { .n = 0 };
+	size_t at = 0;
+
+	cache_podgroup_foreach(c, collect_group, &gs);
+	assert_true(gs.n <= ARRAY_SIZE(gs.keys));
+	qsort(gs.keys, gs.n, sizeof(gs.keys[0]), str_cmp);
+	out[0] = '\0';
+	for (size_t i = 0; i < gs.n; i++)
+		at += (size_t)snprintf(out + at, len - at, "%s%s", i ? "," : "", gs.keys[i]);
+}
+
+static size_t podgroup_count(struct cache *c)
+{
+	struct cache_stats st;
+
+	cache_get_stats(c, &st);
+	return st.podgroups;
+}
+
+static void test_cache_podgroup_apply_get_replace_delete(void **state)
+{
+	struct cache *c = *state;
+	struct cache_podgroup pg;
+	char buf[320], all[512];
+
+	assert_int_equal(podgroup_count(c), 0);
+	assert_int_equal(cache_podgroup_get(c, "ml", "train", &pg, buf, sizeof(buf)), -ENOENT);
+	assert_int_equal(cache_podgroup_apply(c, podgroup_new("ml", "train", 4, 16)), 0);
+	assert_int_equal(cache_podgroup_apply(c, podgroup_new("ml", "eval", 2, 2)), 0);
+	assert_int_equal(cache_podgroup_apply(c, podgroup_new("other", "train", 8, 0)), 0);
+	assert_int_equal(podgroup_count(c), 3);
+
+	memset(&pg, 0, sizeof(pg));
+	assert_int_equal(cache_podgroup_get(c, "ml", "train", &pg, buf, sizeof(buf)), 0);
+	assert_string_equal(pg.ns, "ml");
+	assert_string_equal(pg.name, "train");
+	assert_int_equal(pg.min_member, 4);
+	assert_int_equal(pg.min_gpus, 16);
+	/* The copy's strings live in the caller's buffer, not in the cache. */
+	assert_true(pg.ns >= buf && pg.ns < buf + sizeof(buf));
+	assert_true(pg.name >= buf && pg.name < buf + sizeof(buf));
+	assert_int_equal(cache_podgroup_get(c, "other", "train", &pg, buf, sizeof(buf)), 0);
+	assert_string_equal(pg.ns, "other");
+	assert_int_equal(pg.min_member, 8);
+	assert_int_equal(cache_podgroup_get(c, "ml", "none", &pg, buf, sizeof(buf)), -ENOENT);
+	assert_int_equal(cache_podgroup_get(c, "none", "train", &pg, buf, sizeof(buf)), -ENOENT);
+
+	/* Applying the same ns/name again replaces it. */
+	assert_int_equal(cache_podgroup_apply(c, podgroup_new("ml", "train", 6, 24)), 0);
+	assert_int_equal(podgroup_count(c), 3);
+	assert_int_equal(cache_podgroup_get(c, "ml", "train", &pg, buf, sizeof(buf)), 0);
+	assert_int_equal(pg.min_member, 6);
+	assert_int_equal(pg.min_gpus, 24);
+	groups_str(c, all, sizeof(all));
+	assert_string_equal(all, "ml/eval=2,ml/train=6,other/train=8");
+
+	assert_int_equal(cache_podgroup_delete(c, "ml", "train"), 0);
+	assert_int_equal(cache_podgroup_get(c, "ml", "train", &pg, buf, sizeof(buf)), -ENOENT);
+	assert_int_equal(cache_podgroup_delete(c, "ml", "train"), -ENOENT);
+	assert_int_equal(cache_podgroup_delete(c, "other", "none"), -ENOENT);
+	assert_int_equal(podgroup_count(c), 2);
+	groups_str(c, all, sizeof(all));
+	assert_string_equal(all, "ml/eval=2,other/train=8");
+	/* Pod groups are not pods: pod counts are untouched. */
+	{
+		struct cache_stats st;
+
+		cache_get_stats(c, &st);
+		assert_int_equal(st.pods, 0);
+		assert_int_equal(st.nodes, 0);
+	}
+}
+
+/* ---- Pod-group member index -------------------------------------------------- */
+
+struct brute_count {
+	const char *group;
+	bool any;                       /* count finished pods too */
+	unsigned exist, bound;
+};
+
+/* cache_groups_foreach's callback: a bit per group a, b, c. */
+static void list_group(const char *ns, const char *group, void *arg)
+{
+	unsigned *bits = arg;
+
+	assert_string_equal(ns, "ml");
+	assert_int_equal(strlen(group), 1);
+	assert_true(group[0] >= 'a' && group[0] <= 'c');
+	assert_false(*bits & (1u << (group[0] - 'a')));      /* once each */
+	*bits |= 1u << (group[0] - 'a');
+}
+
+static void brute_one(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct brute_count *b = arg;
+
+	(void)uid;
+	if (p->reservation || strcmp(p->ns, "ml") || strcmp(p->group, b->group) ||
+	    (!p->active && !b->any))
+		return;
+	b->exist++;
+	b->bound += p->node[0] != '\0';
+}
+
+static struct cache_pod *group_pod(const char *uid, const char *group, const char *node,
+				   const char *phase, bool deleting)
+{
+	char text[1024], labels[128] = "", err[CACHE_ERR_LEN] = "";
+	struct cache_pod *p;
+	cJSON *j;
+
+	if (group)
+		snprintf(labels, sizeof(labels), ",'labels':{'scheduling.x-k8s.io/pod-group':'%s'}",
+			 group);
+	snprintf(text, sizeof(text),
+		 "{'kind':'Pod','metadata':{'name':'%s','namespace':'ml','uid':'%s'%s%s},"
+		 "'spec':{%s%s%s'containers':[{'name':'main','resources':"
+		 "{'limits':{'nvidia.com/gpu':'1'}}}]},'status':{'phase':'%s'}}",
+		 uid, uid, labels, deleting ? ",'deletionTimestamp':'2024-01-01T00:00:00Z'" : "",
+		 node ? "'nodeName':'" : "", node ? node : "", node ? "'," : "", phase);
+	j = json_sq(text);
+	p = cache_pod_parse(j, &OPTS, err, sizeof(err));
+	if (!p)
+		fail_msg("cache_pod_parse(%s): %s", uid, err);
+	cJSON_Delete(j);
+	return p;
+}
+
+/* Random pods joining, leaving and changing groups (apply, remember, delete,
+ * assume/forget, a relist sweep, the remembered-pod expiry): after every step
+ * the indexed counts and walks agree with a scan of every pod. */
+static void test_cache_group_index_matches_a_full_scan(void **state)
+{
+	static const char *const groups[] = { "a", "b", "c" };
+	struct cache *c = cache_new(&OPTS);
+	unsigned seed = 11, checks = 0;
+
+	(void)state;
+	assert_non_null(c);
+	add_node(c, "n0", 8, 8);
+	add_node(c, "n1", 8, 8);
+	for (unsigned step = 0; step < 3000; step++) {
+		char uid[16];
+		const char *group = rand_r(&seed) % 4 ? groups[rand_r(&seed) % 3] : NULL;
+		unsigned op = (unsigned)rand_r(&seed) % 10;
+
+		snprintf(uid, sizeof(uid), "p%u", (unsigned)rand_r(&seed) % 40);
+		if (op < 4) {
+			static const char *const phases[] = { "Pending", "Running", "Succeeded" };
+			const char *node = rand_r(&seed) % 2 ? "n0" : NULL;
+
+			cache_pod_apply(c, group_pod(uid, group, node,
+						     phases[node ? 1 + rand_r(&seed) % 2 : 0],
+						     rand_r(&seed) % 8 == 0));
+		} else if (op < 6) {
+			cache_pod_remember(c, group_pod(uid, group, NULL, "Pending", false));
+		} else if (op < 7) {
+			uint64_t dev = 1ULL << (rand_r(&seed) % 8);
+
+			if (cache_pod_assume(c, uid, "n1", &dev) == 0 && rand_r(&seed) % 2)
+				cache_pod_forget(c, uid);
+		} else if (op < 9) {
+			cache_pod_delete(c, uid);
+		} else if (rand_r(&seed) % 2) {
+			const char *const keep[] = { "p1", "p2", "p3", "p4", "p5", NULL };
+			struct keep_set ks = { keep };
+
+			cache__pod_sweep(c, keep_listed, &ks);
+		} else {
+			cache_pod_expire(c, UINT64_MAX, 0);     /* forgets remembered pods */
+		}
+		{
+			struct cache_pod_info pi;
+
+			/* cache_pod_known agrees with a full copy. */
+			assert_int_equal(cache_pod_known(c, uid), cache_pod_get(c, uid, &pi) == 0);
+		}
+		for (unsigned g = 0; g < 3; g++) {
+			struct brute_count b = { .group = groups[g] };
+			unsigned exist, bound;
+
+			cache_pod_foreach(c, brute_one, &b);
+			cache_group_count(c, "ml", groups[g], &exist, &bound);
+			if (exist != b.exist || bound != b.bound)
+				fail_msg("step %u group %s: index %u/%u, scan %u/%u", step, groups[g],
+					 exist, bound, b.exist, b.bound);
+			checks += b.exist > 0;
+		}
+		{
+			/* The groups listed are exactly those with a member known. */
+			unsigned listed = 0, want = 0;
+
+			cache_groups_foreach(c, list_group, &listed);
+			for (unsigned g = 0; g < 3; g++) {
+				struct brute_count b = { .group = groups[g], .any = true };
+
+				cache_pod_foreach(c, brute_one, &b);
+				want |= (b.exist > 0) << g;
+			}
+			if (listed != want)
+				fail_msg("step %u: groups listed %#x, known %#x", step, listed, want);
+		}
+	}
+	assert_true(checks > 1000);
+	cache_free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		CACHE_TEST(test_cache_podgroup_apply_get_replace_delete),
+		cmocka_unit_test(test_cache_group_index_matches_a_full_scan),
+	};
+
+	/* Skipped items and odd pods log warnings by design; keep output to failures. */
+	log_set_level(LOG_ERROR);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
