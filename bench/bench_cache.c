@@ -161,6 +161,9 @@ static void *stream_main(void *arg)
 {
 	struct streamer *st = arg;
 
+	/* This thread replays the watch: it is the cache's writer, as the
+	 * informer's thread is in the daemon. */
+	cache_writer_claim(st->c);
 	while (!st->stop) {
 		const char *p = st->events->buf, *end = p + st->events->len;
 
