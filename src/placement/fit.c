@@ -136,9 +136,7 @@ enum placement_verdict placement_check_request(const struct cache_node_view *vie
 		snprintf(lvl, sizeof(lvl), "%s or better",
 			 placement_link_name(req->policy.min_level, name, sizeof(name)));
 	/* Could an empty node meet it? If not, no eviction ever will. */
-	healthy = (view->node->gpu_capacity >= 64 ? ~0ULL
-						 : (1ULL << view->node->gpu_capacity) - 1) &
-		  ~view->node->unhealthy;
+	healthy = cache_node_capacity_mask(view->node) & ~view->node->unhealthy;
 	if (!t)
 		return refuse(out, PLACEMENT_UNRESOLVABLE,
 			      "troupe: node's GPU topology is unknown; cannot promise %u %s %s",
