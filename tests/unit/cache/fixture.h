@@ -15,7 +15,8 @@
 #include "common/log.h"
 #include "common/util.h"
 
-/* The test fixture cluster (a copy of config/examples/cluster-small.json). */
+/* The test fixture cluster, tests/data/cluster.json (the tests own it: the demo's
+ * config/examples/cluster-small.json may change without breaking them). */
 #define TEST_CLUSTER_JSON TROUPE_SOURCE_ROOT "/tests/data/cluster.json"
 
 /* Binary quantity units, as Kubernetes writes Gi and Mi. */

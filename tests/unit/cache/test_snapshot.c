@@ -27,7 +27,7 @@
 
 /* ---- Snapshots ----------------------------------------------------------------- */
 
-#define CLUSTER_SMALL_YAML TROUPE_SOURCE_ROOT "/config/examples/cluster-small.yaml"
+#define FIXTURE_CLUSTER_YAML TROUPE_SOURCE_ROOT "/tests/data/cluster.yaml"
 
 static void check_cluster_small(struct cache *c)
 {
@@ -95,9 +95,7 @@ static void test_cache_snapshot_load_cluster_small_yaml(void **state)
 	struct cache *c = *state;
 	char err[CACHE_ERR_LEN] = "";
 
-	if (access(CLUSTER_SMALL_YAML, R_OK) != 0)
-		skip();
-	if (cache_snapshot_load(c, CLUSTER_SMALL_YAML, err, sizeof(err)) != 0)
+	if (cache_snapshot_load(c, FIXTURE_CLUSTER_YAML, err, sizeof(err)) != 0)
 		fail_msg("%s", err);
 	check_cluster_small(c);
 }
