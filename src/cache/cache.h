@@ -257,7 +257,7 @@ void cache_writer_reclaim(struct cache *c);
 
 enum cache_pod_state {
 	CACHE_POD_STATE_NONE = 0,       /* not known */
-	CACHE_POD_STATE_PENDING,        /* known, occupies nothing */
+	CACHE_POD_STATE_UNACCOUNTED,        /* known, occupies nothing */
 	CACHE_POD_STATE_ASSUMED,        /* troupe bound it; occupies devices */
 	CACHE_POD_STATE_BOUND,          /* the API says it is on a node; occupies GPUs */
 };

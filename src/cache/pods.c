@@ -32,7 +32,7 @@ struct pod_entry *cache__pod_entry_new(struct stripe *st, const char *uid)
 		free(e);
 		return NULL;
 	}
-	e->state = CACHE_POD_STATE_PENDING;
+	e->state = CACHE_POD_STATE_UNACCOUNTED;
 	e->known_ns = util_now_ns();
 	return e;
 }
@@ -179,7 +179,7 @@ int cache_pod_apply(struct cache *c, struct cache_pod *pod)
 		 * until the watch shows the pod bound, gone or finished. */
 	} else {
 		cache__pod_entry_release(c, e);
-		e->state = CACHE_POD_STATE_PENDING;
+		e->state = CACHE_POD_STATE_UNACCOUNTED;
 	}
 	cache__members_move(c, e->uid, e->pod, pod);
 	cache_pod_free(e->pod);
@@ -411,7 +411,7 @@ int cache_pod_forget(struct cache *c, const char *uid)
 	e = strmap_get(&st->map, uid, len);
 	if (e && e->state == CACHE_POD_STATE_ASSUMED) {
 		cache__pod_entry_release(c, e);
-		e->state = CACHE_POD_STATE_PENDING;
+		e->state = CACHE_POD_STATE_UNACCOUNTED;
 		ret = 0;
 	}
 	pthread_mutex_unlock(&st->lock);
@@ -459,11 +459,11 @@ void cache_pod_expire(struct cache *c, uint64_t uncertain_ns, uint64_t remembere
 			    now - e->uncertain_ns > uncertain_ns) {
 				/* The cluster never showed the pod bound: it was not. */
 				cache__pod_entry_release(c, e);
-				e->state = CACHE_POD_STATE_PENDING;
+				e->state = CACHE_POD_STATE_UNACCOUNTED;
 				e->uncertain_ns = 0;
 				released++;
 			} else if (!e->from_api && !e->reservation && !e->node_entry &&
-				   e->state == CACHE_POD_STATE_PENDING &&
+				   e->state == CACHE_POD_STATE_UNACCOUNTED &&
 				   now - e->seen_ns > remembered_ns) {
 				(void)gone_push(&gone, &n, &cap, e);   /* no memory: next pass */
 			}

@@ -374,7 +374,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 				 info.name, err[0] ? ": " : "", err);
 		goto out;
 	}
-	if (svc->gangs && info.group[0] && async && info.state == CACHE_POD_STATE_PENDING &&
+	if (svc->gangs && info.group[0] && async && info.state == CACHE_POD_STATE_UNACCOUNTED &&
 	    info.demand.gpus > 0) {
 		enum gang_bind_result gr = bind_gang(svc, &info, &req, b.pod_uid, b.node, r,
 							     async);

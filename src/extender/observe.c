@@ -69,7 +69,7 @@ void ext_debug_state(const struct ext_service *svc, struct ext_reply *r)
 }
 
 /* The pod states as /debug/cache names them (enum cache_pod_state).
- * CACHE_POD_STATE_PENDING means "known, occupying nothing": a pod waiting to be
+ * CACHE_POD_STATE_UNACCOUNTED means "known, occupying nothing": a pod waiting to be
  * placed, but just as well a Running pod asking for no GPU or a finished one,
  * so it is shown as what it means, not as the pod's phase. */
 static const char *const state_names[] = { "none", "not-accounted", "assumed", "bound" };

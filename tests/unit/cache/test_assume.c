@@ -38,7 +38,7 @@ static void test_cache_pod_assume_takes_exactly_the_devices(void **state)
 	add_node(c, "n", 8, 8);
 	assert_int_equal(cache_pod_remember(c, POD(.uid = "a", .gpus = 2)), 0);
 	pi = pod_info(c, "a");
-	assert_int_equal(pi.state, CACHE_POD_STATE_PENDING);
+	assert_int_equal(pi.state, CACHE_POD_STATE_UNACCOUNTED);
 	assert_string_equal(pi.node, "");
 
 	s = look(c, "n");
@@ -110,7 +110,7 @@ static void test_cache_pod_assume_taken_devices_is_again(void **state)
 	assert_int_equal(cache_pod_assume(c, "b", "n", &dev), -EAGAIN);
 	dev = 0x18;     /* device 4 is w's */
 	assert_int_equal(cache_pod_assume(c, "b", "n", &dev), -EAGAIN);
-	assert_int_equal(pod_info(c, "b").state, CACHE_POD_STATE_PENDING);
+	assert_int_equal(pod_info(c, "b").state, CACHE_POD_STATE_UNACCOUNTED);
 	assert_usage(c, "n", 0x13, 0);
 	dev = 0xc;
 	assert_int_equal(cache_pod_assume(c, "b", "n", &dev), 0);
@@ -137,7 +137,7 @@ static void test_cache_pod_assume_too_few_free_is_nospc(void **state)
 	dev = 0xf;
 	assert_int_equal(cache_pod_assume(c, "b", "sick", &dev), -ENOSPC);
 	assert_usage(c, "sick", 0, 0);
-	assert_int_equal(pod_info(c, "b").state, CACHE_POD_STATE_PENDING);
+	assert_int_equal(pod_info(c, "b").state, CACHE_POD_STATE_UNACCOUNTED);
 
 	/* Once the holder goes, it fits. */
 	assert_int_equal(cache_pod_delete(c, "w"), 0);
@@ -168,7 +168,7 @@ static void test_cache_pod_assume_wrong_devices_is_inval(void **state)
 		snprintf(uid, sizeof(uid), "p%zu", i);
 		assert_int_equal(cache_pod_remember(c, POD(.uid = uid, .gpus = cases[i].gpus)), 0);
 		assert_int_equal(cache_pod_assume(c, uid, "n", &dev), -EINVAL);
-		assert_int_equal(pod_info(c, uid).state, CACHE_POD_STATE_PENDING);
+		assert_int_equal(pod_info(c, uid).state, CACHE_POD_STATE_UNACCOUNTED);
 	}
 	assert_usage(c, "n", 0, 0);
 }
@@ -185,7 +185,7 @@ static void test_cache_pod_assume_unknown_is_noent(void **state)
 	assert_int_equal(cache_pod_assume(c, "a", "nowhere", &dev), -ENOENT);
 	assert_int_equal(cache_node_delete(c, "gone"), 0);
 	assert_int_equal(cache_pod_assume(c, "a", "gone", &dev), -ENOENT);
-	assert_int_equal(pod_info(c, "a").state, CACHE_POD_STATE_PENDING);
+	assert_int_equal(pod_info(c, "a").state, CACHE_POD_STATE_UNACCOUNTED);
 	assert_usage(c, "n", 0, 0);
 	cache_writer_reclaim(c);
 }
@@ -201,7 +201,7 @@ static void test_cache_pod_forget_releases(void **state)
 	assert_usage(c, "n", 0xf0, 0);
 	assert_int_equal(cache_pod_forget(c, "a"), 0);
 	assert_usage(c, "n", 0, 0);
-	assert_int_equal(pod_info(c, "a").state, CACHE_POD_STATE_PENDING);
+	assert_int_equal(pod_info(c, "a").state, CACHE_POD_STATE_UNACCOUNTED);
 	assert_int_equal(pod_info(c, "a").devices, 0);
 	assert_int_equal(cache_pod_forget(c, "a"), -ENOENT);
 	assert_int_equal(cache_pod_forget(c, "nobody"), -ENOENT);
@@ -641,7 +641,7 @@ static void pt_run(uint64_t seed)
 			pt_uid(uid, sizeof(uid), t, i);
 			pi = pod_info(sh->c, uid);
 			if (b[t].node[i] < 0) {
-				assert_int_equal(pi.state, CACHE_POD_STATE_PENDING);
+				assert_int_equal(pi.state, CACHE_POD_STATE_UNACCOUNTED);
 				continue;
 			}
 			assert_int_equal(pi.state, CACHE_POD_STATE_ASSUMED);

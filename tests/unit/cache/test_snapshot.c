@@ -55,12 +55,12 @@ static void check_cluster_small(struct cache *c)
 	assert_int_equal(pi.devices, 0xf);
 	pi = pod_info(c, "6f1c2a3e-0000-4000-8000-000000000004");
 	assert_string_equal(pi.name, "old-eval");
-	assert_int_equal(pi.state, CACHE_POD_STATE_PENDING);
+	assert_int_equal(pi.state, CACHE_POD_STATE_UNACCOUNTED);
 	assert_int_equal(pi.devices, 0);
 	assert_int_equal(pi.unattributed, 0);
 	pi = pod_info(c, "6f1c2a3e-0000-4000-8000-000000000010");
 	assert_string_equal(pi.name, "llm-worker-0");
-	assert_int_equal(pi.state, CACHE_POD_STATE_PENDING);
+	assert_int_equal(pi.state, CACHE_POD_STATE_UNACCOUNTED);
 	assert_int_equal(pi.demand.gpus, 8);
 
 	cache_read_begin(c);

@@ -112,7 +112,7 @@ static void test_cache_pod_apply_non_running_pods_hold_nothing(void **state)
 				 0);
 		s = look(c, "n");
 		pi = pod_info(c, "p");
-		if (s.used || s.unattributed || pi.state != CACHE_POD_STATE_PENDING || pi.devices ||
+		if (s.used || s.unattributed || pi.state != CACHE_POD_STATE_UNACCOUNTED || pi.devices ||
 		    pi.unattributed) {
 			print_message("%s: used %#" PRIx64 " unattributed %u state %d\n",
 				      cases[i].what, s.used, s.unattributed, pi.state);
@@ -150,7 +150,7 @@ static void test_cache_pod_apply_finishing_releases(void **state)
 							.deleting = ends[i].deleting)),
 				 0);
 		assert_usage(c, "n", 0, 0);
-		assert_int_equal(pod_info(c, "a").state, CACHE_POD_STATE_PENDING);
+		assert_int_equal(pod_info(c, "a").state, CACHE_POD_STATE_UNACCOUNTED);
 		cache_free(c);
 	}
 }
@@ -290,7 +290,7 @@ static void test_cache_pod_remember_keeps_what_is_known(void **state)
 	assert_int_equal(cache_pod_remember(c, POD(.uid = "b", .gpus = 1)), 0);
 	pi = pod_info(c, "b");
 	assert_int_equal(pi.demand.gpus, 8);
-	assert_int_equal(pi.state, CACHE_POD_STATE_PENDING);
+	assert_int_equal(pi.state, CACHE_POD_STATE_UNACCOUNTED);
 }
 
 /* ---- The by-node index ------------------------------------------------------------ */
@@ -528,7 +528,7 @@ static void test_cache_pod_sweep_deletes_rejected_api_pods_keeps_assumed(void **
 		const char *uid = i ? "u" : "r";
 		struct cache_pod_info pi = pod_info(c, uid);
 
-		assert_int_equal(pi.state, CACHE_POD_STATE_PENDING);
+		assert_int_equal(pi.state, CACHE_POD_STATE_UNACCOUNTED);
 		assert_false(pi.from_api);
 		assert_int_equal(pi.devices, 0);
 		assert_string_equal(pi.node, "");
@@ -615,8 +615,8 @@ static void test_cache_pod_foreach_visits_every_pod_once(void **state)
 		const struct cache_pod_info *pi = &fs->info[i];
 		char uid[16];
 		static const enum cache_pod_state want_state[] = {
-			CACHE_POD_STATE_BOUND, CACHE_POD_STATE_ASSUMED, CACHE_POD_STATE_PENDING,
-			CACHE_POD_STATE_PENDING,
+			CACHE_POD_STATE_BOUND, CACHE_POD_STATE_ASSUMED, CACHE_POD_STATE_UNACCOUNTED,
+			CACHE_POD_STATE_UNACCOUNTED,
 		};
 		static const bool want_api[] = { true, false, false, true };
 		static const unsigned want_gpus[] = { 1, 1, 2, 3 };

@@ -186,7 +186,7 @@ static void test_ext_bind_refusals_change_nothing(void **state)
 		state_take(f, &after);
 		assert_state_same(&before, &after, true, c->message);
 	}
-	expect_pod(f, "6f1c2a3e-0000-4000-8000-000000000010", CACHE_POD_STATE_PENDING, "", 0);
+	expect_pod(f, "6f1c2a3e-0000-4000-8000-000000000010", CACHE_POD_STATE_UNACCOUNTED, "", 0);
 }
 
 /* A pod whose bind was refused for room can still be bound where it fits. */

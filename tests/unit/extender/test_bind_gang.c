@@ -131,7 +131,7 @@ static void test_ext_bind_gang_refused_off_plan(void **state)
 	assert_true(b.complete_now);
 	assert_true(is_error_reply(b.r.status, (j = cJSON_Parse(b.r.body.buf))));
 	cJSON_Delete(j);
-	expect_pod(&g->fx, "uid-w-0", CACHE_POD_STATE_PENDING, "", 0);
+	expect_pod(&g->fx, "uid-w-0", CACHE_POD_STATE_UNACCOUNTED, "", 0);
 	assert_int_equal(fake_posts(&g->binder), 0);
 	bind_fini(&b);
 }
@@ -193,7 +193,7 @@ static void test_ext_bind_gang_gives_up_after_budget(void **state)
 	assert_true(posts >= 2);
 	assert_true(posts < 20);
 	expect_bind_error(&b0, "failed");
-	expect_pod(&g->fx, "uid-w-0", CACHE_POD_STATE_PENDING, "", 0);
+	expect_pod(&g->fx, "uid-w-0", CACHE_POD_STATE_UNACCOUNTED, "", 0);
 	bind_fini(&b0);
 	bind_fini(&b1);
 }
@@ -212,7 +212,7 @@ static void test_ext_bind_gang_not_reposted_when_bound_elsewhere(void **state)
 	assert_int_equal(fake_posts(&g->binder), 2);
 	expect_bind_error(&b0, "failed");
 	expect_bind_error(&b1, "failed");
-	expect_pod(&g->fx, "uid-w-0", CACHE_POD_STATE_PENDING, "", 0);
+	expect_pod(&g->fx, "uid-w-0", CACHE_POD_STATE_UNACCOUNTED, "", 0);
 	bind_fini(&b0);
 	bind_fini(&b1);
 }

@@ -262,7 +262,7 @@ void m_drain(struct model *m)
 			p->posting = true;
 			p->node = m_node_index(info.node);
 			p->devices = info.devices;
-		} else if (info.state != CACHE_POD_STATE_PENDING || info.devices || info.unattributed) {
+		} else if (info.state != CACHE_POD_STATE_UNACCOUNTED || info.devices || info.unattributed) {
 			MFAIL(m, "pod %s: its held bind was answered with an error (%s) but it still "
 			      "holds devices %#llx on %s (state %d)", p->name, r->why,
 			      (unsigned long long)info.devices, info.node, info.state);
@@ -359,7 +359,7 @@ void m_check(struct model *m, bool quiet)
 				      "(state %d)", p->name, (unsigned long long)p->devices,
 				      m_nodes[p->node], p->bound ? "bound" : "assumed",
 				      (unsigned long long)info.devices, info.node, info.state);
-		} else if (info.state != CACHE_POD_STATE_PENDING || info.devices || info.unattributed) {
+		} else if (info.state != CACHE_POD_STATE_UNACCOUNTED || info.devices || info.unattributed) {
 			MFAIL(m, "pod %s should hold nothing but holds %#llx+%u on %s (state %d)",
 			      p->name, (unsigned long long)info.devices, info.unattributed, info.node,
 			      info.state);

@@ -149,7 +149,7 @@ static void test_gang_quorum_and_expiry_are_all_or_nothing(void **state)
 		assert_false(p->held);
 		assert_int_equal(m->expired_rounds, 1);
 		assert_int_equal(cache_pod_get(m->c, p->uid, &info), 0);
-		assert_int_equal(info.state, CACHE_POD_STATE_PENDING);
+		assert_int_equal(info.state, CACHE_POD_STATE_UNACCOUNTED);
 		assert_int_equal(info.devices, 0);
 	}
 	m_check(m, false);
