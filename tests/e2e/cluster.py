@@ -19,170 +19,37 @@ own Go modules by scripts/lib/k8s.sh:
 
 Everything listens on 127.0.0.1, on free ports. State (ports, pids) is kept in
 DIR/state.json, logs in DIR/logs/. Standard library only.
+
+This file is the entry point (`python3 tests/e2e/cluster.py up|down|status`)
+and the import name (`from cluster import Cluster`); its parts are beside it:
+rig_releases.py (per-release versions, gates, binaries), rig_procs.py
+(processes, ports, logs), rig_pki.py (certificates, kubeconfigs) and
+rig_components.py (each component's flags and start-up).
 """
 import argparse
-import base64
 import json
 import os
-import random
-import re
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-DEFAULT_RELEASE = "v1.37.2"
-RELEASES = {"1.37": "v1.37.2", "1.36": "v1.36.3"}
+# Every name this module defined before it was split stays importable from it.
+from rig_releases import (  # noqa: F401
+    DEFAULT_RELEASE, GATE_APIS, HERE, RELEASES, ROOT, WORKLOAD_API, WORKLOAD_GATES, bin_dir,
+    kubesim_bin, release_version, troupe_bin, workload_api, workload_gates)
+from rig_procs import ClusterError, PortInUse, Processes, _run, free_port  # noqa: F401
+from rig_pki import Pki
+from rig_components import Components
 
 # Start order; stop order is the reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kubesim", "troupe",
               "kube-scheduler")
 
-# The group/version that serves the upstream gang API (Workload, PodGroup) in
-# each tested release; the GenericWorkload feature gate switches it on, and the
-# rig then adds it to --runtime-config.
-WORKLOAD_API = {"v1.37": "scheduling.k8s.io/v1beta1", "v1.36": "scheduling.k8s.io/v1alpha2"}
-GATE_APIS = {"GenericWorkload": WORKLOAD_API}
-# The gates that turn on the upstream gang API and kube-scheduler's
-# GangScheduling plugin: one gate in 1.37, two in 1.36 (where GenericWorkload
-# alone serves the API but leaves the plugin off).
-WORKLOAD_GATES = {"v1.37": "GenericWorkload=true",
-                  "v1.36": "GenericWorkload=true,GangScheduling=true"}
 
-
-def workload_api(version):
-    return WORKLOAD_API[".".join(version.split(".")[:2])]
-
-
-def workload_gates(version):
-    return WORKLOAD_GATES[".".join(version.split(".")[:2])]
-
-
-class ClusterError(RuntimeError):
-    pass
-
-
-class PortInUse(ClusterError):
-    """A component could not listen: another program took its port first."""
-
-
-def free_port():
-    """A port free now, below the kernel's ephemeral range (32768 and up), so that
-    the many outgoing connections of a busy rig cannot take it before the
-    component that is given it listens there. A clash with another program is
-    still possible; _spawn_listening retries with a new port."""
-    rnd = random.Random()
-    for _ in range(200):
-        port = rnd.randrange(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise ClusterError("no free port in 20000-32000 on 127.0.0.1")
-
-
-def release_version(name):
-    """'1.36', 'v1.36.3' or '' -> the pinned patch release."""
-    if not name:
-        return DEFAULT_RELEASE
-    if name.startswith("v"):
-        return name
-    if name in RELEASES:
-        return RELEASES[name]
-    raise ClusterError(f"unknown release {name!r}; tested: {', '.join(RELEASES)}")
-
-
-def bin_dir(version):
-    return os.path.join(ROOT, "build", "k8s", version)
-
-
-def kubesim_bin():
-    return os.path.join(bin_dir(DEFAULT_RELEASE), "kubesim")
-
-
-def troupe_bin():
-    return os.environ.get("TROUPE_BIN") or os.path.join(ROOT, "build", "src", "extender", "troupe")
-
-
-def _run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        raise ClusterError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
-    return r.stdout
-
-
-class Pki:
-    """Certificates for the control plane, made with openssl."""
-
-    def __init__(self, folder):
-        self.dir = folder
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-    def make(self):
-        os.makedirs(self.dir, exist_ok=True)
-        ca = self.path("ca")
-        _run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-              "-nodes", "-keyout", ca + ".key", "-out", ca + ".crt", "-days", "3650",
-              "-subj", "/CN=troupe-rig-ca", "-addext", "basicConstraints=critical,CA:TRUE",
-              "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"])
-        self.leaf("apiserver", "/CN=kube-apiserver", server=True,
-                  san="IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-                      "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.0.0.1")
-        self.leaf("admin", "/O=system:masters/CN=rig-admin")
-        self.leaf("scheduler", "/CN=system:kube-scheduler")
-        self.leaf("controller-manager", "/CN=system:kube-controller-manager")
-        self.leaf("kubesim", "/O=system:masters/CN=rig-kubesim")
-        # Service-account token signing.
-        _run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
-              "-out", self.path("sa.key")])
-        _run(["openssl", "pkey", "-in", self.path("sa.key"), "-pubout", "-out", self.path("sa.pub")])
-
-    def leaf(self, name, subject, server=False, san=None):
-        key, csr, crt = (self.path(name + e) for e in (".key", ".csr", ".crt"))
-        ext = self.path(name + ".ext")
-        with open(ext, "w") as f:
-            f.write("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n")
-            f.write("extendedKeyUsage=%s\n" % ("serverAuth" if server else "clientAuth"))
-            if san:
-                f.write("subjectAltName=%s\n" % san)
-        _run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-              "-nodes", "-keyout", key, "-out", csr, "-subj", subject])
-        _run(["openssl", "x509", "-req", "-in", csr, "-CA", self.path("ca.crt"),
-              "-CAkey", self.path("ca.key"), "-CAcreateserial", "-days", "3650",
-              "-extfile", ext, "-out", crt])
-
-    def kubeconfig(self, out, server, user, cert=None, token=None):
-        with open(self.path("ca.crt"), "rb") as f:
-            ca = base64.b64encode(f.read()).decode()
-        u = {}
-        if cert:
-            for field, ext in (("client-certificate-data", ".crt"), ("client-key-data", ".key")):
-                with open(self.path(cert + ext), "rb") as f:
-                    u[field] = base64.b64encode(f.read()).decode()
-        if token:
-            u["token"] = token
-        cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "rig",
-               "clusters": [{"name": "rig", "cluster": {"server": server,
-                                                         "certificate-authority-data": ca}}],
-               "users": [{"name": user, "user": u}],
-               "contexts": [{"name": "rig", "context": {"cluster": "rig", "user": user}}]}
-        with open(out, "w") as f:
-            json.dump(cfg, f, indent=1)   # JSON is YAML: kubectl and troupe read it
-        os.chmod(out, 0o600)
-
-
-class Cluster:
+class Cluster(Processes, Components):
     """One local control plane in <folder>. up() starts what is not running."""
 
     def __init__(self, folder=None, nodes=20, with_troupe=True, feature_gates="",
@@ -242,24 +109,6 @@ class Cluster:
         if name == "troupe":
             return troupe_bin()
         return os.path.join(bin_dir(self.version), name)
-
-    def pid(self, name):
-        return self.state.get("pids", {}).get(name)
-
-    def alive(self, name):
-        pid = self.pid(name)
-        if not pid:
-            return False
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return False
-        # A zombie of ours is not alive.
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().split(")")[-1].split()[0] != "Z"
-        except OSError:
-            return False
 
     def running(self):
         return [c for c in COMPONENTS if self.alive(c)]
@@ -335,65 +184,6 @@ class Cluster:
 
     # ---- starting ---------------------------------------------------------
 
-    def _log(self, name):
-        os.makedirs(self.logs, exist_ok=True)
-        f = open(os.path.join(self.logs, name + ".log"), "a")
-        f.write("\n==== %s started %s ====\n" % (name, time.strftime("%Y-%m-%dT%H:%M:%S")))
-        f.flush()
-        return f
-
-    def _spawn(self, name, cmd):
-        exe = cmd[0]
-        if not os.access(exe, os.X_OK):
-            raise ClusterError(f"{name}: {exe} is missing; run ./scripts/cluster up, which builds it")
-        if self.pin and name in self.pin:
-            cmd = [shutil.which("taskset") or "taskset", "-c", str(self.pin[name])] + list(cmd)
-        log = self._log(name)
-        log.write("$ %s\n" % " ".join(cmd))
-        log.flush()
-        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                             start_new_session=True, cwd=self.dir)
-        log.close()
-        self.state.setdefault("pids", {})[name] = p.pid
-        self.state.setdefault("commands", {})[name] = cmd
-        self._save_state()
-        self._children[name] = p
-        return p
-
-    def _wait(self, what, cond, timeout=60, proc=None):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            if proc and not self.alive(proc):
-                last_run = self.log(proc).rpartition("==== %s started" % proc)[2]
-                err = PortInUse if re.search(r"address (already )?in use", last_run) else ClusterError
-                raise err(f"{proc} exited while waiting for {what}; see "
-                          f"{os.path.join(self.logs, proc + '.log')}")
-            try:
-                if cond():
-                    return
-            except Exception as e:   # not up yet: connection refused, 503, ...
-                last = e
-            time.sleep(0.2)
-        raise ClusterError(f"timed out after {timeout}s waiting for {what} ({last})")
-
-    def _retry_ports(self, keys, start):
-        """Run <start>; if its component lost a port race, give it new ports
-        (state["ports"][k] for k in <keys>) and try again, three times at most."""
-        for attempt in range(3):
-            try:
-                return start()
-            except PortInUse:
-                if attempt == 2:
-                    raise
-                for k in keys:
-                    self.state["ports"][k] = free_port()
-                self._save_state()
-
-    def _healthy(self, port, path="/readyz"):
-        status, _ = self.request("GET", path, base="https://127.0.0.1:%d" % port, timeout=5)
-        return status == 200
-
     def up(self):
         if self.running():
             missing = [c for c in self._wanted() if not self.alive(c)]
@@ -444,255 +234,7 @@ class Cluster:
         self._save_state()
         self.pki.make()
 
-    def _gates(self):
-        g = self.state.get("feature_gates")
-        return ["--feature-gates=" + g] if g else []
-
-    def _start_etcd(self):
-        p = self.state["ports"]
-        client, peer = "http://127.0.0.1:%d" % p["etcd"], "http://127.0.0.1:%d" % p["etcd-peer"]
-        self._spawn("etcd", [self.bin("etcd"), "--name", "rig", "--data-dir",
-                             os.path.join(self.dir, "etcd"),
-                             "--listen-client-urls", client, "--advertise-client-urls", client,
-                             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                             "--initial-cluster", "rig=" + peer,
-                             "--listen-metrics-urls", "http://127.0.0.1:%d" % free_port(),
-                             # A test cluster: losing the last writes on a crash is fine.
-                             "--unsafe-no-fsync", "--quota-backend-bytes", str(8 << 30),
-                             "--log-level", "warn"])
-
-        def etcd_ok():
-            with urllib.request.urlopen(client + "/health", timeout=2) as r:
-                return json.loads(r.read()).get("health") == "true"
-        self._wait("etcd", etcd_ok, proc="etcd")
-
-    def apiserver_cmd(self):
-        p, k = self.state["ports"], self.pki.path
-        cmd = [self.bin("kube-apiserver"),
-               "--etcd-servers=http://127.0.0.1:%d" % p["etcd"],
-               "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-               "--secure-port=%d" % p["apiserver"],
-               "--tls-cert-file=" + k("apiserver.crt"), "--tls-private-key-file=" + k("apiserver.key"),
-               "--client-ca-file=" + k("ca.crt"),
-               "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-               "--service-account-key-file=" + k("sa.pub"),
-               "--service-account-signing-key-file=" + k("sa.key"),
-               "--service-cluster-ip-range=10.0.0.0/24",
-               "--authorization-mode=Node,RBAC",
-               # No Endpoints for the kubernetes Service: its address would be
-               # loopback, which endpoint validation refuses.
-               "--endpoint-reconciler-type=none",
-               "--cert-dir=" + os.path.join(self.dir, "pki", "generated"),
-               "--allow-privileged=true", "--profiling=false",
-               "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
-               "--v=1"] + self._gates()
-        if self.state.get("runtime_config"):
-            cmd.append("--runtime-config=" + self.state["runtime_config"])
-        return cmd
-
-    def _start_apiserver(self):
-        self._spawn("kube-apiserver", self.apiserver_cmd())
-        self.pki.kubeconfig(self.kubeconfig, self.api_url, "rig-admin", cert="admin")
-        self._wait("kube-apiserver /readyz", lambda: self._healthy(self.state["ports"]["apiserver"]),
-                   timeout=120, proc="kube-apiserver")
-
-    def restart_apiserver(self, down_seconds=0.0):
-        """Stop kube-apiserver (SIGTERM), wait, start it again on the same port."""
-        self.stop("kube-apiserver")
-        time.sleep(down_seconds)
-        self._start_apiserver()
-
-    def _bootstrap(self):
-        """RBAC and CRDs troupe reads, applied as the admin."""
-        for name in ("scheduler", "controller-manager", "kubesim"):
-            self.pki.kubeconfig(os.path.join(self.dir, "config", name + ".kubeconfig"),
-                                self.api_url, name, cert=name)
-        self._wait("default RBAC", lambda: self.kubectl(
-            "get", "clusterrole", "system:kube-scheduler", check=False).returncode == 0, timeout=60)
-        for f in sorted(os.listdir(os.path.join(ROOT, "config", "crds"))):
-            if f.endswith(".yaml"):
-                self.kubectl("apply", "-f", os.path.join(ROOT, "config", "crds", f))
-        self.kubectl("apply", "-f", os.path.join(ROOT, "config", "deploy", "rbac.yaml"))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                     "crd/podgroups.scheduling.x-k8s.io")
-
-    def _start_controller_manager(self):
-        k, kc = self.pki.path, os.path.join(self.dir, "config", "controller-manager.kubeconfig")
-        port = self.state["ports"]["controller-manager"]
-        self._spawn("kube-controller-manager", [
-            self.bin("kube-controller-manager"), "--kubeconfig=" + kc,
-            "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
-            "--bind-address=127.0.0.1", "--secure-port=%d" % port, "--leader-elect=false",
-            # Every default controller but node-lifecycle: nothing renews the
-            # simulated nodes' leases, and it would mark them NotReady.
-            "--controllers=*,-node-lifecycle-controller",
-            "--use-service-account-credentials=true",
-            "--service-account-private-key-file=" + k("sa.key"), "--root-ca-file=" + k("ca.crt"),
-            "--cluster-signing-cert-file=" + k("ca.crt"), "--cluster-signing-key-file=" + k("ca.key"),
-            "--allocate-node-cidrs=false", "--configure-cloud-routes=false",
-            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-            "--v=1"] + self._gates())
-        self._wait("kube-controller-manager /healthz", lambda: self._healthy(port, "/healthz"),
-                   timeout=90, proc="kube-controller-manager")
-        # Pods need the namespace's default service account, which the
-        # service-account controller makes.
-        self._wait("default service account", lambda: self.kubectl(
-            "get", "serviceaccount", "default", check=False).returncode == 0, timeout=60)
-
-    def create_nodes(self, count, first=0):
-        if count <= 0:
-            return
-        out = _run([self.bin("kubesim"), "nodes", "--kubeconfig",
-                    os.path.join(self.dir, "config", "kubesim.kubeconfig"), "--count", str(count),
-                    "--first", str(first), "--topo-dir", os.path.join(ROOT, "tests", "data", "topo"),
-                    "--kubelet-version", self.version])
-        with open(os.path.join(self.logs, "kubesim.log"), "a") as f:
-            f.write(out)
-
-    def _start_kubesim(self):
-        self._spawn("kubesim", [self.bin("kubesim"), "kubelet", "--kubeconfig",
-                                os.path.join(self.dir, "config", "kubesim.kubeconfig")])
-        self._wait("kubesim", lambda: "watching pods" in self.log("kubesim"), timeout=60,
-                   proc="kubesim")
-
-    def troupe_token(self):
-        return self.kubectl("create", "token", "troupe", "-n", "kube-system",
-                            "--duration=48h").stdout.strip()
-
-    def start_troupe(self, wait_ready=True):
-        self._retry_ports(("troupe",), lambda: self._start_troupe(wait_ready))
-        if self.alive("kube-scheduler") and self.state.get("scheduler_troupe_port") != \
-                self.state["ports"]["troupe"]:
-            # troupe moved to another port: kube-scheduler must follow.
-            self.stop("kube-scheduler")
-            self.start_scheduler()
-
-    def _start_troupe(self, wait_ready):
-        """Start troupe with its service-account token; wait until /readyz says
-        ready, or with wait_ready=False only until it answers at all."""
-        kc = os.path.join(self.dir, "config", "troupe.kubeconfig")
-        self.pki.kubeconfig(kc, self.api_url, "troupe", token=self.troupe_token())
-        port = self.state["ports"]["troupe"]
-        cmd = [self.bin("troupe"), "--kubeconfig", kc, "--listen", "127.0.0.1:%d" % port]
-        if self.troupe_config:
-            path = os.path.join(self.dir, "config", "troupe.yaml")
-            with open(path, "w") as f:
-                f.write(self.troupe_config)
-            cmd += ["--config", path]
-        self._spawn("troupe", cmd + self.troupe_args)
-        if wait_ready:
-            self.wait_troupe_ready()
-        else:
-            self._wait("troupe listening", lambda: self.troupe_status()[0] in (200, 503),
-                       proc="troupe")
-
-    def troupe_status(self):
-        """(HTTP status, body) of troupe's /readyz; (0, error) if it does not answer."""
-        try:
-            with urllib.request.urlopen(self.troupe_url + "/readyz", timeout=2) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-        except OSError as e:
-            return 0, str(e)
-
-    def wait_troupe_ready(self, timeout=60):
-        self._wait("troupe /readyz", lambda: self.troupe_status()[0] == 200, timeout=timeout,
-                   proc="troupe")
-
-    def scheduler_config(self):
-        """config/scheduler-config.yaml with only urlPrefix and the kubeconfig path
-        substituted (and, without troupe, its extenders section left out)."""
-        with open(os.path.join(ROOT, "config", "scheduler-config.yaml")) as f:
-            text = f.read()
-        kc = os.path.join(self.dir, "config", "scheduler.kubeconfig")
-        out = []
-        for line in text.splitlines():
-            s = line.strip()
-            if s.startswith("kubeconfig:"):
-                line = line[:line.index("kubeconfig:")] + "kubeconfig: " + kc
-            elif s.lstrip("- ").startswith("urlPrefix:"):
-                line = line[:line.index("urlPrefix:")] + 'urlPrefix: "%s"' % self.troupe_url
-            elif s.startswith("percentageOfNodesToScore:") and self.state.get("percentage") is not None:
-                line = "percentageOfNodesToScore: %d" % self.state["percentage"]
-            elif line.startswith("extenders:") and not self.state.get("with_troupe", True):
-                break
-            out.append(line)
-            if line.startswith("clientConnection:") and self.scheduler_qps:
-                out += ["  qps: %d" % self.scheduler_qps, "  burst: %d" % self.scheduler_qps]
-        return "\n".join(out) + "\n"
-
-    def start_scheduler(self):
-        self._retry_ports(("scheduler",), self._start_scheduler)
-
-    def _start_scheduler(self):
-        self.state["scheduler_troupe_port"] = self.state["ports"]["troupe"]
-        path = os.path.join(self.dir, "config", "scheduler-config.yaml")
-        with open(path, "w") as f:
-            f.write(self.scheduler_config())
-        kc = os.path.join(self.dir, "config", "scheduler.kubeconfig")
-        port = self.state["ports"]["scheduler"]
-        self._spawn("kube-scheduler", [
-            self.bin("kube-scheduler"), "--config=" + path,
-            "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
-            "--bind-address=127.0.0.1", "--secure-port=%d" % port,
-            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-            "--v=%d" % self.scheduler_verbosity] + self._gates())
-        self._wait("kube-scheduler /readyz", lambda: self._healthy(port), timeout=90,
-                   proc="kube-scheduler")
-
-    def reconfigure(self, with_troupe=None, percentage="keep"):
-        """Restart kube-scheduler (and start or stop troupe) with other settings,
-        keeping the control plane and nodes: the benchmark's runs share them."""
-        self.stop("kube-scheduler")
-        if with_troupe is not None:
-            self.state["with_troupe"] = with_troupe
-        if percentage != "keep":
-            self.state["percentage"] = percentage
-        self._save_state()
-        if self.state["with_troupe"] and not self.alive("troupe"):
-            self.start_troupe()
-        if not self.state["with_troupe"] and self.alive("troupe"):
-            self.stop("troupe")
-        self.start_scheduler()
-
     # ---- stopping ---------------------------------------------------------
-
-    def signal(self, name, sig):
-        pid = self.pid(name)
-        if pid:
-            try:
-                os.killpg(pid, sig)
-            except OSError:
-                pass
-
-    def stop(self, name, timeout=15):
-        """SIGTERM, then SIGKILL after <timeout> seconds; the process is reaped."""
-        if not self.pid(name):
-            return
-        self.signal(name, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while self.alive(name) and time.monotonic() < deadline:
-            self._reap(name)
-            time.sleep(0.05)
-        self.kill(name)
-
-    def kill(self, name):
-        """SIGKILL, as a crash would: no chance to clean up. The process is reaped
-        and forgotten."""
-        if self.alive(name):
-            self.signal(name, signal.SIGKILL)
-        while self.alive(name):
-            self._reap(name)
-            time.sleep(0.01)
-        self._reap(name)
-        self.state.get("pids", {}).pop(name, None)
-        self._save_state()
-
-    def _reap(self, name):
-        p = self._children.get(name)
-        if p is not None:
-            p.poll()
 
     def down(self):
         stopped = []
@@ -704,13 +246,6 @@ class Cluster:
             self.state["pids"] = {}
             self._save_state()
         return stopped
-
-    def log(self, name):
-        try:
-            with open(os.path.join(self.logs, name + ".log"), errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
 
     def describe(self):
         p = self.state["ports"]
