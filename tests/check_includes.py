@@ -4,7 +4,8 @@
 The layers, lowest first: common, cache, placement, gang, extender. A module may
 include its own headers and those of any module below it; nothing else. This is
 the textual half of the rule; the build enforces the other half, since each
-module's library sees only the dependencies below it.
+module is compiled with only its own and the lower layers' include directories
+(meson.build: layer_inc), and tests/check_layers.py proves that it does.
 
 It also checks that a module's internal.h is included only from that module.
 """
