@@ -50,6 +50,7 @@ static void *informer_main(void *arg)
 
 	/* From here on this thread is the cache's single writer. */
 	cache_writer_claim(inf->cache);
+	sem_post(&inf->claimed);
 	while (!__atomic_load_n(&inf->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t now = util_now_ns(), next = now + 1000000000ULL;
 		int running, left;
@@ -155,13 +156,20 @@ struct cache_informer *cache_informer_start(struct cache *c, struct cache_api *a
 		strmap_init(&inf->streams[k].seen);
 	}
 	cache_set_synced(c, false);
+	sem_init(&inf->claimed, 0, 0);
 	if (pthread_create(&inf->thread, NULL, informer_main, inf) != 0) {
 		snprintf(err, errlen, "cannot start the informer thread");
+		sem_destroy(&inf->claimed);
 		curl_multi_cleanup(inf->multi);
 		pthread_mutex_destroy(&inf->lock);
 		free(inf);
 		return NULL;
 	}
+	/* The writer moves to the thread before the caller goes on: otherwise the
+	 * caller, still the writer by the token, could remove a node entry while
+	 * the new thread writes too. */
+	while (sem_wait(&inf->claimed) != 0)
+		;
 	return inf;
 }
 
@@ -184,6 +192,7 @@ void cache_informer_stop(struct cache_informer *inf)
 	}
 	curl_multi_cleanup(inf->multi);
 	pthread_mutex_destroy(&inf->lock);
+	sem_destroy(&inf->claimed);
 	free(inf);
 }
 

@@ -51,6 +51,7 @@
 
 #include <stdbool.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 
 #include <curl/curl.h>
@@ -128,6 +129,10 @@ struct cache_informer {
 	struct cache_informer_opts opts;
 	CURLM *multi;
 	pthread_t thread;
+	/* Posted once the thread has claimed the cache's writer token: start
+	 * returns only then, so no other thread ever writes as the writer after
+	 * it (main's housekeeping asks the token whether it may remove entries). */
+	sem_t claimed;
 	bool stop;                      /* atomic */
 	struct stream streams[K_COUNT];
 	unsigned rng;

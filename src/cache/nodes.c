@@ -135,6 +135,7 @@ struct node_entry *cache__node_entry_create(struct cache *c, const char *name, s
 	struct node_entry *e;
 	struct nameidx_table *old;
 
+	cache__writer_check(c);
 	if (len == 0 || len > UINT16_MAX)
 		return NULL;
 	e = aligned_alloc(64, (sizeof(*e) + len + 1 + 63) & ~(size_t)63);
@@ -161,6 +162,7 @@ void cache__node_entry_maybe_remove(struct cache *c, struct node_entry *e)
 	/* seq_cst load of the record and of refs: with the seq_cst store of NULL
 	 * in cache_node_delete, they pair with the increment-then-load in
 	 * cache_pod_assume (Dekker), so one side always sees the other. */
+	cache__writer_check(c);
 	if (__atomic_load_n(&e->rec, __ATOMIC_SEQ_CST))
 		return;
 	if (__atomic_load_n(&e->refs, __ATOMIC_SEQ_CST) != 0)

@@ -2,7 +2,8 @@
  * a cache is its writer; cache_writer_claim moves the token to the calling
  * thread, whose writer calls then succeed, and the creator is no longer the
  * writer until it claims the cache back; cache_free may run on any thread
- * once no other uses the cache.
+ * once no other uses the cache. The informer's thread holds the token from
+ * before cache_informer_start returns until cache_informer_stop hands it back.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "cache/api.h"
 #include "cache/cache.h"
 #include "common/log.h"
 #include "fixture.h"
@@ -92,14 +94,39 @@ static void test_cache_writer_free_from_another_thread(void **state)
 	pthread_join(th, NULL);
 }
 
+/* cache_informer_start returns only once its thread holds the token, so the
+ * caller (main, whose housekeeping asks the token whether it may remove node
+ * entries) never acts as the writer while the informer writes; stop hands the
+ * token back. The API server is a closed loopback port: the thread only fails
+ * to connect. */
+static void test_cache_writer_moves_to_the_informer_before_start_returns(void **state)
+{
+	struct cache *c = *state;
+	char err[256] = "";
+	struct cache_api *api = cache_api_from_url("http://127.0.0.1:9", NULL, err, sizeof(err));
+	struct cache_informer *inf;
+
+	if (!api)
+		fail_msg("%s", err);
+	inf = cache_informer_start(c, api, NULL, err, sizeof(err));
+	if (!inf)
+		fail_msg("%s", err);
+	assert_false(cache_writer_is_current(c));
+	cache_informer_stop(inf);
+	assert_true(cache_writer_is_current(c));
+	cache_api_free(api);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		CACHE_TEST(test_cache_writer_is_the_creating_thread),
 		CACHE_TEST(test_cache_writer_claim_moves_the_writer),
 		cmocka_unit_test(test_cache_writer_free_from_another_thread),
+		CACHE_TEST(test_cache_writer_moves_to_the_informer_before_start_returns),
 	};
 
 	log_set_level(LOG_ERROR);
+	cache_api_global_init();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
