@@ -52,14 +52,6 @@ cJSON *json_sq(const char *text)
 	return j;
 }
 
-uint64_t rng_next(uint64_t *s)
-{
-	*s ^= *s >> 12;
-	*s ^= *s << 25;
-	*s ^= *s >> 27;
-	return *s * 0x2545F4914F6CDD1DULL;
-}
-
 /* A Node with <cap>/<alloc> GPUs (-1 leaves the field out), Ready. */
 cJSON *node_json(const char *name, int cap, int alloc)
 {
@@ -181,22 +173,7 @@ int cache_teardown(void **state)
 
 char *temp_file_with(const char *text)
 {
-	char *path = strdup("/tmp/troupe-test-cache-XXXXXX");
-	size_t len = strlen(text);
-	int fd;
-
-	assert_non_null(path);
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	while (len > 0) {
-		ssize_t w = write(fd, text, len);
-
-		assert_true(w > 0);
-		text += w;
-		len -= (size_t)w;
-	}
-	close(fd);
-	return path;
+	return test_temp_file(text, strlen(text));
 }
 
 bool keep_listed(const char *key, void *arg)

@@ -13,6 +13,7 @@
 
 #include "cache/cache.h"
 #include "common/log.h"
+#include "../common/fixture.h"         /* rng_next, test_temp_file */
 #include "common/util.h"
 
 /* The test fixture cluster, tests/data/cluster.json (the tests own it: the demo's
@@ -60,9 +61,6 @@ void sq_text(char *out, size_t len, const char *text);
 
 /* Parse JSON written with single quotes. */
 cJSON *json_sq(const char *text);
-
-/* xorshift64*: the next pseudo-random number of seed <s> (never 0). */
-uint64_t rng_next(uint64_t *s);
 
 /* A Node with <cap>/<alloc> GPUs (-1 leaves the field out), Ready. */
 cJSON *node_json(const char *name, int cap, int alloc);

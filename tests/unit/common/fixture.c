@@ -5,7 +5,9 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/yamljson.h"
 
@@ -28,4 +30,23 @@ cJSON *yaml_one(const char *yaml, cJSON **docs)
 		fail_msg("yamljson_parse failed: %s\n--- input ---\n%s", err, yaml);
 	assert_int_equal(cJSON_GetArraySize(*docs), 1);
 	return cJSON_GetArrayItem(*docs, 0);
+}
+
+char *test_temp_file(const char *data, size_t len)
+{
+	char *path = strdup("/tmp/troupe-test-XXXXXX");
+	int fd;
+
+	assert_non_null(path);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	while (len > 0) {
+		ssize_t w = write(fd, data, len);
+
+		assert_true(w > 0);
+		data += w;
+		len -= (size_t)w;
+	}
+	close(fd);
+	return path;
 }

@@ -22,28 +22,6 @@
 
 #include "fixture.h"
 
-/* Write <len> bytes to a new temporary file and return its path (caller
- * unlinks and frees it). */
-static char *temp_file_with(const char *data, size_t len)
-{
-	char *path = strdup("/tmp/troupe-test-common-XXXXXX");
-	int fd;
-
-	assert_non_null(path);
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	while (len > 0) {
-		ssize_t w = write(fd, data, len);
-
-		assert_true(w > 0);
-		data += w;
-		len -= (size_t)w;
-	}
-	close(fd);
-	return path;
-}
-
-
 static void test_util_read_file_reads_whole_file(void **state)
 {
 	enum { N = 200000 };    /* several times the first buffer size */
@@ -55,7 +33,7 @@ static void test_util_read_file_reads_whole_file(void **state)
 	assert_non_null(data);
 	for (size_t i = 0; i < N; i++)
 		data[i] = (char)('A' + i % 23);
-	path = temp_file_with(data, N);
+	path = test_temp_file(data, N);
 	assert_int_equal(util_read_file(path, N, &buf, &len), 0);
 	assert_int_equal(len, N);
 	assert_memory_equal(buf, data, N);
@@ -71,8 +49,8 @@ static void test_util_read_file_reads_whole_file(void **state)
 
 static void test_util_read_file_limits_and_errors(void **state)
 {
-	char *path = temp_file_with("0123456789", 10);
-	char *empty = temp_file_with("", 0);
+	char *path = test_temp_file("0123456789", 10);
+	char *empty = test_temp_file("", 0);
 	char *buf = NULL;
 	size_t len = 99;
 
@@ -105,7 +83,7 @@ static void test_util_read_file_limits_and_errors(void **state)
 /* "At most <max> bytes" with no practical limit (SIZE_MAX) reads the file. */
 static void test_util_read_file_unbounded_max(void **state)
 {
-	char *path = temp_file_with("hello", 5);
+	char *path = test_temp_file("hello", 5);
 	char *buf = NULL;
 	size_t len = 0;
 	int ret = util_read_file(path, SIZE_MAX, &buf, &len);
