@@ -156,6 +156,14 @@ class CommandLineTest(unittest.TestCase):
                      "--token-file", "--config", "--log-level", "--help", "--version"):
             self.assertIn(flag, r.stdout)
 
+    def test_h_is_help_and_usage_leads_with_a_live_cluster(self):
+        short, long = run(["-h"]), run(["--help"])
+        self.assertEqual(short.returncode, 0, short.stderr)
+        self.assertEqual(short.stdout, long.stdout)
+        first = long.stdout.splitlines()[0]
+        self.assertTrue(first.startswith("Usage: troupe --kubeconfig"), first)
+        self.assertLess(long.stdout.index("--kubeconfig FILE"), long.stdout.index("--cluster FILE"))
+
     def test_version(self):
         r = run(["--version"])
         self.assertEqual(r.returncode, 0)
