@@ -80,9 +80,14 @@ struct cache_informer_opts {
 	unsigned healthy_reset_s;       /* a watch up this long resets backoff; default 60 */
 	unsigned podgroup_retry_s;      /* retry a missing PodGroup CRD after; default 300 */
 	/* Check every permission again this often; 0: only once, at start. Unlike
-	 * the fields above, 0 is kept (the caller passes the default, 60). */
+	 * the fields above, 0 is kept. */
 	unsigned access_check_s;
 };
+
+/* Every default above, the one place they are written: troupe's configuration
+ * starts from them, and cache_informer_start fills a zero field (but
+ * access_check_s) from them. */
+void cache_informer_opts_defaults(struct cache_informer_opts *opts);
 
 struct cache_informer;
 

@@ -41,6 +41,20 @@ void cache_informer_readiness(struct cache_informer *inf, struct cache_readiness
 	pthread_mutex_unlock(&inf->lock);
 }
 
+void cache_informer_opts_defaults(struct cache_informer_opts *opts)
+{
+	*opts = (struct cache_informer_opts){
+		.page_size = 500,
+		.watch_timeout_min_s = 300,
+		.watch_timeout_max_s = 600,
+		.backoff_initial_ms = 800,
+		.backoff_max_ms = 30000,
+		.healthy_reset_s = 60,
+		.podgroup_retry_s = 300,
+		.access_check_s = 60,
+	};
+}
+
 /* ---- The thread ------------------------------------------------------------- */
 
 static void *informer_main(void *arg)
@@ -115,28 +129,31 @@ struct cache_informer *cache_informer_start(struct cache *c, struct cache_api *a
 					    size_t errlen)
 {
 	struct cache_informer *inf = calloc(1, sizeof(*inf));
+	struct cache_informer_opts d;
 
 	if (!inf) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	cache_informer_opts_defaults(&d);
 	inf->cache = c;
 	inf->api = api;
-	inf->opts = opts ? *opts : (struct cache_informer_opts){ 0 };
+	inf->opts = opts ? *opts : d;
 	if (!inf->opts.page_size)
-		inf->opts.page_size = 500;
+		inf->opts.page_size = d.page_size;
 	if (!inf->opts.watch_timeout_min_s)
-		inf->opts.watch_timeout_min_s = 300;
+		inf->opts.watch_timeout_min_s = d.watch_timeout_min_s;
 	if (inf->opts.watch_timeout_max_s < inf->opts.watch_timeout_min_s)
-		inf->opts.watch_timeout_max_s = inf->opts.watch_timeout_min_s + 300;
+		inf->opts.watch_timeout_max_s = inf->opts.watch_timeout_min_s +
+						(d.watch_timeout_max_s - d.watch_timeout_min_s);
 	if (!inf->opts.backoff_initial_ms)
-		inf->opts.backoff_initial_ms = 800;
+		inf->opts.backoff_initial_ms = d.backoff_initial_ms;
 	if (!inf->opts.backoff_max_ms)
-		inf->opts.backoff_max_ms = 30000;
+		inf->opts.backoff_max_ms = d.backoff_max_ms;
 	if (!inf->opts.healthy_reset_s)
-		inf->opts.healthy_reset_s = 60;
+		inf->opts.healthy_reset_s = d.healthy_reset_s;
 	if (!inf->opts.podgroup_retry_s)
-		inf->opts.podgroup_retry_s = 300;
+		inf->opts.podgroup_retry_s = d.podgroup_retry_s;
 	inf->rng = (unsigned)util_now_ns();
 	/* The first round goes with the first lists. */
 	inf->reviews_due_ns = util_now_ns();

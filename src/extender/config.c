@@ -70,14 +70,7 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->bind_timeout_s = 10;
 	cfg->unconfirmed_bind_s = 300;
 	cfg->filter_only_pod_s = 600;
-	cfg->informer.page_size = 500;
-	cfg->informer.watch_timeout_min_s = 300;
-	cfg->informer.watch_timeout_max_s = 600;
-	cfg->informer.backoff_initial_ms = 800;
-	cfg->informer.backoff_max_ms = 30000;
-	cfg->informer.healthy_reset_s = 60;
-	cfg->informer.podgroup_retry_s = 300;
-	cfg->informer.access_check_s = 60;
+	cache_informer_opts_defaults(&cfg->informer);
 	gang_config_defaults(&cfg->gang);
 }
 
