@@ -456,7 +456,7 @@ void cache_pod_expire(struct cache *c, uint64_t uncertain_ns, uint64_t remembere
 			struct pod_entry *e = v;
 
 			if (e->state == CACHE_POD_STATE_ASSUMED && e->uncertain_ns &&
-			    now - e->uncertain_ns > uncertain_ns) {
+			    util_elapsed_ns(now, e->uncertain_ns) > uncertain_ns) {
 				/* The cluster never showed the pod bound: it was not. */
 				cache__pod_entry_release(c, e);
 				e->state = CACHE_POD_STATE_UNACCOUNTED;
@@ -464,7 +464,7 @@ void cache_pod_expire(struct cache *c, uint64_t uncertain_ns, uint64_t remembere
 				released++;
 			} else if (!e->from_api && !e->reservation && !e->node_entry &&
 				   e->state == CACHE_POD_STATE_UNACCOUNTED &&
-				   now - e->seen_ns > remembered_ns) {
+				   util_elapsed_ns(now, e->seen_ns) > remembered_ns) {
 				(void)gone_push(&gone, &n, &cap, e);   /* no memory: next pass */
 			}
 		}

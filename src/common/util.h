@@ -19,6 +19,15 @@ int util_read_file(const char *path, size_t max, char **out, size_t *len);
 /* Monotonic clock in nanoseconds. */
 uint64_t util_now_ns(void);
 
+/* How long before <now> the moment <then> was: 0 when <then> is later. A pass
+ * reads the clock once and then compares it with stamps other threads may
+ * write after that reading; a plain unsigned difference would wrap to ~584
+ * years and make a gang just refused "starving" or a pod just seen "stale". */
+static inline uint64_t util_elapsed_ns(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+
 /* The string value of <obj>[key] (exact key), or NULL when absent or not a
  * string. */
 const char *json_str(const cJSON *obj, const char *key);

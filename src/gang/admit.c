@@ -406,12 +406,12 @@ static bool still_settling(struct gang_manager *m, const struct gang *g,
 
 	cache_group_foreach(m->cache, mb->ns, mb->group, newest_member, &newest);
 	now = gang__now(m);
-	if (now - newest >= settle)
+	if (util_elapsed_ns(now, newest) >= settle)
 		return false;
 	snprintf(reason, reasonlen, "troupe: gang %s names no quorum (no PodGroup minMember, "
 		 "min-available label or min-member annotation), so it is the members that exist, "
 		 "%u so far; it is planned once none has arrived for %us (%.1fs to go)", g->key,
-		 exist, m->cfg.settle_s, (double)(settle - (now - newest)) / 1e9);
+		 exist, m->cfg.settle_s, (double)(settle - util_elapsed_ns(now, newest)) / 1e9);
 	return true;
 }
 

@@ -142,7 +142,7 @@ bool gang__still_waiting(struct gang_manager *m, struct gang *g, uint64_t now)
 
 	cache_group_count(m->cache, g->ns, g->name, &exist, &bound);
 	if (exist >= g->quorum && bound < g->quorum &&
-	    now - g->last_seen_ns <= 300ULL * 1000000000ULL)
+	    util_elapsed_ns(now, g->last_seen_ns) <= 300ULL * 1000000000ULL)
 		return true;
 	gang__enter(g, GANG_IDLE, now);
 	gang__holds_release(m, g);
@@ -289,7 +289,7 @@ void gang__holds_grow(struct gang_manager *m, struct gang *g)
 	if (!g->n_holds && !g->hold_seq)
 		log_info("gang", "gang %s has waited %llus first in the fair order; holding GPUs for "
 			 "it as they free", g->key,
-			 (unsigned long long)((gang__now(m) - g->waiting_since_ns) / 1000000000ULL));
+			 (unsigned long long)(util_elapsed_ns(gang__now(m), g->waiting_since_ns) / 1000000000ULL));
 	cache_read_begin(m->cache);
 	cache_node_foreach(m->cache, collect_hold_cand, &hs);
 	cache_read_end(m->cache);
@@ -344,7 +344,8 @@ static void hold_for_head(struct gang_manager *m, const struct shares *s, uint64
 		if (g != head && (g->n_holds || g->n_targets))
 			gang__holds_release(m, g);
 	}
-	if (head && now - head->waiting_since_ns >= (uint64_t)m->cfg.starvation_s * 1000000000ULL)
+	if (head && util_elapsed_ns(now, head->waiting_since_ns) >=
+		    (uint64_t)m->cfg.starvation_s * 1000000000ULL)
 		gang__holds_grow(m, head);
 }
 

@@ -206,7 +206,7 @@ bool gang_hold_note(struct gang_manager *m, const char *node, int32_t priority, 
 	if (s && (hg = held_for(s, node, priority))) {
 		snprintf(buf, len, "troupe: GPUs on this node are held for gang %s (priority %d, "
 			 "queue %s, waiting %llus); it goes first", hg->key, hg->priority, hg->queue,
-			 (unsigned long long)((gang__now(m) - hg->waiting_since_ns) / 1000000000ULL));
+			 (unsigned long long)(util_elapsed_ns(gang__now(m), hg->waiting_since_ns) / 1000000000ULL));
 		found = true;
 	}
 	/* Pairs with the writer's wait: our reads of <s> come before it. */

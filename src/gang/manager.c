@@ -187,7 +187,7 @@ void gang__forget_idle(struct gang_manager *m, uint64_t now)
 		struct gang *g = v;
 
 		if (g->state == GANG_IDLE && !g->n_holds && !g->n_targets &&
-		    now - g->last_seen_ns > idle)
+		    util_elapsed_ns(now, g->last_seen_ns) > idle)
 			gone[n++] = g;
 	}
 	for (unsigned i = 0; i < n; i++) {
