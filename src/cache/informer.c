@@ -110,6 +110,7 @@ static void *informer_main(void *arg)
 		}
 		if (now - last_reclaim > 1000000000ULL) {
 			cache_writer_reclaim(inf->cache);
+			cache__inf_health_tick(inf, now);
 			last_reclaim = now;
 		}
 		now = util_now_ns();

@@ -89,6 +89,17 @@ enum { MAX_LINE = 64 * 1024 * 1024, RV_LEN = 64, MAX_STATUS = 64 * 1024 };
  * or libcurl's reason), and the reason a review failed or was denied. */
 enum { STATUS_MSG_BUF = 320, FAILURE_REASON_BUF = 360, REVIEW_REASON_BUF = 256 };
 
+/* A server that takes the connection and then says nothing (hung, overloaded,
+ * a proxy whose backend is gone) fails no request for minutes: a watch with
+ * no answer (its headers) after ANSWER_DEADLINE_S is given up and retried, and
+ * a list is failing for /readyz while it still waits. A watch answered 200 that ends before it has
+ * lived WATCH_HEALTHY_MS with no event, SHORT_WATCHES_FAILING times in a row
+ * and for SHORT_WATCHES_SPAN_S, is failing too (the server cannot serve
+ * watches), until one lives that long. A few such ends now and then are
+ * normal (a server's timeout may end a watch a moment after it began). */
+enum { ANSWER_DEADLINE_S = 10, WATCH_HEALTHY_MS = 500, SHORT_WATCHES_FAILING = 3,
+       SHORT_WATCHES_SPAN_S = 5 };
+
 struct stream {
 	struct cache_informer *inf;
 	enum kind kind;
@@ -109,6 +120,9 @@ struct stream {
 	uint64_t events_this_watch;
 	long retry_after_s;
 	bool answered;                  /* the current watch got 200 (headers in) */
+	bool headers_in;                /* the current request has its answer's headers */
+	unsigned short_watches;         /* answered watches in a row that ended at once */
+	uint64_t healthy_ns;            /* when a list or watch last proved the server well */
 	bool failing;                   /* the last list or watch request failed */
 	char failure[TROUPE_MESSAGE_BUF]; /* what failed: "watch pods: HTTP 503: ..." */
 	char curl_err[CURL_ERROR_SIZE]; /* libcurl's detailed reason (TLS, DNS, ...) */
@@ -174,6 +188,12 @@ void cache__inf_request_answered(struct stream *s, bool watch);
 /* A list or watch request of <s> failed (<reason>): troupe is not ready until
  * one is answered. */
 void cache__inf_request_failed(struct stream *s, bool watch, const char *reason);
+/* A watch of <s> answered 200 ended at once (<reason>): failing after
+ * SHORT_WATCHES_FAILING in a row. */
+void cache__inf_watch_ended_at_once(struct stream *s, const char *reason);
+/* Once a second: requests waiting past ANSWER_DEADLINE_S are failing, and a
+ * watch that has lived WATCH_HEALTHY_MS is healthy again. Informer thread. */
+void cache__inf_health_tick(struct cache_informer *inf, uint64_t now);
 
 /* What a request that just ended got, for logs and /readyz: libcurl's reason
  * (<curl_err>, else <rc>'s text), or the HTTP status with the message of the

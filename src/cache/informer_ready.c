@@ -97,8 +97,65 @@ void cache__inf_request_answered(struct stream *s, bool watch)
 		inf->request_denied &= ~(1u << p);
 		log_info("informer", "%s: allowed again", cache_permission_get(p)->name);
 	}
-	s->failing = false;
+	/* A watch taken again after ending at once over and over proves nothing
+	 * until it lives (cache__inf_health_tick). */
+	if (!watch)
+		s->healthy_ns = util_now_ns();
+	if (!watch || !s->failing || s->short_watches < SHORT_WATCHES_FAILING)
+		s->failing = false;
 	cache__inf_readiness_update(inf);
+}
+
+void cache__inf_watch_ended_at_once(struct stream *s, const char *reason)
+{
+	char why[FAILURE_REASON_BUF + 64];
+
+	if (++s->short_watches < SHORT_WATCHES_FAILING ||
+	    util_elapsed_ns(util_now_ns(), s->healthy_ns) <
+		    (uint64_t)SHORT_WATCHES_SPAN_S * 1000000000ULL)
+		return;
+	snprintf(why, sizeof(why), "ended as soon as it started, %u times in a row (%s)",
+		 s->short_watches, reason);
+	cache__inf_request_failed(s, true, why);
+}
+
+void cache__inf_health_tick(struct cache_informer *inf, uint64_t now)
+{
+	const uint64_t deadline = (uint64_t)ANSWER_DEADLINE_S * 1000000000ULL;
+	const uint64_t healthy = (uint64_t)WATCH_HEALTHY_MS * 1000000ULL;
+	char why[FAILURE_REASON_BUF];
+
+	for (int k = 0; k < K_COUNT; k++) {
+		struct stream *s = &inf->streams[k];
+		bool watch = s->phase == P_WATCHING;
+		uint64_t age = util_elapsed_ns(now, s->started_ns);
+
+		if (!s->easy)
+			continue;
+		if (!s->headers_in && age >= deadline && watch) {
+			/* kube-apiserver answers a watch at once: this one will not be,
+			 * so it is given up and tried again with backoff. */
+			snprintf(s->curl_err, sizeof(s->curl_err), "no answer from the API server "
+				 "in %u s", ANSWER_DEADLINE_S);
+			cache__inf_on_done(s, CURLE_OPERATION_TIMEDOUT);
+		} else if (!s->headers_in && age >= deadline && !s->failing) {
+			/* A list is answered once the server has encoded all of it, which
+			 * can take a while: failing for /readyz, but left to finish. */
+			snprintf(why, sizeof(why), "no answer from the API server in %u s (the "
+				 "request is still waiting)", ANSWER_DEADLINE_S);
+			log_warn("informer", "list %s: %s", kinds[k].name, why);
+			cache__inf_request_failed(s, false, why);
+		} else if (watch && s->answered && age >= healthy && !s->short_watches) {
+			s->healthy_ns = now;
+		} else if (watch && s->answered && s->short_watches && age >= healthy) {
+			log_info("informer", "%s watch: has stayed up %.1f s; healthy again",
+				 kinds[k].name, WATCH_HEALTHY_MS / 1e3);
+			s->short_watches = 0;
+			s->healthy_ns = now;
+			s->failing = false;
+			cache__inf_readiness_update(inf);
+		}
+	}
 }
 
 /* A list or watch request of <s> failed (<reason>): troupe is not ready until

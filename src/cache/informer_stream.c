@@ -33,6 +33,8 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 
 	if (len > 12 && strncasecmp(buf, "Retry-After:", 12) == 0)
 		s->retry_after_s = strtol(buf + 12, NULL, 10);
+	if ((len == 2 || len == 1) && (buf[0] == '\r' || buf[0] == '\n'))
+		s->headers_in = true;   /* answered, whatever it says (ANSWER_DEADLINE_S) */
 	/* The blank line after a watch's headers: the server has taken the watch
 	 * (it sends them at once, events may take minutes), so the stream is up. */
 	if (s->phase == P_WATCHING && !s->answered && (len == 2 || len == 1) &&
@@ -88,6 +90,7 @@ static int request_begin(struct stream *s, const char *query, bool watch)
 	}
 	s->retry_after_s = 0;
 	s->answered = false;
+	s->headers_in = false;
 	s->started_ns = util_now_ns();
 	if (curl_multi_add_handle(s->inf->multi, s->easy) != CURLM_OK) {
 		cache__inf_request_end(s);
@@ -298,6 +301,8 @@ static void watch_done(struct stream *s, long status, CURLcode rc)
 	if (rc == CURLE_OK && status == 200 && !s->broken &&
 	    (s->events_this_watch > 0 || lived > 1000000000ULL)) {
 		/* The server ended the watch (its timeout): resume at once. */
+		s->short_watches = 0;
+		s->healthy_ns = util_now_ns();
 		stat_add(&inf->stats.watch_restarts, 1);
 		log_debug("informer", "%s watch ended after %.1f s; resuming from %s",
 			  kinds[s->kind].name, lived / 1e9, s->rv);
@@ -321,6 +326,12 @@ static void watch_done(struct stream *s, long status, CURLcode rc)
 	 * attempt does. Only a watch never answered 200 is a failure. */
 	if (!s->answered)
 		cache__inf_request_failed(s, true, reason);
+	else if (s->events_this_watch == 0 && lived < (uint64_t)WATCH_HEALTHY_MS * 1000000ULL)
+		cache__inf_watch_ended_at_once(s, s->broken ? "stream unusable" : reason);
+	else {
+		s->short_watches = 0;   /* it lived, or carried events */
+		s->healthy_ns = util_now_ns();
+	}
 	stat_add(&inf->stats.watch_restarts, 1);
 	back_off(s, P_WATCH_DUE, why);
 }
