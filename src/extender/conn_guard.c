@@ -1,0 +1,290 @@
+/* The connection guard (conn_guard.h). Records sit on one of two lists: idle
+ * (no request in progress), kept in the order they became idle so the head is
+ * the longest idle and the idle sweep stops at the first one not expired; and
+ * busy (headers in, body not yet), swept in full (at most <slots> long). A
+ * record whose body is in is on neither. A record the guard closed is taken
+ * off its list at once, so it is never chosen twice, and freed when the server
+ * reports the connection gone: libmicrohttpd reports it before it closes the
+ * descriptor, and the report takes the guard's lock, so shutdown(2) under that
+ * lock never reaches a descriptor that was closed and reused.
+ *
+ * The closes are logged as a summary at most every 10 s (a flood of them would
+ * otherwise flood the log), and counted for /metrics.
+ */
+#include "extender/conn_guard.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+enum conn_state { C_IDLE, C_BUSY, C_RUNNING, C_CLOSING };
+
+struct conn_guard_conn {
+	struct conn_guard_conn *prev, *next;    /* on idle or busy; NULL when neither */
+	enum conn_state state;
+	int fd;
+	uint64_t since_ns;              /* became idle, or headers in (busy) */
+	unsigned char addr[16];         /* the client: IPv4 in the first 4 bytes */
+	bool v6;
+};
+
+struct conn_list {
+	struct conn_guard_conn *head, *tail;
+	unsigned n;
+};
+
+struct conn_guard {
+	struct conn_guard_config cfg;
+	pthread_mutex_t lock;
+	struct conn_list idle, busy;
+	unsigned open;                  /* not closing */
+	struct conn_guard_stats stats;
+	struct conn_guard_stats logged; /* what the last summary line counted */
+	uint64_t logged_ns;
+};
+
+static uint64_t now_of(const struct conn_guard *g)
+{
+	return g->cfg.now_ns ? g->cfg.now_ns(g->cfg.clock_ctx) : util_now_ns();
+}
+
+static void list_push(struct conn_list *l, struct conn_guard_conn *c)
+{
+	c->next = NULL;
+	c->prev = l->tail;
+	if (l->tail)
+		l->tail->next = c;
+	else
+		l->head = c;
+	l->tail = c;
+	l->n++;
+}
+
+static void list_remove(struct conn_list *l, struct conn_guard_conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		l->head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		l->tail = c->prev;
+	c->prev = c->next = NULL;
+	l->n--;
+}
+
+static struct conn_list *list_of(struct conn_guard *g, const struct conn_guard_conn *c)
+{
+	return c->state == C_IDLE ? &g->idle : c->state == C_BUSY ? &g->busy : NULL;
+}
+
+/* Move <c> to <to>, off its list and onto the new one's tail. Lock held. */
+static void enter(struct conn_guard *g, struct conn_guard_conn *c, enum conn_state to)
+{
+	struct conn_list *l = list_of(g, c);
+
+	if (l)
+		list_remove(l, c);
+	if (to == C_CLOSING && c->state != C_CLOSING)
+		g->open--;
+	c->state = to;
+	c->since_ns = now_of(g);
+	l = list_of(g, c);
+	if (l)
+		list_push(l, c);
+}
+
+/* Close <c> now: the server sees the client gone. Lock held. */
+static void close_conn(struct conn_guard *g, struct conn_guard_conn *c, uint64_t *counter)
+{
+	enter(g, c, C_CLOSING);
+	(void)shutdown(c->fd, SHUT_RDWR);
+	(*counter)++;
+}
+
+static bool same_client(const struct conn_guard_conn *a, const struct conn_guard_conn *b)
+{
+	return a->v6 == b->v6 && memcmp(a->addr, b->addr, a->v6 ? 16 : 4) == 0;
+}
+
+static unsigned client_count(const struct conn_guard *g, const struct conn_guard_conn *c)
+{
+	unsigned n = 0;
+
+	for (const struct conn_list *l = &g->idle; l; l = l == &g->idle ? &g->busy : NULL)
+		for (const struct conn_guard_conn *o = l->head; o; o = o->next)
+			n += same_client(o, c);
+	return n;
+}
+
+/* The longest-idle connection other than <except>, from <c>'s client only
+ * when <c> is set. */
+static struct conn_guard_conn *oldest_idle(struct conn_guard *g, const struct conn_guard_conn *c,
+					   const struct conn_guard_conn *except)
+{
+	for (struct conn_guard_conn *o = g->idle.head; o; o = o->next)
+		if (o != except && (!c || same_client(o, c)))
+			return o;
+	return NULL;
+}
+
+static void log_summary(struct conn_guard *g, uint64_t now)
+{
+	struct conn_guard_stats *s = &g->stats, *l = &g->logged;
+
+	if (now - g->logged_ns < 10000000000ULL && g->logged_ns)
+		return;
+	if (s->displaced == l->displaced && s->idle_expired == l->idle_expired &&
+	    s->request_expired == l->request_expired && s->refused == l->refused)
+		return;
+	log_warn("http", "connections closed since the last report: %llu to make room for new "
+		 "ones (slots %u, %u per client), %llu idle over %us, %llu with a request body "
+		 "not in within %us, %llu new ones refused with every slot mid-request; %u open",
+		 (unsigned long long)(s->displaced - l->displaced), g->cfg.slots, g->cfg.per_client,
+		 (unsigned long long)(s->idle_expired - l->idle_expired), g->cfg.idle_s,
+		 (unsigned long long)(s->request_expired - l->request_expired), g->cfg.request_s,
+		 (unsigned long long)(s->refused - l->refused), g->open);
+	*l = *s;
+	g->logged_ns = now;
+}
+
+struct conn_guard *conn_guard_new(const struct conn_guard_config *cfg)
+{
+	struct conn_guard *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return NULL;
+	g->cfg = *cfg;
+	if (!g->cfg.slots)
+		g->cfg.slots = 1;
+	if (!g->cfg.per_client || g->cfg.per_client > g->cfg.slots)
+		g->cfg.per_client = g->cfg.slots;
+	pthread_mutex_init(&g->lock, NULL);
+	return g;
+}
+
+void conn_guard_free(struct conn_guard *g)
+{
+	if (!g)
+		return;
+	/* The server has reported every connection closed before this. */
+	for (struct conn_list *l = &g->idle; l; l = l == &g->idle ? &g->busy : NULL)
+		while (l->head) {
+			struct conn_guard_conn *c = l->head;
+
+			list_remove(l, c);
+			free(c);
+		}
+	pthread_mutex_destroy(&g->lock);
+	free(g);
+}
+
+struct conn_guard_conn *conn_guard_open(struct conn_guard *g, int fd, const struct sockaddr *addr,
+					socklen_t addrlen)
+{
+	struct conn_guard_conn *c = calloc(1, sizeof(*c)), *victim;
+
+	if (!c)
+		return NULL;
+	c->fd = fd;
+	c->state = C_RUNNING;   /* on no list until enter() below */
+	if (addr && addr->sa_family == AF_INET6 && addrlen >= sizeof(struct sockaddr_in6)) {
+		memcpy(c->addr, &((const struct sockaddr_in6 *)addr)->sin6_addr, 16);
+		c->v6 = true;
+	} else if (addr && addr->sa_family == AF_INET && addrlen >= sizeof(struct sockaddr_in)) {
+		memcpy(c->addr, &((const struct sockaddr_in *)addr)->sin_addr, 4);
+	}
+	pthread_mutex_lock(&g->lock);
+	g->open++;
+	enter(g, c, C_IDLE);
+	/* Its client's share first: its own longest-idle connection makes room. */
+	if (client_count(g, c) > g->cfg.per_client) {
+		victim = oldest_idle(g, c, c);
+		close_conn(g, victim ? victim : c, victim ? &g->stats.displaced : &g->stats.refused);
+	}
+	if (c->state != C_CLOSING && g->open > g->cfg.slots) {
+		victim = oldest_idle(g, NULL, c);
+		close_conn(g, victim ? victim : c, victim ? &g->stats.displaced : &g->stats.refused);
+	}
+	log_summary(g, c->since_ns);
+	pthread_mutex_unlock(&g->lock);
+	return c;
+}
+
+void conn_guard_closed(struct conn_guard *g, struct conn_guard_conn *c)
+{
+	struct conn_list *l;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&g->lock);
+	l = list_of(g, c);
+	if (l)
+		list_remove(l, c);
+	if (c->state != C_CLOSING)
+		g->open--;
+	pthread_mutex_unlock(&g->lock);
+	free(c);
+}
+
+/* Move <c> to <to> unless the guard is closing it. */
+static void move(struct conn_guard *g, struct conn_guard_conn *c, enum conn_state to)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&g->lock);
+	if (c->state != C_CLOSING && c->state != to)
+		enter(g, c, to);
+	pthread_mutex_unlock(&g->lock);
+}
+
+void conn_guard_request_begin(struct conn_guard *g, struct conn_guard_conn *c)
+{
+	move(g, c, C_BUSY);
+}
+
+void conn_guard_body_done(struct conn_guard *g, struct conn_guard_conn *c)
+{
+	move(g, c, C_RUNNING);
+}
+
+void conn_guard_request_end(struct conn_guard *g, struct conn_guard_conn *c)
+{
+	move(g, c, C_IDLE);
+}
+
+void conn_guard_sweep(struct conn_guard *g)
+{
+	uint64_t now = now_of(g), idle = (uint64_t)g->cfg.idle_s * 1000000000ULL,
+		 req = (uint64_t)g->cfg.request_s * 1000000000ULL;
+	struct conn_guard_conn *c, *next;
+
+	pthread_mutex_lock(&g->lock);
+	/* Oldest first: the first one not expired ends the idle walk. */
+	while ((c = g->idle.head) && util_elapsed_ns(now, c->since_ns) >= idle)
+		close_conn(g, c, &g->stats.idle_expired);
+	for (c = g->busy.head; c; c = next) {
+		next = c->next;
+		if (util_elapsed_ns(now, c->since_ns) >= req)
+			close_conn(g, c, &g->stats.request_expired);
+	}
+	log_summary(g, now);
+	pthread_mutex_unlock(&g->lock);
+}
+
+void conn_guard_get_stats(struct conn_guard *g, struct conn_guard_stats *out)
+{
+	pthread_mutex_lock(&g->lock);
+	*out = g->stats;
+	out->open = g->open;
+	out->busy = g->busy.n;
+	pthread_mutex_unlock(&g->lock);
+}
