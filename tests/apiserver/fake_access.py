@@ -17,10 +17,10 @@ from kube_api import (AUTHZ_API_VERSION, AUTHZ_GROUP, RBAC_ALLOWED, APIError, _g
 
 AUTHN_GROUP = "authentication.k8s.io"
 AUTHN_API_VERSION = AUTHN_GROUP + "/v1"
-# What a TokenReview of a token nobody issued says: kube-apiserver's union of
-# authenticators joins each one's error (here the service-account and the
-# bootstrap-token authenticators').
-MSG_INVALID_TOKEN = "[invalid bearer token, service account token has been invalidated]"
+# What kube-apiserver (v1.37.2, service-account and bootstrap-token
+# authenticators) says in a TokenReview of a token it did not issue, as
+# tests/e2e/test_e2e_ops_auth.py sees it.
+MSG_INVALID_TOKEN = "invalid bearer token"
 # The audience kube-apiserver's service-account tokens carry by default.
 API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
 

@@ -185,7 +185,7 @@ class OpsAuthTest(LiveCase):
         self.assertEqual((s, body), (401, unauthorized))
         self.assertEqual(self.srv.token_reviews, ["stolen"])
         self.assertRegex(t.log(), r"GET /metrics from 127\.0\.0\.1:\d+ refused \(401 "
-                         r"Unauthorized\): the token is not accepted: \[invalid bearer token")
+                         r"Unauthorized\): the token is not accepted: invalid bearer token")
         self.assertEqual(self.srv.subject_access_reviews, [], "no user, no access review")
 
     def test_rbac_decides_who_gets_which_path(self):
