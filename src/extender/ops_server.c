@@ -11,9 +11,10 @@
  * troupe knows, its counters) can be protected as Kubernetes components
  * protect theirs, without putting a review on the verbs' hot path.
  *
- * A thread per connection (at most OPS_CONNECTION_LIMIT): a request may wait
- * for a TokenReview and a SubjectAccessReview, and a waiting request must not
- * hold up the kubelet's probes behind it, as it would in a small pool.
+ * A thread per connection (at most OPS_CONNECTION_LIMIT, OPS_PER_IP_CONNECTION_LIMIT
+ * from one address): a request may wait for a TokenReview and a
+ * SubjectAccessReview, and a waiting request must not hold up the kubelet's
+ * probes behind it, as it would in a small pool.
  */
 #include "extender/ops_server.h"
 
@@ -39,6 +40,9 @@
 enum {
 	/* Probes, a scraper or two and a person: a handful of connections. */
 	OPS_CONNECTION_LIMIT = 64,
+	/* From one address at most this many, so that one client holding
+	 * connections open cannot starve the kubelet's probes. */
+	OPS_PER_IP_CONNECTION_LIMIT = 16,
 	/* An idle connection closes after this long. */
 	OPS_CONNECTION_TIMEOUT_S = 30,
 	/* A path as routed; a longer one is no route (404). */
@@ -395,6 +399,8 @@ struct ext_ops_server *ext_ops_server_start(const struct ext_ops_config *cfg,
 				     MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				     MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 				     MHD_OPTION_CONNECTION_LIMIT, (unsigned)OPS_CONNECTION_LIMIT,
+				     MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+				     (unsigned)OPS_PER_IP_CONNECTION_LIMIT,
 				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)OPS_CONNECTION_TIMEOUT_S,
 				     MHD_OPTION_END);
 	if (!s->daemon) {

@@ -5,6 +5,7 @@ TokenReview says who the caller is, a SubjectAccessReview whether it may get
 the path; no or a bad token is 401, a user RBAC does not allow 403, each
 refusal logged with the caller; answers are kept ops.auth_cache_seconds, so a
 scraper costs the API server two reviews per period, not two per scrape."""
+import http.client
 import os
 import socket
 import subprocess
@@ -59,6 +60,32 @@ class OpsListenerTest(unittest.TestCase):
             self.assertEqual(t.ops_request("HEAD", "/debug/state")[0], 200)
             self.assertRegex(t.log(), r"ops listening on http://127\.0\.0\.1:%d " % t.ops_port)
             self.assertIn("open to anyone who reaches this address", t.log())
+
+    def test_one_client_holding_connections_cannot_starve_the_probes(self):
+        with Troupe() as t:
+            idle = []
+            try:
+                for _ in range(16):     # the per-address limit
+                    idle.append(socket.create_connection(("127.0.0.1", t.ops_port)))
+
+                def healthz(source):
+                    c = http.client.HTTPConnection("127.0.0.1", t.ops_port, timeout=10,
+                                                   source_address=(source, 0))
+                    try:
+                        c.request("GET", "/healthz")
+                        return c.getresponse().status
+                    except (ConnectionError, http.client.HTTPException):
+                        return None
+                    finally:
+                        c.close()
+                # Another address (the kubelet's) is served; the greedy one is not.
+                self.assertEqual(healthz("127.0.0.2"), 200)
+                self.assertIsNone(healthz("127.0.0.1"))
+            finally:
+                for s in idle:
+                    s.close()
+            wait_until(lambda: t.ops_request("GET", "/healthz")[0] == 200, 10,
+                       "served again once the connections closed")
 
     def test_ops_address_comes_from_the_file_unless_the_flag_is_given(self):
         with socket.socket() as s:
