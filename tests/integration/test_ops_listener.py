@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import tempfile
+import threading
 import unittest
 
 from live_common import FAST_CONFIG, LiveCase, load_fixture_cluster, wait_until
@@ -281,6 +282,32 @@ class OpsAuthTest(LiveCase):
         wait_until(lambda: t.ops_request("GET", "/metrics",
                                          headers=bearer("prom-token"))[0] == 401,
                    20, "removed token refused")
+
+    def test_a_full_cache_still_answers_every_caller_right(self):
+        # 4 entries for 12 tokens (and their access checks), 6 threads at once:
+        # answers are evicted and replaced all the time, never mixed up.
+        t = self.start("  auth_cache_entries: 4\n")
+        for i in range(8):
+            self.srv.add_user(f"ok-{i}", f"scraper-{i}", groups=["scrapers"])
+        self.srv.grant_path("scrapers", "/metrics")
+        tokens = [f"ok-{i}" for i in range(8)] + ["nobody-token"] + [f"bad-{i}" for i in range(3)]
+        want = {tok: 200 if tok.startswith("ok-") else 403 if tok == "nobody-token" else 401
+                for tok in tokens}
+        wrong = []
+
+        def worker(k):
+            for n in range(40):
+                tok = tokens[(k * 5 + n) % len(tokens)]
+                got = t.ops_request("GET", "/metrics", headers=bearer(tok))[0]
+                if got != want[tok]:
+                    wrong.append((tok, got))
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        self.assertEqual(wrong, [])
+        self.assertGreater(len(self.srv.token_reviews), len(tokens), "entries were evicted")
 
     def test_failing_reviews_are_503_and_not_kept(self):
         t = self.start()
