@@ -174,6 +174,7 @@ class OpsAuthTest(LiveCase):
 
     def start(self, extra=""):
         t = self.start_live(AUTH_CONFIG + extra)
+        wait_until(lambda: t.ops_request("GET", "/readyz")[0] == 200, 20, "troupe ready")
         self.assertIn("need a bearer token that TokenReview and SubjectAccessReview accept",
                       t.log())
         return t
