@@ -95,8 +95,10 @@ class Server:
 
     def __init__(self, argv, cores, what):
         self.port = free_port()
+        self.ops_port = free_port()     # troupe's ops listener (/metrics)
         self.what = what
-        argv = [a.replace("{port}", str(self.port)) for a in argv]
+        argv = [a.replace("{port}", str(self.port)).replace("{ops_port}", str(self.ops_port))
+                for a in argv]
         # Its log goes to a file: a pipe nobody reads fills up and blocks the
         # server on its next log line.
         self.log = tempfile.TemporaryFile()
@@ -159,7 +161,8 @@ def run_size(size, a, cores):
     with open(cfg, "w") as f:
         f.write("http:\n  threads: 1\n  max_body_bytes: 268435456\n")
     troupe = Server([a.troupe, "--cluster", os.path.join(d, "cluster.json"), "--listen",
-                     "127.0.0.1:{port}", "--config", cfg, "--log-level", "warn"], cores, "troupe")
+                     "127.0.0.1:{port}", "--ops-address", "127.0.0.1:{ops_port}", "--config", cfg,
+                     "--log-level", "warn"], cores, "troupe")
     rows = []
     try:
         payloads = []
@@ -190,11 +193,11 @@ def run_size(size, a, cores):
                     base.stop()
             runs = []
             for _ in range(a.reps):
-                before = (metric(troupe.port, "troupe_filter_seconds_total"),
-                          metric(troupe.port, 'troupe_requests_total{verb="filter"}'))
+                before = (metric(troupe.ops_port, "troupe_filter_seconds_total"),
+                          metric(troupe.ops_port, 'troupe_requests_total{verb="filter"}'))
                 r = wrk(troupe.port, path, "post.lua", [body_path], a, cores)
-                after = (metric(troupe.port, "troupe_filter_seconds_total"),
-                         metric(troupe.port, 'troupe_requests_total{verb="filter"}'))
+                after = (metric(troupe.ops_port, "troupe_filter_seconds_total"),
+                         metric(troupe.ops_port, 'troupe_requests_total{verb="filter"}'))
                 if path == "/filter" and after[1] > before[1]:
                     r["server_us"] = (after[0] - before[0]) / (after[1] - before[1]) * 1e6
                 runs.append(r)

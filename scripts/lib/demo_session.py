@@ -13,11 +13,13 @@ import urllib.request
 
 BASE = sys.argv[1]
 CLUSTER = sys.argv[2]
+# troupe's ops listener (/debug/state): the third argument, else its default.
+OPS = sys.argv[3] if len(sys.argv) > 3 else "http://127.0.0.1:8889"
 
 
-def call(method, path, body=None):
+def call(method, path, body=None, base=None):
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(BASE + path, data=data, method=method,
+    req = urllib.request.Request((base or BASE) + path, data=data, method=method,
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
@@ -76,7 +78,7 @@ def schedule(step, p, gpus):
         print(f"    bind        -> {bold(host)}\n")
 
 
-_, state = call("GET", "/debug/state")
+_, state = call("GET", "/debug/state", base=OPS)
 st = state["stats"]
 print(f"cluster {CLUSTER}: {st['nodes']} nodes, {st['gpusAllocatable']} GPUs allocatable, "
       f"{st['gpusHeld']} already held by running pods\n")
@@ -132,7 +134,7 @@ _, b = call("POST", "/bind", {"PodName": "llama-ft", "PodNamespace": "ml",
 print(bold("[retry] bind ml/llama-ft again (a lost reply)") +
       f"\n    bind        {'accepted: same pod, same node, nothing changes' if not b['Error'] else b['Error']}\n")
 
-_, state = call("GET", "/debug/state")
+_, state = call("GET", "/debug/state", base=OPS)
 print(bold("GPU state as troupe sees it"))
 print(f"    {'node':<12} {'ready':<6} {'cordon':<7} {'free/alloc':<11} devices held by troupe-known pods")
 for n in sorted(state["nodes"], key=lambda n: n["name"]):

@@ -177,4 +177,41 @@ void cache_binder_shutdown(struct cache_binder *b);
 /* Free it; call after every thread that could submit has stopped. */
 void cache_binder_free(struct cache_binder *b);
 
+/* ---- Reviews of troupe's callers (review.c) ---------------------------------- */
+
+/* A user name or uid in a review's answer, or its error text; longer is cut. */
+enum { CACHE_REVIEW_NAME_BUF = 512 };
+
+/* What a TokenReview said about a bearer token. */
+struct cache_token_review {
+	bool authenticated;
+	char username[CACHE_REVIEW_NAME_BUF];   /* status.user.username */
+	char uid[CACHE_REVIEW_NAME_BUF];        /* status.user.uid, "" when none */
+	/* status.user (username, uid, groups, extra) as JSON text, for
+	 * cache_api_subject_access_review; NULL unless authenticated. Freed by
+	 * cache_token_review_fini. */
+	char *user_json;
+	/* Why the token is not accepted (status.error), "" when it is. */
+	char error[CACHE_REVIEW_NAME_BUF];
+};
+
+/* Post a TokenReview (authentication.k8s.io/v1) of <token> and fill <out>.
+ * Returns 0 when the API server answered, authenticated or not; -EIO or
+ * -ETIMEDOUT when it could not be reached, -EPROTO when it refused the review
+ * (troupe lacks "create tokenreviews": HTTP 403) or answered something else,
+ * -ENOMEM; then <err> says why. Blocks up to about 8 s. Thread: any. */
+int cache_api_token_review(struct cache_api *api, const char *token,
+			   struct cache_token_review *out, char *err, size_t errlen);
+void cache_token_review_fini(struct cache_token_review *r);
+
+/* Post a SubjectAccessReview (authorization.k8s.io/v1) asking whether the user
+ * <user_json> (a TokenReview's status.user) may <verb> the non-resource URL
+ * <path>: <allowed>, and in <reason> status.reason or status.evaluationError
+ * ("" when neither). Returns 0 when answered; otherwise as
+ * cache_api_token_review (-EPROTO: troupe lacks "create
+ * subjectaccessreviews"). Thread: any. */
+int cache_api_subject_access_review(struct cache_api *api, const char *user_json,
+				    const char *path, const char *verb, bool *allowed,
+				    char *reason, size_t reasonlen, char *err, size_t errlen);
+
 #endif

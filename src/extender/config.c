@@ -28,6 +28,11 @@
  *   cache:
  *     unconfirmed_bind_seconds: 300 # release a Binding never confirmed
  *     filter_only_pod_seconds: 600  # forget a pod seen only in filter calls
+ *   ops:                            # /healthz /readyz /version /debug/... /metrics
+ *     address: 127.0.0.1:8889
+ *     auth: false                   # true: TokenReview + SubjectAccessReview
+ *     auth_cache_seconds: 10
+ *     auth_cache_entries: 256
  */
 #include "extender/config.h"
 
@@ -72,6 +77,7 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->filter_only_pod_s = 600;
 	cache_informer_opts_defaults(&cfg->informer);
 	gang_config_defaults(&cfg->gang);
+	ext_ops_config_defaults(&cfg->ops);
 }
 
 int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen)
@@ -114,7 +120,7 @@ bad:
 /* ---- The key table ------------------------------------------------------ */
 
 enum kind { K_MAP, K_STRING, K_UINT, K_SIZE, K_DOUBLE, K_LOGLEVEL, K_LISTEN, K_STRLIST, K_QUEUES,
-	    K_BOOL, K_LEVELS };
+	    K_BOOL, K_LEVELS, K_OPS_ADDRESS };
 
 struct key {
 	const char *path;       /* dotted path from the root */
@@ -165,6 +171,11 @@ static const struct key keys[] = {
 	{ "gang.allow_partial_preemption", K_BOOL, F(gang.allow_partial_preemption), 0 },
 	{ "gang.domain_levels", K_LEVELS, 0, 0 },
 	{ "queues", K_QUEUES, 0, 0 },
+	{ "ops", K_MAP, 0, 0 },
+	{ "ops.address", K_OPS_ADDRESS, 0, 0 },
+	{ "ops.auth", K_BOOL, F(ops.auth), 0 },
+	{ "ops.auth_cache_seconds", K_UINT, F(ops.auth_cache_s), 0 },
+	{ "ops.auth_cache_entries", K_UINT, F(ops.auth_cache_entries), 0 },
 };
 
 static const struct key *key_find(const char *path)
@@ -220,6 +231,10 @@ static int set_value(struct ext_config *cfg, const struct key *k, const cJSON *v
 		if (!cJSON_IsString(v))
 			goto type;
 		return ext_config_parse_listen(cfg, v->valuestring, err, errlen);
+	case K_OPS_ADDRESS:
+		if (!cJSON_IsString(v))
+			goto type;
+		return ext_ops_config_parse_address(&cfg->ops, v->valuestring, err, errlen);
 	case K_LEVELS: {
 		/* Coarse to fine; each entry a label key, or alternatives "a|b". */
 		struct gang_config *gc = &cfg->gang;
@@ -322,7 +337,8 @@ static int set_value(struct ext_config *cfg, const struct key *k, const cJSON *v
 	}
 type:
 	snprintf(err, errlen, "%s has the wrong type (%s expected)", k->path,
-		 k->kind == K_MAP ? "a mapping" : k->kind == K_STRING || k->kind == K_LISTEN ?
+		 k->kind == K_MAP ? "a mapping" : k->kind == K_STRING || k->kind == K_LISTEN ||
+		 k->kind == K_OPS_ADDRESS ?
 		 "a string" : k->kind == K_STRLIST ? "a non-empty list of strings" :
 		 k->kind == K_DOUBLE ? "a number from 0 to 1000000" : k->kind == K_BOOL ? "true or false" :
 		 "a whole non-negative number");
@@ -472,5 +488,7 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "http.path_prefix must start with / (e.g. /sched)");
 		return -EINVAL;
 	}
+	if (ext_ops_config_validate(&cfg->ops, err, errlen) < 0)
+		return -EINVAL;
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include "cache/cache.h"
 #include "gang/gang.h"
 #include "placement/placement.h"
+#include "extender/ops_server.h"
 
 enum { EXT_ERR_LEN = 512 };
 
@@ -37,6 +38,7 @@ struct ext_config {
 	unsigned filter_only_pod_s;     /* cache.filter_only_pod_seconds */
 	struct cache_informer_opts informer;    /* api.* list/watch tuning */
 	struct gang_config gang;        /* gang.* */
+	struct ext_ops_config ops;      /* ops.*: the ops listener (ops_server.h) */
 };
 
 /* Fill in the defaults. */

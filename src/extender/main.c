@@ -16,6 +16,7 @@
 #include "extender/cycle.h"
 #include "placement/placement.h"
 #include "extender/server.h"
+#include "extender/ops_server.h"
 #include "extender/verbs.h"
 #include "troupe_version.h"
 
@@ -52,6 +53,11 @@ static void usage(FILE *out)
 		"  --listen HOST:PORT   address to serve on (default 127.0.0.1:8888; use\n"
 		"                       0.0.0.0:8888 to accept connections from other hosts,\n"
 		"                       [::1]:8888 for IPv6, port 0 for any free port)\n"
+		"  --ops-address HOST:PORT  address of the ops listener: /healthz /readyz\n"
+		"                       /version /debug/state /debug/cache /metrics (default\n"
+		"                       127.0.0.1:8889; port 0 for any free port; ops.auth in\n"
+		"                       the settings puts /debug and /metrics behind Kubernetes\n"
+		"                       tokens and RBAC)\n"
 		"  --config FILE        troupe's YAML settings (see config/troupe.yaml); flags\n"
 		"                       given here override the file\n"
 		"  --log-level LEVEL    debug, info (default), warn or error; overrides the\n"
@@ -62,8 +68,9 @@ static void usage(FILE *out)
 		"Exit status: 0 after SIGINT or SIGTERM, 1 when troupe cannot run, 2 for bad\n"
 		"flags or settings.\n"
 		"\n"
-		"Endpoints: POST /filter /prioritize /bind /preempt; GET /healthz /readyz\n"
-		"/version /metrics /debug/state /debug/cache. Docs: docs/operations.md and\n"
+		"Endpoints: POST /filter /prioritize /bind /preempt and GET /healthz /readyz\n"
+		"/version on --listen; GET /healthz /readyz /version /metrics /debug/state\n"
+		"/debug/cache on --ops-address. Docs: docs/operations.md and\n"
 		"docs/configuration.md.\n");
 }
 
@@ -76,6 +83,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
+		{ "ops-address", required_argument, NULL, 'o' },
 		{ "cluster", required_argument, NULL, 'c' },
 		{ "kubeconfig", required_argument, NULL, 'k' },
 		{ "context", required_argument, NULL, 'x' },
@@ -89,6 +97,8 @@ int main(int argc, char **argv)
 	};
 	const char *listen = NULL, *cluster = NULL, *config = NULL, *level = NULL;
 	const char *kubeconfig = NULL, *context = NULL, *api_url = NULL, *token_file = NULL;
+	const char *ops_address = NULL;
+	struct ext_ops_server *ops = NULL;
 	struct cache_api *api = NULL;
 	struct cache_informer *informer = NULL;
 	struct cache_binder *binder = NULL;
@@ -109,6 +119,7 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'l': listen = optarg; break;
+		case 'o': ops_address = optarg; break;
 		case 'c': cluster = optarg; break;
 		case 'k': kubeconfig = optarg; break;
 		case 'x': context = optarg; break;
@@ -134,6 +145,11 @@ int main(int argc, char **argv)
 	}
 	if (listen && ext_config_parse_listen(&cfg, listen, err, sizeof(err)) < 0) {
 		fprintf(stderr, "troupe: --listen: %s\n", err);
+		return 2;
+	}
+	if (ops_address && ext_ops_config_parse_address(&cfg.ops, ops_address, err,
+							sizeof(err)) < 0) {
+		fprintf(stderr, "troupe: --ops-address: %s\n", err);
 		return 2;
 	}
 	if (level && log_level_parse(level, &cfg.log_level) < 0) {
@@ -251,6 +267,13 @@ int main(int argc, char **argv)
 		 strchr(cfg.listen_host, ':') ? "]" : "", ext_server_port(server), source, st.nodes,
 		 (unsigned long long)st.gpus_held, (unsigned long long)st.gpus_allocatable,
 		 cache_is_synced(cache) ? "" : ", still syncing", cfg.score_policy);
+	/* After the line above: tests read the verbs' port from the first
+	 * "listening on" line. */
+	ops = ext_ops_server_start(&cfg.ops, &svc, api, err, sizeof(err));
+	if (!ops) {
+		log_error("main", "%s", err);
+		goto out;
+	}
 	for (;;) {
 		/* Housekeeping every 10 s between signals: release pods whose
 		 * Binding was never confirmed (cache.unconfirmed_bind_seconds),
@@ -270,6 +293,7 @@ out:
 	/* Held gang binds and the binder first: they answer every bind still
 	 * waiting, which resumes their connections, so the server can then close
 	 * cleanly. */
+	ext_ops_server_stop(ops);
 	gang_manager_shutdown(gangs);
 	cache_binder_shutdown(binder);
 	/* Their answers are queued on resumed connections: let them go out. */

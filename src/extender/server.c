@@ -67,9 +67,6 @@ enum route {
 	R_HEALTHZ,
 	R_READYZ,
 	R_VERSION,
-	R_DEBUG_STATE,
-	R_DEBUG_CACHE,
-	R_METRICS,
 };
 
 static const struct {
@@ -84,9 +81,8 @@ static const struct {
 	{ "/healthz", R_HEALTHZ, false },
 	{ "/readyz", R_READYZ, false },
 	{ "/version", R_VERSION, false },
-	{ "/debug/state", R_DEBUG_STATE, false },
-	{ "/debug/cache", R_DEBUG_CACHE, false },
-	{ "/metrics", R_METRICS, false },
+	/* /debug/state, /debug/cache and /metrics are on the ops listener
+	 * (ops_server.c) only. */
 };
 
 enum {
@@ -190,15 +186,6 @@ static void handle_get(const struct ext_service *svc, enum route route, struct e
 		break;
 	case R_VERSION:
 		strbuf_puts(&r->body, "{\"name\":\"troupe\",\"version\":\"" TROUPE_VERSION "\"}");
-		break;
-	case R_DEBUG_STATE:
-		ext_debug_state(svc, r);
-		break;
-	case R_DEBUG_CACHE:
-		ext_debug_cache(svc, r);
-		break;
-	case R_METRICS:
-		ext_metrics(svc, r);
 		break;
 	default:
 		break;

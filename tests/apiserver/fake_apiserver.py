@@ -34,6 +34,10 @@ upstream sources (paths are under kubernetes/kubernetes):
   endpoints/handlers/responsewriters/errors.go, checked before the resource is
   looked up (so a CRD that is not installed answers 403, not 404, to a client
   without the permission), as the authorization filter runs before routing;
+* delegated authentication and authorization, as kube-scheduler and the
+  ops listener of troupe use them: TokenReview (tokens registered with
+  add_user) and SubjectAccessReview (non-resource paths granted with
+  grant_path, RBAC's nonResourceURLs matching);
 * every error body is a v1 Status (endpoints/handlers/responsewriters).
 
 TLS (optional): with a server certificate and key the server speaks HTTPS,
@@ -165,6 +169,13 @@ class FakeAPIServer(ObjectStore, ListWatch, Faults, AccessRules):
         self.tls_failures = []   # (client address, error text) of failed TLS handshakes
         self.x509_users = []     # subject CN of every request authenticated by client certificate
         self.access_reviews = []  # spec.resourceAttributes of every SelfSubjectAccessReview
+        # Delegated authentication and authorization (fake_access.py):
+        # token -> UserInfo for TokenReviews (add_user), (subject, path, verbs)
+        # rules for SubjectAccessReviews (grant_path), and what was reviewed.
+        self.users = {}
+        self.path_rules = []
+        self.token_reviews = []            # spec.token of every TokenReview
+        self.subject_access_reviews = []   # spec of every SubjectAccessReview
 
     # -- lifecycle ----------------------------------------------------------
 

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from kube_api import (AUTHZ_GROUP, KINDS, MSG_METHOD_NOT_ALLOWED, PODGROUP_GROUP,
                       PODGROUP_VERSION, APIError, err_not_found, err_resource_not_found)
 from kube_query import _parse_bool, dumps
-from fake_access import AccessHandler
+from fake_access import AUTHN_GROUP, AccessHandler
 from fake_listwatch import WatchStream
 from fake_writes import WriteHandler
 
@@ -235,7 +235,8 @@ class _Handler(WatchStream, AccessHandler, WriteHandler, BaseHTTPRequestHandler)
             # whether or not the group is served.
             group, rest = segs[1], segs[3:]
             served = ((segs[1:3] == [PODGROUP_GROUP, PODGROUP_VERSION] and fake.podgroups_crd)
-                      or (segs[1:3] == [AUTHZ_GROUP, "v1"] and fake.serve_access_reviews))
+                      or (segs[1:3] == [AUTHZ_GROUP, "v1"] and fake.serve_access_reviews)
+                      or (segs[1:3] == [AUTHN_GROUP, "v1"] and fake.serve_access_reviews))
         else:
             raise err_resource_not_found()
         ns = None
@@ -253,6 +254,12 @@ class _Handler(WatchStream, AccessHandler, WriteHandler, BaseHTTPRequestHandler)
         if group == AUTHZ_GROUP:
             if resource == "selfsubjectaccessreviews" and ns is None and name is None:
                 return self._only("POST", lambda: self._access_review(body))
+            if resource == "subjectaccessreviews" and ns is None and name is None:
+                return self._only("POST", lambda: self._subject_access_review(body))
+            raise err_resource_not_found()
+        if group == AUTHN_GROUP:
+            if resource == "tokenreviews" and ns is None and name is None:
+                return self._only("POST", lambda: self._token_review(body))
             raise err_resource_not_found()
         if group == "" and resource == "bindings" and ns and name is None:
             return self._only("POST", lambda: self._binding(ns, None, body))

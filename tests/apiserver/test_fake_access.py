@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Self-tests of who may do what on the fake API server: bearer tokens and
 their rotation, SelfSubjectAccessReviews, and the 403s a denied permission
-brings, checked before the resource is looked up.
+brings, checked before the resource is looked up; TokenReviews and
+SubjectAccessReviews of other users, as delegating components post them.
 
 Run alone: python3 tests/apiserver/test_fake_access.py -v
 (meson's apiserver-selftest runs every test_fake_*.py).
@@ -145,6 +146,112 @@ class AccessTests(Base):
                          '"scheduling.x-k8s.io" at the cluster scope' % USER))
         self.s.allow("list", "podgroups", group="scheduling.x-k8s.io")
         self.assertEqual(self.call("GET", PG + "/podgroups", token="t1")[0], 404)
+
+
+TR = "/apis/authentication.k8s.io/v1/tokenreviews"
+SAR = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+
+def token_review(token):
+    return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+            "spec": {"token": token}}
+
+
+def path_review(path, user=None, groups=None, verb="get", **more):
+    spec = dict({"nonResourceAttributes": {"path": path, "verb": verb}}, **more)
+    if user is not None:
+        spec["user"] = user
+    if groups is not None:
+        spec["groups"] = groups
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": spec}
+
+
+class DelegatedAuthTests(Base):
+    """TokenReview and SubjectAccessReview in the shapes of k8s.io/api
+    authentication/v1 and authorization/v1."""
+    server_kwargs = {"token": "t1"}
+    PROM = "system:serviceaccount:monitoring:prometheus"
+
+    def test_token_review_of_known_and_unknown_tokens(self):
+        self.s.add_user("prom-token", self.PROM, uid="u-1",
+                        groups=["system:serviceaccounts", "system:serviceaccounts:monitoring",
+                                "system:authenticated"],
+                        extra={"authentication.kubernetes.io/pod-name": ["prom-0"]})
+        st, _, body = self.call("POST", TR, token_review("prom-token"), token="t1")
+        self.assertEqual(st, 201)
+        self.assertEqual((body["kind"], body["apiVersion"]),
+                         ("TokenReview", "authentication.k8s.io/v1"))
+        self.assertEqual(body["spec"], {"token": "prom-token"})
+        self.assertEqual(body["status"], {
+            "authenticated": True,
+            "user": {"username": self.PROM, "uid": "u-1",
+                     "groups": ["system:serviceaccounts", "system:serviceaccounts:monitoring",
+                                "system:authenticated"],
+                     "extra": {"authentication.kubernetes.io/pod-name": ["prom-0"]}},
+            "audiences": ["https://kubernetes.default.svc.cluster.local"]})
+        # Unknown: authenticated is omitted (omitempty), user is {}, error says why.
+        st, _, body = self.call("POST", TR, token_review("nope"), token="t1")
+        self.assertEqual(st, 201)
+        self.assertEqual(body["status"], {"user": {}, "error": "invalid bearer token"})
+        self.s.remove_user("prom-token")
+        st, _, body = self.call("POST", TR, token_review("prom-token"), token="t1")
+        self.assertNotIn("authenticated", body["status"])
+        self.assertEqual(self.s.token_reviews, ["prom-token", "nope", "prom-token"])
+
+    def test_token_review_validation_and_authorization(self):
+        st, _, body = self.call("POST", TR, token_review(""), token="t1")
+        self.assertEqual((st, body["reason"], body["message"]), (
+            400, "BadRequest", "token is required for TokenReview in authentication"))
+        self.assertEqual(self.call("GET", TR, token="t1")[0], 405)
+        self.assertEqual(self.call("POST", TR, token_review("x"))[0], 401)
+        # The reviewer needs "create tokenreviews" like any request.
+        self.s.deny("create", "tokenreviews", group="authentication.k8s.io")
+        st, _, body = self.call("POST", TR, token_review("x"), token="t1")
+        self.assertEqual((st, body["message"]), (403, 'tokenreviews.authentication.k8s.io is '
+                         'forbidden: User "%s" cannot create resource "tokenreviews" in API '
+                         'group "authentication.k8s.io" at the cluster scope' % USER))
+
+    def test_subject_access_review_of_paths(self):
+        self.s.grant_path(self.PROM, "/metrics")
+        self.s.grant_path("debuggers", "/debug/*", verbs=("get", "head"))
+        st, _, body = self.call("POST", SAR, path_review("/metrics", self.PROM), token="t1")
+        self.assertEqual((st, body["kind"], body["apiVersion"]),
+                         (201, "SubjectAccessReview", "authorization.k8s.io/v1"))
+        self.assertEqual(body["spec"], path_review("/metrics", self.PROM)["spec"])
+        self.assertEqual(body["status"], {"allowed": True, "reason": 'RBAC: allowed by '
+                         'ClusterRoleBinding "fake-path-rule" of ClusterRole "fake-path-rule" '
+                         'to User "%s"' % self.PROM})
+
+        def allowed(*args, **kw):
+            st, _, body = self.call("POST", SAR, path_review(*args, **kw), token="t1")
+            self.assertEqual(st, 201, body)
+            return body["status"]["allowed"]
+        self.assertFalse(allowed("/metrics/extra", self.PROM), "no star: the path only")
+        self.assertFalse(allowed("/debug/state", self.PROM))
+        self.assertFalse(allowed("/metrics", self.PROM, verb="post"))
+        self.assertTrue(allowed("/debug/state", "alice", groups=["debuggers"]))
+        self.assertTrue(allowed("/debug/cache", None, groups=["debuggers"]), "groups alone")
+        self.assertFalse(allowed("/debugger", "alice", groups=["debuggers"]))
+        st, _, body = self.call("POST", SAR, path_review("/debug/x", "bob"), token="t1")
+        self.assertEqual(body["status"], {"allowed": False}, "RBAC gives no reason")
+        self.s.revoke_paths(self.PROM)
+        self.assertFalse(allowed("/metrics", self.PROM))
+        self.assertEqual([r["nonResourceAttributes"]["path"] for r in
+                          self.s.subject_access_reviews][:2], ["/metrics", "/metrics/extra"])
+
+    def test_subject_access_review_validation(self):
+        st, _, body = self.call("POST", SAR, path_review("/metrics"), token="t1")
+        self.assertEqual((st, body["reason"]), (422, "Invalid"))
+        self.assertIn("at least one of user or group must be specified", body["message"])
+        st, _, body = self.call("POST", SAR, {"kind": "SubjectAccessReview",
+                                              "spec": {"user": "a"}}, token="t1")
+        self.assertEqual(st, 422)
+        self.assertIn("exactly one of nonResourceAttributes or resourceAttributes",
+                      body["message"])
+        self.s.deny("create", "subjectaccessreviews", group="authorization.k8s.io")
+        self.assertEqual(self.call("POST", SAR, path_review("/metrics", "a"),
+                                   token="t1")[0], 403)
 
 
 if __name__ == "__main__":

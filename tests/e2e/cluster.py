@@ -169,7 +169,7 @@ class Cluster(Processes, Components):
     def metrics(self, component):
         """The component's /metrics text."""
         if component == "troupe":
-            with urllib.request.urlopen(self.troupe_url + "/metrics", timeout=10) as r:
+            with urllib.request.urlopen(self.troupe_ops_url + "/metrics", timeout=10) as r:
                 return r.read().decode()
         port = self.state["ports"][{"kube-scheduler": "scheduler",
                                     "kube-controller-manager": "controller-manager"}[component]]
@@ -181,6 +181,11 @@ class Cluster(Processes, Components):
     @property
     def troupe_url(self):
         return "http://127.0.0.1:%d" % self.state["ports"]["troupe"]
+
+    @property
+    def troupe_ops_url(self):
+        """troupe's ops listener: /debug/*, /metrics (and /healthz, /readyz)."""
+        return "http://127.0.0.1:%d" % self.state["ports"].setdefault("troupe-ops", free_port())
 
     # ---- starting ---------------------------------------------------------
 
@@ -229,7 +234,7 @@ class Cluster(Processes, Components):
                       "percentage": self.percentage,
                       "ports": {k: free_port() for k in ("etcd", "etcd-peer", "apiserver",
                                                           "controller-manager", "scheduler",
-                                                          "troupe")},
+                                                          "troupe", "troupe-ops")},
                       "pids": {}}
         self._save_state()
         self.pki.make()

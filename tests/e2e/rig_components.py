@@ -140,7 +140,7 @@ class Components:
                             "--duration=48h").stdout.strip()
 
     def start_troupe(self, wait_ready=True):
-        self._retry_ports(("troupe",), lambda: self._start_troupe(wait_ready))
+        self._retry_ports(("troupe", "troupe-ops"), lambda: self._start_troupe(wait_ready))
         if self.alive("kube-scheduler") and self.state.get("scheduler_troupe_port") != \
                 self.state["ports"]["troupe"]:
             # troupe moved to another port: kube-scheduler must follow.
@@ -153,7 +153,8 @@ class Components:
         kc = os.path.join(self.dir, "config", "troupe.kubeconfig")
         self.pki.kubeconfig(kc, self.api_url, "troupe", token=self.troupe_token())
         port = self.state["ports"]["troupe"]
-        cmd = [self.bin("troupe"), "--kubeconfig", kc, "--listen", "127.0.0.1:%d" % port]
+        cmd = [self.bin("troupe"), "--kubeconfig", kc, "--listen", "127.0.0.1:%d" % port,
+               "--ops-address", self.troupe_ops_url[len("http://"):]]
         if self.troupe_config:
             path = os.path.join(self.dir, "config", "troupe.yaml")
             with open(path, "w") as f:

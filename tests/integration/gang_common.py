@@ -248,7 +248,7 @@ class GangCase(LiveCase):
         return {n["name"]: n["gpuFree"] for n in t.state()["nodes"]}
 
     def metrics(self, t):
-        s, _, body = t.request("GET", "/metrics")
+        s, _, body = t.ops_request("GET", "/metrics")
         self.assertEqual(s, 200)
         out = {}
         for line in body.splitlines():

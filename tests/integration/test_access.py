@@ -66,7 +66,7 @@ class AccessTest(LiveCase):
             self.fail(f"troupe never logged {text!r}\n--- troupe log ---\n{t.log()[-4000:]}")
 
     def metric(self, t, name):
-        _, _, text = t.request("GET", "/metrics")
+        _, _, text = t.ops_request("GET", "/metrics")
         m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
         self.assertIsNotNone(m, f"{name} missing from /metrics")
         return float(m.group(1))

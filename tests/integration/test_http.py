@@ -122,11 +122,11 @@ class EndpointTest(unittest.TestCase):
                     return float(line.split()[-1])
             raise AssertionError(f"{name} missing from /metrics")
 
-        s, h, before = self.troupe.request("GET", "/metrics")
+        s, h, before = self.troupe.ops_request("GET", "/metrics")
         self.assertEqual((s, h["Content-Type"]), (200, "text/plain; version=0.0.4"))
         self.troupe.request("POST", "/filter", FILTER)
         self.troupe.request("POST", "/filter", "{")
-        s, _, after = self.troupe.request("GET", "/metrics")
+        s, _, after = self.troupe.ops_request("GET", "/metrics")
         self.assertEqual(value(after, 'troupe_requests_total{verb="filter"}') -
                          value(before, 'troupe_requests_total{verb="filter"}'), 2)
         self.assertEqual(value(after, 'troupe_request_errors_total{verb="filter"}') -

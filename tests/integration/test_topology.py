@@ -84,7 +84,7 @@ class TopologyTest(unittest.TestCase):
         assert_converges(self, self.t, self.srv)
         self.assertIn("is not nvidia-smi topo -m output", self.t.log())
         # ... and a metric says so.
-        s, h, text = self.t.request("GET", "/metrics")
+        s, h, text = self.t.ops_request("GET", "/metrics")
         self.assertIn("troupe_topology_parse_errors_total 1\n", text)
         self.assertIn("troupe_topology_classes 2\n", text)    # bridged box, DGX-1 profile
 

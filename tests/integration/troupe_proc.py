@@ -1,8 +1,9 @@
 """Start and stop the real troupe binary for integration tests.
 
-The daemon is started on port 0 (any free port); the port is read from its
-"listening on http://HOST:PORT" log line. Its stderr is kept in a file so a
-failing test can show what troupe logged.
+The daemon is started on port 0 (any free port) for the verbs and for the ops
+listener (/debug/*, /metrics, ...); the ports are read from its "listening on
+http://HOST:PORT" and "ops listening on http://HOST:PORT" log lines. Its
+stderr is kept in a file so a failing test can show what troupe logged.
 """
 import http.client
 import json
@@ -13,7 +14,8 @@ import subprocess
 import tempfile
 import time
 
-LISTEN_RE = re.compile(r"listening on http://(?:\[([^\]]+)\]|([^:/\s]+)):(\d+)")
+LISTEN_RE = re.compile(r"(?<!ops )listening on http://(?:\[([^\]]+)\]|([^:/\s]+)):(\d+)")
+OPS_RE = re.compile(r"ops listening on http://(?:\[([^\]]+)\]|([^:/\s]+)):(\d+)")
 
 
 def binary():
@@ -51,6 +53,7 @@ class Troupe:
         self.proc = None
         self.port = None
         self.host = None
+        self.ops_port = None        # the ops listener: /debug/*, /metrics, /readyz ...
         self._tmp = tempfile.TemporaryDirectory(prefix="troupe-it-")
         self._final_log = None
         self.log_path = os.path.join(self._tmp.name, "troupe.log")
@@ -67,7 +70,8 @@ class Troupe:
             self._tmp = tempfile.TemporaryDirectory(prefix="troupe-it-")
             self.log_path = os.path.join(self._tmp.name, "troupe.log")
             self._final_log = None
-        cmd = [binary()] + self.source + ["--listen", "127.0.0.1:0"] + self.args
+        cmd = ([binary()] + self.source + ["--listen", "127.0.0.1:0",
+                                           "--ops-address", "127.0.0.1:0"] + self.args)
         if self.config_text is not None:
             cfg = os.path.join(self._tmp.name, "troupe.yaml")
             with open(cfg, "w") as f:
@@ -79,10 +83,12 @@ class Troupe:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._log, env=env)
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
-            m = LISTEN_RE.search(self.log())
-            if m:
+            log = self.log()
+            m, o = LISTEN_RE.search(log), OPS_RE.search(log)
+            if m and o:
                 self.host = m.group(1) or m.group(2)
                 self.port = int(m.group(3))
+                self.ops_port = int(o.group(3))
                 return
             if self.proc.poll() is not None:
                 raise RuntimeError(f"troupe exited with {self.proc.returncode}:\n{self.log()}")
@@ -115,12 +121,13 @@ class Troupe:
         if check and code != 0:
             raise AssertionError(f"troupe exited with {code} (sanitizer report?):\n{self.log()}")
 
-    def connect(self, timeout=30):
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+    def connect(self, timeout=30, port=None):
+        return http.client.HTTPConnection(self.host, port or self.port, timeout=timeout)
 
-    def request(self, method, path, body=None, headers=None):
-        """One request on a fresh connection: (status, headers, parsed JSON or text)."""
-        conn = self.connect()
+    def request(self, method, path, body=None, headers=None, port=None):
+        """One request on a fresh connection (to the verbs' port unless <port>):
+        (status, headers, parsed JSON or text)."""
+        conn = self.connect(port=port)
         try:
             if isinstance(body, (dict, list)):
                 body = json.dumps(body)
@@ -137,12 +144,16 @@ class Troupe:
         finally:
             conn.close()
 
+    def ops_request(self, method, path, body=None, headers=None):
+        """request() on the ops listener (/debug/*, /metrics, /healthz, ...)."""
+        return self.request(method, path, body, headers, port=self.ops_port)
+
     def cache(self):
-        status, _, body = self.request("GET", "/debug/cache")
+        status, _, body = self.ops_request("GET", "/debug/cache")
         assert status == 200, (status, body)
         return body
 
     def state(self):
-        status, _, body = self.request("GET", "/debug/state")
+        status, _, body = self.ops_request("GET", "/debug/state")
         assert status == 200, (status, body)
         return body

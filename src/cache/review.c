@@ -1,0 +1,283 @@
+/* Asking the API server about troupe's own callers, as Kubernetes components
+ * that delegate authentication and authorisation do (k8s.io/apiserver's
+ * delegating authenticator and authorizer): a TokenReview
+ * (authentication.k8s.io/v1) says who a bearer token belongs to, and a
+ * SubjectAccessReview (authorization.k8s.io/v1) whether that user may use a
+ * non-resource path such as /metrics. The ops listener (src/extender) calls
+ * these for requests to /debug/... and /metrics; it caches what they say.
+ *
+ * Each review is one blocking POST on the calling thread, with its own curl
+ * handle: the ops listener runs a thread per connection, and its cache keeps
+ * the reviews rare, so nothing is gained by sharing the binder's multi handle.
+ * Reviews are not stored by the API server (it answers 201 with the status
+ * filled in), so nothing here has a lasting effect in the cluster.
+ */
+#include "cache/api_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/limits.h"
+#include "common/strbuf.h"
+#include "common/util.h"
+
+#define TOKEN_REVIEW_PATH "/apis/authentication.k8s.io/v1/tokenreviews"
+#define ACCESS_REVIEW_PATH "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+enum {
+	/* A review's answer: the spec echoed back and a short status; a longer
+	 * answer is not a review (and is cut, then fails to parse). */
+	REVIEW_ANSWER_MAX = 256 * 1024,
+	/* A whole review may take this long; the connection, 5 s of it. A scrape
+	 * waits for it, so it stays short of Prometheus' default 10 s timeout. */
+	REVIEW_TIMEOUT_MS = 8000,
+};
+
+struct answer {
+	struct strbuf body;
+	bool cut;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t n, void *arg)
+{
+	struct answer *a = arg;
+
+	if (a->body.len + size * n > REVIEW_ANSWER_MAX)
+		a->cut = true;
+	else
+		strbuf_append(&a->body, ptr, size * n);
+	return size * n;
+}
+
+/* POST <body> to <path>; the answer's status in <status> and its body in <a>.
+ * Returns 0 once the server answered (any status), -ENOMEM, or -EIO /
+ * -ETIMEDOUT with <err> saying why the server could not be reached. */
+static int post(struct cache_api *api, const char *path, const char *body, long *status,
+		struct answer *a, char *err, size_t errlen)
+{
+	char curl_err[CURL_ERROR_SIZE] = "";
+	struct curl_slist *headers = NULL, *n;
+	CURL *easy = curl_easy_init();
+	CURLcode rc;
+	int ret = -ENOMEM;
+
+	if (!easy || cache__api_prepare(api, easy, path, &headers) < 0)
+		goto out;
+	n = curl_slist_append(headers, "Content-Type: application/json");
+	if (!n)
+		goto out;
+	headers = n;
+	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)REVIEW_TIMEOUT_MS);
+	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(easy, CURLOPT_WRITEDATA, a);
+	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, curl_err);
+	rc = curl_easy_perform(easy);
+	if (rc != CURLE_OK) {
+		snprintf(err, errlen, "API server unreachable: %s",
+			 curl_err[0] ? curl_err : curl_easy_strerror(rc));
+		ret = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
+		goto out;
+	}
+	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, status);
+	/* troupe's own token was refused: the next request re-reads the file
+	 * (a rotated projected token), as the informer and binder do. */
+	if (*status == 401)
+		cache__api_refresh_token(api, true);
+	ret = 0;
+out:
+	curl_slist_free_all(headers);
+	if (easy)
+		curl_easy_cleanup(easy);
+	return ret;
+}
+
+/* The answer <a> to a review of <kind>, parsed; NULL with <err> set when the
+ * server refused the review (a Status) or said something else. */
+static cJSON *answer_parse(const char *kind, long status, const struct answer *a, char *err,
+			   size_t errlen)
+{
+	char msg[TROUPE_MESSAGE_BUF];
+	cJSON *root = NULL;
+	const char *k;
+
+	if (status != 200 && status != 201) {
+		/* 403: troupe may not create the review (its RBAC lacks it). */
+		cache__status_message(a->body.buf, a->body.len, msg, sizeof(msg));
+		snprintf(err, errlen, "%s refused: HTTP %ld%s%s", kind, status, msg[0] ? ": " : "",
+			 msg);
+		return NULL;
+	}
+	if (!a->cut && a->body.buf)
+		root = cJSON_ParseWithLength(a->body.buf, a->body.len);
+	k = json_str(root, "kind");
+	if (!cJSON_IsObject(root) || (k && strcmp(k, kind) != 0) || !json_obj(root, "status")) {
+		snprintf(err, errlen, "the answer is not a %s", kind);
+		cJSON_Delete(root);
+		return NULL;
+	}
+	return root;
+}
+
+int cache_api_token_review(struct cache_api *api, const char *token,
+			   struct cache_token_review *out, char *err, size_t errlen)
+{
+	struct strbuf req = STRBUF_INIT;
+	struct answer a = { STRBUF_INIT, false };
+	const cJSON *st, *user, *ok;
+	const char *s;
+	cJSON *root = NULL;
+	long status = 0;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	strbuf_puts(&req, "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"TokenReview\","
+		    "\"spec\":{\"token\":");
+	strbuf_put_json_str(&req, token, strlen(token));
+	strbuf_puts(&req, "}}");
+	ret = -ENOMEM;
+	if (strbuf_failed(&req)) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	ret = post(api, TOKEN_REVIEW_PATH, req.buf, &status, &a, err, errlen);
+	if (ret < 0)
+		goto out;
+	ret = -EPROTO;
+	root = answer_parse("TokenReview", status, &a, err, errlen);
+	if (!root)
+		goto out;
+	st = json_obj(root, "status");
+	ok = cJSON_GetObjectItemCaseSensitive(st, "authenticated");
+	user = json_obj(st, "user");
+	ret = 0;
+	/* authenticated is omitted when false (omitempty). */
+	if (!cJSON_IsTrue(ok) || !user || !(s = json_str(user, "username")) || !*s) {
+		s = json_str(st, "error");
+		snprintf(out->error, sizeof(out->error), "%s",
+			 s && *s ? s : "the token is not valid");
+		goto out;
+	}
+	snprintf(out->username, sizeof(out->username), "%s", s);
+	s = json_str(user, "uid");
+	snprintf(out->uid, sizeof(out->uid), "%s", s ? s : "");
+	out->user_json = cJSON_PrintUnformatted(user);
+	if (!out->user_json) {
+		snprintf(err, errlen, "out of memory");
+		ret = -ENOMEM;
+		goto out;
+	}
+	out->authenticated = true;
+out:
+	cJSON_Delete(root);
+	strbuf_fini(&a.body);
+	strbuf_fini(&req);
+	return ret;
+}
+
+void cache_token_review_fini(struct cache_token_review *r)
+{
+	free(r->user_json);
+	r->user_json = NULL;
+}
+
+/* Append the subject of a SubjectAccessReview's spec, taken from a
+ * TokenReview's status.user: username becomes user; uid, groups and extra
+ * keep their names. */
+static int put_subject(struct strbuf *sb, const char *user_json)
+{
+	cJSON *u = cJSON_Parse(user_json);
+	static const char *const keep[] = { "uid", "groups", "extra" };
+	const char *name = json_str(u, "username");
+	int ret = -EINVAL;
+
+	if (!cJSON_IsObject(u) || !name || !*name)
+		goto out;
+	strbuf_puts(sb, "\"user\":");
+	strbuf_put_json_str(sb, name, strlen(name));
+	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
+		cJSON *v = cJSON_GetObjectItemCaseSensitive(u, keep[i]);
+		char *text;
+
+		if (!v || cJSON_IsNull(v))
+			continue;
+		text = cJSON_PrintUnformatted(v);
+		if (!text) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		strbuf_printf(sb, ",\"%s\":%s", keep[i], text);
+		cJSON_free(text);
+	}
+	ret = 0;
+out:
+	cJSON_Delete(u);
+	return ret;
+}
+
+int cache_api_subject_access_review(struct cache_api *api, const char *user_json,
+				    const char *path, const char *verb, bool *allowed,
+				    char *reason, size_t reasonlen, char *err, size_t errlen)
+{
+	struct strbuf req = STRBUF_INIT;
+	struct answer a = { STRBUF_INIT, false };
+	const cJSON *st, *ok;
+	const char *why;
+	cJSON *root = NULL;
+	long status = 0;
+	int ret;
+
+	*allowed = false;
+	if (reasonlen)
+		reason[0] = '\0';
+	strbuf_puts(&req, "{\"apiVersion\":\"authorization.k8s.io/v1\","
+		    "\"kind\":\"SubjectAccessReview\",\"spec\":{\"nonResourceAttributes\":"
+		    "{\"path\":");
+	strbuf_put_json_str(&req, path, strlen(path));
+	strbuf_puts(&req, ",\"verb\":");
+	strbuf_put_json_str(&req, verb, strlen(verb));
+	strbuf_puts(&req, "},");
+	ret = put_subject(&req, user_json);
+	strbuf_puts(&req, "}}");
+	if (ret == -EINVAL) {
+		snprintf(err, errlen, "the user has no username");
+		goto out;
+	}
+	if (ret < 0 || strbuf_failed(&req)) {
+		snprintf(err, errlen, "out of memory");
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = post(api, ACCESS_REVIEW_PATH, req.buf, &status, &a, err, errlen);
+	if (ret < 0)
+		goto out;
+	ret = -EPROTO;
+	root = answer_parse("SubjectAccessReview", status, &a, err, errlen);
+	if (!root)
+		goto out;
+	st = json_obj(root, "status");
+	ok = cJSON_GetObjectItemCaseSensitive(st, "allowed");
+	if (!cJSON_IsBool(ok)) {
+		snprintf(err, errlen, "the answer is not a SubjectAccessReview (no status.allowed)");
+		goto out;
+	}
+	*allowed = cJSON_IsTrue(ok);
+	/* RBAC says nothing when no rule allows; an evaluation error (a binding
+	 * to a missing role, a webhook down) explains a denial too. */
+	why = json_str(st, "reason");
+	if (!why || !*why)
+		why = json_str(st, "evaluationError");
+	if (why && reasonlen)
+		snprintf(reason, reasonlen, "%s", why);
+	ret = 0;
+out:
+	cJSON_Delete(root);
+	strbuf_fini(&a.body);
+	strbuf_fini(&req);
+	return ret;
+}
