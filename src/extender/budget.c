@@ -120,7 +120,7 @@ bool ext_log_limit_pass(struct ext_log_limit *l, uint64_t now_ns, char *left_out
 	}
 	n = __atomic_exchange_n(&l->suppressed, 0, __ATOMIC_RELAXED);
 	if (n)
-		snprintf(left_out, len, " (%llu more refused since the last line)",
+		snprintf(left_out, len, " (%llu more like it left out since the last line)",
 			 (unsigned long long)n);
 	else if (len)
 		left_out[0] = '\0';

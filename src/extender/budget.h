@@ -62,7 +62,7 @@ struct ext_log_limit {
 };
 
 /* True when a line may be logged at <now_ns>; <left_out> then gets " (N more
- * refused since the last line)" or "". */
+ * like it left out since the last line)" or "". */
 bool ext_log_limit_pass(struct ext_log_limit *l, uint64_t now_ns, char *left_out, size_t len);
 
 #endif

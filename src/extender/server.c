@@ -53,7 +53,7 @@ struct ext_server {
 	uint16_t port;
 	struct ext_tls *tls;            /* NULL: plain HTTP */
 	struct ext_budget budget;       /* http.body_budget_bytes */
-	struct ext_log_limit busy_log, denied_log;
+	struct ext_log_limit busy_log, denied_log, mhd_log;
 };
 
 /* Per connection (libmicrohttpd's socket context), TLS listeners only. */
@@ -121,10 +121,10 @@ enum {
 	MHD_LOG_BUF = 512,
 	/* "[address]:port" of a client, for log lines. */
 	PEER_NAME_BUF = 64,
-	/* Refusals logged a second, of each kind. */
+	/* Refusals (and libmicrohttpd messages) logged a second, of each kind. */
 	LOG_BURST = 5,
 	/* " (N more refused since the last line)". */
-	LEFT_OUT_BUF = 64,
+	LEFT_OUT_BUF = 96,
 };
 
 /* HTTPS: TLS 1.2 and 1.3 only, as kube-scheduler's Go client offers. */
@@ -585,17 +585,21 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
+/* libmicrohttpd's messages, a few a second: a client can make it log at will
+ * (a plain-HTTP client on the HTTPS port, a broken handshake). */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	char msg[MHD_LOG_BUF];
+	struct ext_server *s = cls;
+	char msg[MHD_LOG_BUF], left_out[LEFT_OUT_BUF];
 	size_t n;
 
-	(void)cls;
+	if (!ext_log_limit_pass(&s->mhd_log, util_now_ns(), left_out, sizeof(left_out)))
+		return;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	n = strlen(msg);
 	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
 		msg[--n] = '\0';
-	log_warn("http", "libmicrohttpd: %s", msg);
+	log_warn("http", "libmicrohttpd: %s%s", msg, left_out);
 }
 
 /* Load the TLS credentials into <s>. Returns 0 or -EINVAL with <err> set. */
@@ -679,13 +683,14 @@ struct ext_server *ext_server_start(const struct ext_service *svc, char *err, si
 	s->budget.total = cfg->body_budget_bytes;
 	s->busy_log.per_second = LOG_BURST;
 	s->denied_log.per_second = LOG_BURST;
+	s->mhd_log.per_second = LOG_BURST;
 	if (cfg->tls.cert_file[0] && start_tls(s, cfg, err, errlen) < 0)
 		goto fail;
 	{
 		/* The options both modes share; libmicrohttpd wants the logger first,
 		 * and a callback with its argument as (intptr_t, pointer). */
 		struct MHD_OptionItem common[] = {
-			{ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL },
+			{ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, s },
 			{ MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr },
 			{ MHD_OPTION_THREAD_POOL_SIZE, threads, NULL },
 			{ MHD_OPTION_CONNECTION_LIMIT, cfg->connection_limit, NULL },

@@ -106,7 +106,7 @@ static void test_ext_log_limit_passes_a_burst_a_second_and_counts_the_rest(void 
 	for (int i = 0; i < 7; i++)
 		assert_false(ext_log_limit_pass(&l, t0 + 100 + (uint64_t)i, left, sizeof(left)));
 	assert_true(ext_log_limit_pass(&l, t0 + 1000000000ULL, left, sizeof(left)));
-	assert_string_equal(left, " (7 more refused since the last line)");
+	assert_string_equal(left, " (7 more like it left out since the last line)");
 	assert_true(ext_log_limit_pass(&l, t0 + 1000000001ULL, left, sizeof(left)));
 	assert_string_equal(left, "");
 }
