@@ -123,7 +123,7 @@ enum {
 	PEER_NAME_BUF = 64,
 	/* Refusals (and libmicrohttpd messages) logged a second, of each kind. */
 	LOG_BURST = 5,
-	/* " (N more refused since the last line)". */
+	/* " (N more like it left out since the last line)". */
 	LEFT_OUT_BUF = 96,
 };
 
