@@ -606,41 +606,17 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 static int start_tls(struct ext_server *s, const struct ext_config *cfg, char *err,
 		     size_t errlen)
 {
-	const struct ext_tls_config *tc = &cfg->tls;
-	const char *allowed[EXT_TLS_MAX_SUBJECTS];
-	struct ext_tls_opts o = {
-		.cert_file = tc->cert_file,
-		.key_file = tc->key_file,
-		.client_ca_file = tc->client_ca_file,
-		.allowed = allowed,
-		.n_allowed = tc->n_allowed_subjects,
-	};
-	char what[EXT_TLS_DN_BUF + 64], terr[EXT_ERR_LEN];
+	char terr[EXT_ERR_LEN];
 
 	if (MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK2) != MHD_YES) {
 		snprintf(err, errlen, "tls: this libmicrohttpd was built without HTTPS (or with "
 			 "GnuTLS before 3.6.3); troupe cannot serve TLS");
 		return -EINVAL;
 	}
-	for (unsigned i = 0; i < tc->n_allowed_subjects; i++)
-		allowed[i] = tc->allowed_subjects[i];
-	s->tls = ext_tls_new(&o, terr, sizeof(terr));
+	s->tls = ext_tls_from_config(&cfg->tls, terr, sizeof(terr));
 	if (!s->tls) {
 		snprintf(err, errlen, "tls: %s", terr);
 		return -EINVAL;
-	}
-	ext_tls_describe(s->tls, what, sizeof(what));
-	log_info("tls", "serving HTTPS with %s (re-read when %s or %s change)", what,
-		 tc->cert_file, tc->key_file);
-	if (tc->client_ca_file[0]) {
-		char list[EXT_TLS_MAX_SUBJECTS * 40] = "";
-		size_t n = 0;
-
-		for (unsigned i = 0; i < tc->n_allowed_subjects && n < sizeof(list); i++)
-			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s\"%s\"", i ? ", " : "",
-					      tc->allowed_subjects[i]);
-		log_info("tls", "client certificates required, signed by %s; allowed: %s",
-			 tc->client_ca_file, list);
 	}
 	return 0;
 }

@@ -30,6 +30,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "extender/config.h"
 
 enum {
 	/* A certificate, key or CA file larger than this is refused. */
@@ -437,6 +438,38 @@ nomem:
 fail:
 	ext_tls_free(t);
 	return NULL;
+}
+
+struct ext_tls *ext_tls_from_config(const struct ext_tls_config *tc, char *err, size_t errlen)
+{
+	const char *allowed[EXT_TLS_MAX_SUBJECTS];
+	struct ext_tls_opts o = {
+		.cert_file = tc->cert_file,
+		.key_file = tc->key_file,
+		.client_ca_file = tc->client_ca_file,
+		.allowed = allowed,
+		.n_allowed = tc->n_allowed_subjects,
+	};
+	char what[EXT_TLS_DN_BUF + 64], list[EXT_TLS_MAX_SUBJECTS * 40] = "";
+	struct ext_tls *t;
+	size_t n = 0;
+
+	for (unsigned i = 0; i < tc->n_allowed_subjects; i++)
+		allowed[i] = tc->allowed_subjects[i];
+	t = ext_tls_new(&o, err, errlen);
+	if (!t)
+		return NULL;
+	ext_tls_describe(t, what, sizeof(what));
+	log_info("tls", "serving HTTPS with %s (re-read when %s or %s change)", what,
+		 tc->cert_file, tc->key_file);
+	if (tc->client_ca_file[0]) {
+		for (unsigned i = 0; i < tc->n_allowed_subjects && n < sizeof(list); i++)
+			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s\"%s\"", i ? ", " : "",
+					      tc->allowed_subjects[i]);
+		log_info("tls", "client certificates required, signed by %s; allowed: %s",
+			 tc->client_ca_file, list);
+	}
+	return t;
 }
 
 void ext_tls_free(struct ext_tls *t)

@@ -25,6 +25,7 @@
 #include "common/limits.h"
 
 struct ext_tls;
+struct ext_tls_config;
 
 enum {
 	/* Certificates in the server's chain file or a client's chain. */
@@ -60,6 +61,8 @@ struct ext_tls_peer {
 /* Load the certificate, key and client CA. Returns NULL with <err> set when a
  * file cannot be read or parsed, or the key does not belong to the certificate. */
 struct ext_tls *ext_tls_new(const struct ext_tls_opts *o, char *err, size_t errlen);
+/* ext_tls_new from the tls.* settings, logging what is served to whom. */
+struct ext_tls *ext_tls_from_config(const struct ext_tls_config *tc, char *err, size_t errlen);
 void ext_tls_free(struct ext_tls *t);
 
 /* True when a client certificate is required (client_ca_file set). */
