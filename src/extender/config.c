@@ -292,7 +292,7 @@ static int set_value(struct ext_config *cfg, const struct key *k, const cJSON *v
 
 			if (!cJSON_IsString(it)) {
 				snprintf(err, errlen, "%s: each entry must be a string (a CN, or a "
-					 "DN such as CN=kube-scheduler,O=system)", k->path);
+					 "DN such as O=system,CN=kube-scheduler)", k->path);
 				return -EINVAL;
 			}
 			ret = ext_config_set_tls(cfg, "allowed_subjects", it->valuestring, err,

@@ -38,7 +38,7 @@ struct ext_tls_config {
 	char key_file[EXT_PATH_BUF];    /* PEM key, unencrypted */
 	char client_ca_file[EXT_PATH_BUF];      /* set: a client certificate is required */
 	/* Who may call: a CN ("kube-scheduler"), or, when the entry holds '=', the
-	 * full subject DN in RFC 4514 form ("CN=kube-scheduler,O=system"). */
+	 * full subject DN in RFC 4514 form ("O=system,CN=kube-scheduler"). */
 	char allowed_subjects[EXT_TLS_MAX_SUBJECTS][EXT_TLS_SUBJECT_BUF];
 	unsigned n_allowed_subjects;
 };
