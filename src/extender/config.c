@@ -9,6 +9,7 @@
  *     connection_limit: 1024
  *     connection_timeout_seconds: 30
  *     max_body_bytes: 67108864
+ *     body_budget_bytes: 268435456  # all buffered request bodies together
  *     path_prefix: ""
  *   resources:
  *     gpu: [nvidia.com/gpu]
@@ -33,6 +34,11 @@
  *     auth: false                   # true: TokenReview + SubjectAccessReview
  *     auth_cache_seconds: 10
  *     auth_cache_entries: 256
+ *   tls:                            # off while cert_file is ""
+ *     cert_file: ""
+ *     key_file: ""
+ *     client_ca_file: ""            # set: client certificates required
+ *     allowed_subjects: []          # CNs, or RFC 4514 DNs (entries holding '=')
  */
 #include "extender/config.h"
 
@@ -78,6 +84,10 @@ void ext_config_defaults(struct ext_config *cfg)
 	cache_informer_opts_defaults(&cfg->informer);
 	gang_config_defaults(&cfg->gang);
 	ext_ops_config_defaults(&cfg->ops);
+	/* TLS stays off (empty paths). A quarter of the 1 GiB container limit:
+	 * four max-size bodies at once, with room left for what decoding them
+	 * costs. */
+	cfg->body_budget_bytes = 256u * 1024 * 1024;
 }
 
 int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen)
@@ -120,7 +130,7 @@ bad:
 /* ---- The key table ------------------------------------------------------ */
 
 enum kind { K_MAP, K_STRING, K_UINT, K_SIZE, K_DOUBLE, K_LOGLEVEL, K_LISTEN, K_STRLIST, K_QUEUES,
-	    K_BOOL, K_LEVELS, K_OPS_ADDRESS };
+	    K_BOOL, K_LEVELS, K_OPS_ADDRESS, K_SUBJECTS };
 
 struct key {
 	const char *path;       /* dotted path from the root */
@@ -176,6 +186,13 @@ static const struct key keys[] = {
 	{ "ops.auth", K_BOOL, F(ops.auth), 0 },
 	{ "ops.auth_cache_seconds", K_UINT, F(ops.auth_cache_s), 0 },
 	{ "ops.auth_cache_entries", K_UINT, F(ops.auth_cache_entries), 0 },
+	/* ---- TLS and the body budget ---- */
+	{ "http.body_budget_bytes", K_SIZE, F(body_budget_bytes), 0 },
+	{ "tls", K_MAP, 0, 0 },
+	{ "tls.cert_file", K_STRING, F(tls.cert_file), S(tls.cert_file) },
+	{ "tls.key_file", K_STRING, F(tls.key_file), S(tls.key_file) },
+	{ "tls.client_ca_file", K_STRING, F(tls.client_ca_file), S(tls.client_ca_file) },
+	{ "tls.allowed_subjects", K_SUBJECTS, 0, 0 },
 };
 
 static const struct key *key_find(const char *path)
@@ -278,6 +295,28 @@ static int set_value(struct ext_config *cfg, const struct key *k, const cJSON *v
 		gc->levels.n = l;
 		return 0;
 	}
+	case K_SUBJECTS: {
+		/* A list that replaces the default (empty) one; [] is allowed. */
+		const cJSON *it;
+
+		if (!cJSON_IsArray(v))
+			goto type;
+		cfg->tls.n_allowed_subjects = 0;
+		cJSON_ArrayForEach(it, v) {
+			int ret;
+
+			if (!cJSON_IsString(it)) {
+				snprintf(err, errlen, "%s: each entry must be a string (a CN, or a "
+					 "DN such as O=system,CN=kube-scheduler)", k->path);
+				return -EINVAL;
+			}
+			ret = ext_config_set_tls(cfg, "allowed_subjects", it->valuestring, err,
+						 errlen);
+			if (ret < 0)
+				return ret;
+		}
+		return 0;
+	}
 	case K_BOOL:
 		if (!cJSON_IsBool(v))
 			goto type;
@@ -340,6 +379,7 @@ type:
 		 k->kind == K_MAP ? "a mapping" : k->kind == K_STRING || k->kind == K_LISTEN ||
 		 k->kind == K_OPS_ADDRESS ?
 		 "a string" : k->kind == K_STRLIST ? "a non-empty list of strings" :
+		 k->kind == K_SUBJECTS ? "a list of strings" :
 		 k->kind == K_DOUBLE ? "a number from 0 to 1000000" : k->kind == K_BOOL ? "true or false" :
 		 "a whole non-negative number");
 	return -EINVAL;
@@ -418,6 +458,88 @@ out:
 	return ret;
 }
 
+/* ---- TLS and the body budget ---- */
+
+int ext_config_set_tls(struct ext_config *cfg, const char *key, const char *value, char *err,
+		       size_t errlen)
+{
+	struct ext_tls_config *t = &cfg->tls;
+	char *field = NULL;
+
+	if (strcmp(key, "allowed_subjects") == 0) {
+		if (!value[0] || strlen(value) >= EXT_TLS_SUBJECT_BUF) {
+			snprintf(err, errlen, "tls.allowed_subjects: an entry must be 1 to %d bytes",
+				 EXT_TLS_SUBJECT_BUF - 1);
+			return -EINVAL;
+		}
+		if (t->n_allowed_subjects == EXT_TLS_MAX_SUBJECTS) {
+			snprintf(err, errlen, "tls.allowed_subjects: at most %d entries",
+				 EXT_TLS_MAX_SUBJECTS);
+			return -EINVAL;
+		}
+		snprintf(t->allowed_subjects[t->n_allowed_subjects++], EXT_TLS_SUBJECT_BUF, "%s",
+			 value);
+		return 0;
+	}
+	if (strcmp(key, "cert_file") == 0)
+		field = t->cert_file;
+	else if (strcmp(key, "key_file") == 0)
+		field = t->key_file;
+	else if (strcmp(key, "client_ca_file") == 0)
+		field = t->client_ca_file;
+	if (!field) {
+		snprintf(err, errlen, "unknown key \"tls.%s\"", key);
+		return -EINVAL;
+	}
+	if (strlen(value) >= EXT_PATH_BUF) {
+		snprintf(err, errlen, "tls.%s is too long", key);
+		return -EINVAL;
+	}
+	snprintf(field, EXT_PATH_BUF, "%s", value);
+	return 0;
+}
+
+/* The TLS keys make sense only together; the budget must hold the largest
+ * body alone. */
+static int validate_tls_budget(const struct ext_config *cfg, char *err, size_t errlen)
+{
+	const struct ext_tls_config *t = &cfg->tls;
+	size_t largest_room = cfg->max_body_bytes <= EXT_BODY_SMALL_BYTES ? cfg->body_budget_bytes
+		: cfg->body_budget_bytes - cfg->body_budget_bytes / 4;
+
+	if (!t->cert_file[0] != !t->key_file[0]) {
+		snprintf(err, errlen, "tls.cert_file and tls.key_file go together (both set: "
+			 "HTTPS; both empty: plain HTTP)");
+		return -EINVAL;
+	}
+	if (t->client_ca_file[0] && !t->cert_file[0]) {
+		snprintf(err, errlen, "tls.client_ca_file needs tls.cert_file and tls.key_file "
+			 "(client certificates exist only over HTTPS)");
+		return -EINVAL;
+	}
+	if (t->client_ca_file[0] && t->n_allowed_subjects == 0) {
+		snprintf(err, errlen, "tls.client_ca_file is set but tls.allowed_subjects is "
+			 "empty: name who may call (e.g. [kube-scheduler]); a cluster CA signs "
+			 "many identities");
+		return -EINVAL;
+	}
+	if (!t->client_ca_file[0] && t->n_allowed_subjects > 0) {
+		snprintf(err, errlen, "tls.allowed_subjects needs tls.client_ca_file (without it "
+			 "no client certificate is asked for)");
+		return -EINVAL;
+	}
+	if (largest_room < cfg->max_body_bytes) {
+		snprintf(err, errlen, "http.body_budget_bytes (%zu) must hold one body of "
+			 "http.max_body_bytes (%zu): bodies over 1 MiB may use three quarters of "
+			 "the budget, so it must be at least %zu", cfg->body_budget_bytes,
+			 cfg->max_body_bytes,
+			 cfg->max_body_bytes <= EXT_BODY_SMALL_BYTES ? cfg->max_body_bytes
+			 : cfg->max_body_bytes / 3 * 4 + 4);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 {
 	if (!placement_score_find(cfg->score_policy)) {
@@ -490,5 +612,5 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 	}
 	if (ext_ops_config_validate(&cfg->ops, err, errlen) < 0)
 		return -EINVAL;
-	return 0;
+	return validate_tls_budget(cfg, err, errlen);
 }

@@ -17,6 +17,33 @@
 
 enum { EXT_ERR_LEN = 512 };
 
+/* ---- TLS and the body budget (tls.*, http.body_budget_bytes) ---- */
+enum {
+	/* A file path in the configuration (PATH_MAX). */
+	EXT_PATH_BUF = 4096,
+	/* tls.allowed_subjects: entries, and the bytes of one (a CN or an RFC 4514 DN). */
+	EXT_TLS_MAX_SUBJECTS = 16,
+	EXT_TLS_SUBJECT_BUF = 512,
+};
+
+/* Bodies up to this size (a names-only filter call for 50,000 nodes is about
+ * 1 MiB) may use the whole http.body_budget_bytes; larger ones only its first
+ * three quarters, so that big uploads can never starve kube-scheduler's normal
+ * calls of budget. */
+#define EXT_BODY_SMALL_BYTES ((size_t)1024 * 1024)
+
+/* TLS on the verbs listener, as kube-scheduler's extender enableHTTPS and
+ * tlsConfig (certFile, keyFile, caFile) expect it. Empty cert_file: plain HTTP. */
+struct ext_tls_config {
+	char cert_file[EXT_PATH_BUF];   /* PEM chain, leaf first */
+	char key_file[EXT_PATH_BUF];    /* PEM key, unencrypted */
+	char client_ca_file[EXT_PATH_BUF];      /* set: a client certificate is required */
+	/* Who may call: a CN ("kube-scheduler"), or, when the entry holds '=', the
+	 * full subject DN in RFC 4514 form ("O=system,CN=kube-scheduler"). */
+	char allowed_subjects[EXT_TLS_MAX_SUBJECTS][EXT_TLS_SUBJECT_BUF];
+	unsigned n_allowed_subjects;
+};
+
 struct ext_config {
 	char listen_host[256];          /* "127.0.0.1", "0.0.0.0", "::1" */
 	uint16_t listen_port;           /* 0: pick a free port (logged) */
@@ -39,6 +66,9 @@ struct ext_config {
 	struct cache_informer_opts informer;    /* api.* list/watch tuning */
 	struct gang_config gang;        /* gang.* */
 	struct ext_ops_config ops;      /* ops.*: the ops listener (ops_server.h) */
+	/* ---- TLS and the body budget ---- */
+	struct ext_tls_config tls;      /* tls.* */
+	size_t body_budget_bytes;       /* http.body_budget_bytes: all buffered bodies together */
 };
 
 /* Fill in the defaults. */
@@ -47,6 +77,11 @@ void ext_config_defaults(struct ext_config *cfg);
 int ext_config_load(struct ext_config *cfg, const char *path, char *err, size_t errlen);
 /* Parse "HOST:PORT" (IPv6 hosts in brackets). Returns 0 or -EINVAL. */
 int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen);
+/* Set one tls.* key from a command-line flag: <key> is "cert_file", "key_file",
+ * "client_ca_file" or "allowed_subjects" (which appends one entry). Returns 0 or
+ * -EINVAL with <err> set. */
+int ext_config_set_tls(struct ext_config *cfg, const char *key, const char *value, char *err,
+		       size_t errlen);
 /* Check the settings as a whole. Returns 0 or -EINVAL with <err> set. */
 int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen);
 

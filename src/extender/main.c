@@ -62,6 +62,19 @@ static void usage(FILE *out)
 		"                       given here override the file\n"
 		"  --log-level LEVEL    debug, info (default), warn or error; overrides the\n"
 		"                       file's log_level\n"
+		"\n"
+		"TLS on the verbs port (kube-scheduler's enableHTTPS and tlsConfig; these\n"
+		"override the file's tls.* keys; every file is re-read when it changes):\n"
+		"  --tls-cert-file FILE       serve HTTPS with this PEM certificate chain\n"
+		"  --tls-key-file FILE        ... and this unencrypted PEM private key\n"
+		"  --tls-client-ca-file FILE  require a client certificate signed by a CA in\n"
+		"                             FILE (the CA of kube-scheduler's tlsConfig\n"
+		"                             certFile)\n"
+		"  --tls-allowed-subject NAME who may call: a certificate CN, or, when NAME\n"
+		"                             holds '=', the whole subject DN as RFC 4514\n"
+		"                             writes it (O=system,CN=kube-scheduler); repeat\n"
+		"                             for more\n"
+		"\n"
 		"  -h, --help           show this help and exit\n"
 		"  --version            print the version and exit\n"
 		"\n"
@@ -78,6 +91,37 @@ static void usage(FILE *out)
  * or cache_api_describe's text; longer is cut. */
 enum { SOURCE_BUF = 600 };
 
+/* ---- TLS flags ---- */
+enum { OPT_TLS_CERT = 256, OPT_TLS_KEY, OPT_TLS_CA, OPT_TLS_SUBJECT };
+
+enum { MAX_TLS_SUBJECT_FLAGS = EXT_TLS_MAX_SUBJECTS + 1 };
+
+struct tls_flags {
+	const char *cert, *key, *ca;
+	const char *subjects[MAX_TLS_SUBJECT_FLAGS];
+	unsigned n_subjects;
+};
+
+/* Apply the TLS flags over the file's tls.*: given subjects replace the
+ * file's list. Returns 0 or -EINVAL with <err> set. */
+static int apply_tls_flags(struct ext_config *cfg, const struct tls_flags *f, char *err,
+			   size_t errlen)
+{
+	int ret = 0;
+
+	if (f->cert)
+		ret = ext_config_set_tls(cfg, "cert_file", f->cert, err, errlen);
+	if (!ret && f->key)
+		ret = ext_config_set_tls(cfg, "key_file", f->key, err, errlen);
+	if (!ret && f->ca)
+		ret = ext_config_set_tls(cfg, "client_ca_file", f->ca, err, errlen);
+	if (f->n_subjects)
+		cfg->tls.n_allowed_subjects = 0;
+	for (unsigned i = 0; !ret && i < f->n_subjects; i++)
+		ret = ext_config_set_tls(cfg, "allowed_subjects", f->subjects[i], err, errlen);
+	return ret;
+}
+
 /* Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or settings. */
 int main(int argc, char **argv)
 {
@@ -93,6 +137,11 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
+		/* ---- TLS ---- */
+		{ "tls-cert-file", required_argument, NULL, OPT_TLS_CERT },
+		{ "tls-key-file", required_argument, NULL, OPT_TLS_KEY },
+		{ "tls-client-ca-file", required_argument, NULL, OPT_TLS_CA },
+		{ "tls-allowed-subject", required_argument, NULL, OPT_TLS_SUBJECT },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen = NULL, *cluster = NULL, *config = NULL, *level = NULL;
@@ -115,6 +164,7 @@ int main(int argc, char **argv)
 	char err[EXT_ERR_LEN];
 	sigset_t sigs;
 	int opt, sig, ret = 2;
+	struct tls_flags tls_flags = { 0 };
 
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
@@ -129,6 +179,18 @@ int main(int argc, char **argv)
 		case 'v': level = optarg; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("troupe %s\n", TROUPE_VERSION); return 0;
+		/* ---- TLS ---- */
+		case OPT_TLS_CERT: tls_flags.cert = optarg; break;
+		case OPT_TLS_KEY: tls_flags.key = optarg; break;
+		case OPT_TLS_CA: tls_flags.ca = optarg; break;
+		case OPT_TLS_SUBJECT:
+			if (tls_flags.n_subjects == MAX_TLS_SUBJECT_FLAGS) {
+				fprintf(stderr, "troupe: --tls-allowed-subject: at most %d\n",
+					EXT_TLS_MAX_SUBJECTS);
+				return 2;
+			}
+			tls_flags.subjects[tls_flags.n_subjects++] = optarg;
+			break;
 		default:
 			fprintf(stderr, "troupe: see --help for the flags\n");
 			return 2;
@@ -154,6 +216,11 @@ int main(int argc, char **argv)
 	}
 	if (level && log_level_parse(level, &cfg.log_level) < 0) {
 		fprintf(stderr, "troupe: --log-level must be debug, info, warn or error\n");
+		return 2;
+	}
+	/* ---- TLS ---- */
+	if (apply_tls_flags(&cfg, &tls_flags, err, sizeof(err)) < 0) {
+		fprintf(stderr, "troupe: %s\n", err);
 		return 2;
 	}
 	if (ext_config_validate(&cfg, err, sizeof(err)) < 0) {
@@ -261,8 +328,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	cache_get_stats(cache, &st);
-	log_info("main", "troupe %s listening on http://%s%s%s:%u (cluster %s: %zu nodes, "
+	log_info("main", "troupe %s listening on %s://%s%s%s:%u (cluster %s: %zu nodes, "
 		 "%llu of %llu GPUs held%s; scoring %s)", TROUPE_VERSION,
+		 ext_server_is_tls(server) ? "https" : "http",
 		 strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host,
 		 strchr(cfg.listen_host, ':') ? "]" : "", ext_server_port(server), source, st.nodes,
 		 (unsigned long long)st.gpus_held, (unsigned long long)st.gpus_allocatable,

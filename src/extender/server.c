@@ -7,12 +7,26 @@
  * byte is read, and a chunked body that grows past the cap is discarded and
  * answered 413 once it ends.
  *
+ * All buffered bodies together stay within http.body_budget_bytes (budget.c): a
+ * request takes its Content-Length from the budget before any byte is read (a
+ * chunked one takes each growth of its buffer) and one that does not fit is
+ * answered 503 with Retry-After: 1 at once (a chunked one when it ends, its
+ * bytes discarded). Bodies over EXT_BODY_SMALL_BYTES may use only three quarters
+ * of the budget, so kube-scheduler's names-only calls always find room.
+ *
+ * TLS (tls.*, tls.c): libmicrohttpd serves HTTPS with the credentials tls.c
+ * hands each handshake; when a client CA is configured, the first request of
+ * each connection has the client's certificate checked (again after the CA
+ * is reloaded) and a client that is not allowed gets 403 on every request.
+ *
  * Worker threads: MHD_USE_EPOLL_INTERNAL_THREAD with a thread pool of one
  * thread per core by default. Suspend/resume is enabled so that a later
  * release can park gang members' binds without blocking a worker.
  */
 #include "extender/server.h"
+#include "extender/budget.h"
 #include "extender/internal.h"
+#include "extender/tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,6 +51,16 @@ struct ext_server {
 	struct MHD_Daemon *daemon;
 	const struct ext_service *svc;
 	uint16_t port;
+	struct ext_tls *tls;            /* NULL: plain HTTP */
+	struct ext_budget budget;       /* http.body_budget_bytes */
+	struct ext_log_limit busy_log, denied_log, mhd_log;
+};
+
+/* Per connection (libmicrohttpd's socket context), TLS listeners only. */
+struct conn_state {
+	struct ext_server *s;
+	bool decided;                   /* peer holds the verdict (connection's thread) */
+	struct ext_tls_peer peer;
 };
 
 /* Binds answered later whose reply is not sent yet (relaxed atomic). */
@@ -44,8 +68,8 @@ static unsigned pending_total;
 
 /* Per-connection request state, from the first callback to completion. */
 struct request {
-	struct strbuf body;
-	bool too_large;
+	struct ext_body body;           /* drawing on ext_server.budget */
+	enum ext_body_result body_error;
 	uint64_t started_ns;
 	/* A bind answered later: the connection is suspended (no worker thread
 	 * waits) until the binder completes <reply> and resumes it. */
@@ -91,7 +115,16 @@ enum {
 	ROUTE_PATH_BUF = 256,
 	/* One libmicrohttpd log line; longer ones are cut. */
 	MHD_LOG_BUF = 512,
+	/* "[address]:port" of a client, for log lines. */
+	PEER_NAME_BUF = 64,
+	/* Refusals (and libmicrohttpd messages) logged a second, of each kind. */
+	LOG_BURST = 5,
+	/* " (N more like it left out since the last line)". */
+	LEFT_OUT_BUF = 96,
 };
+
+/* HTTPS: TLS 1.2 and 1.3 only, as kube-scheduler's Go client offers. */
+#define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
 /* Normalise <url> into <out>: collapse "//", drop a trailing "/", strip the
  * configured prefix. */
@@ -124,8 +157,9 @@ static enum ext_counter_verb counter_of(enum route route)
 	}
 }
 
+/* Send <body> with <status>, and the header <hdr>: <val> when <hdr> is set. */
 static enum MHD_Result send_reply(struct MHD_Connection *conn, unsigned status,
-				  struct strbuf *body, const char *allow)
+				  struct strbuf *body, const char *hdr, const char *val)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
@@ -148,19 +182,19 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, unsigned status,
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				len && buf[0] == '#' ? "text/plain; version=0.0.4"
 						     : "application/json");
-	if (allow)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+	if (hdr)
+		MHD_add_response_header(resp, hdr, val);
 	ret = MHD_queue_response(conn, status, resp);
 	MHD_destroy_response(resp);
 	return ret;
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status,
-				  const char *allow, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+				  const char *hdr, const char *val, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 
 static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status,
-				  const char *allow, const char *fmt, ...)
+				  const char *hdr, const char *val, const char *fmt, ...)
 {
 	struct strbuf sb = STRBUF_INIT;
 	char msg[EXT_REPLY_ERROR_BUF];
@@ -172,7 +206,7 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status,
 	strbuf_puts(&sb, "{\"Error\":");
 	strbuf_put_json_str(&sb, msg, strlen(msg));
 	strbuf_putc(&sb, '}');
-	return send_reply(conn, status, &sb, allow);
+	return send_reply(conn, status, &sb, hdr, val);
 }
 
 static void handle_get(const struct ext_service *svc, enum route route, struct ext_reply *r)
@@ -217,7 +251,7 @@ static enum MHD_Result send_pending(struct MHD_Connection *conn, struct request 
 	log_debug("http", "POST %s -> %u (%zu bytes in, %zu out, %.0f us, answered later)", path,
 		  rq->reply.status, rq->body.len, rq->reply.body.len,
 		  (double)(util_now_ns() - rq->started_ns) / 1e3);
-	ret = send_reply(conn, rq->reply.status, &rq->reply.body, NULL);
+	ret = send_reply(conn, rq->reply.status, &rq->reply.body, NULL, NULL);
 	ext_reply_fini(&rq->reply);
 	return ret;
 }
@@ -246,6 +280,143 @@ static enum MHD_Result start_bind(struct MHD_Connection *conn, const struct ext_
 	return ready ? send_pending(conn, rq, path) : MHD_YES;
 }
 
+/* ---- Client names, the body budget ---------------------------------------- */
+
+static void peer_name(struct MHD_Connection *conn, char *out, size_t len)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(out, len, "%s:%u", host, ntohs(in->sin_port));
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(out, len, "[%s]:%u", host, ntohs(in6->sin6_port));
+	} else {
+		snprintf(out, len, "an unknown address");
+	}
+}
+
+static enum MHD_Result refuse_busy(struct ext_server *s, struct MHD_Connection *conn,
+				   const char *method, const char *path, const char *size)
+{
+	char who[PEER_NAME_BUF], left_out[LEFT_OUT_BUF];
+
+	if (ext_log_limit_pass(&s->busy_log, util_now_ns(), left_out, sizeof(left_out))) {
+		peer_name(conn, who, sizeof(who));
+		log_warn("http", "%s %s from %s: body of %s bytes refused with 503: the budget for "
+			 "request bodies is in use (%zu of %zu bytes; http.body_budget_bytes)%s",
+			 method, path, who, size,
+			 ext_budget_used(&s->budget), s->budget.total, left_out);
+	}
+	return send_error(conn, 503, MHD_HTTP_HEADER_RETRY_AFTER, "1",
+			  "troupe: too many request bodies in memory at once; retry");
+}
+
+/* ---- TLS ------------------------------------------------------------------ */
+
+static struct conn_state *conn_state_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+
+static gnutls_session_t session_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+
+	return ci ? ci->tls_session : NULL;
+}
+
+/* A connection opens (before its handshake) or closes. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct ext_server *s = cls;
+	gnutls_session_t session;
+	struct conn_state *cs;
+
+	if (code != MHD_CONNECTION_NOTIFY_STARTED) {
+		free(*socket_context);
+		*socket_context = NULL;
+		return;
+	}
+	cs = calloc(1, sizeof(*cs));
+	if (cs)
+		cs->s = s;
+	*socket_context = cs;   /* NULL: retrieve_cert fails the handshake */
+	session = session_of(conn);
+	if (session)
+		ext_tls_session_start(s->tls, session);
+}
+
+/* GnuTLS asks for the server's certificate (connection's thread). */
+static int retrieve_cert(gnutls_session_t session, const struct gnutls_cert_retr_st *info,
+			 gnutls_pcert_st **certs, unsigned int *n_certs,
+			 gnutls_ocsp_data_st **ocsp, unsigned int *n_ocsp,
+			 gnutls_privkey_t *key, unsigned int *flags)
+{
+	/* libmicrohttpd keeps its connection as the session's pointer. */
+	struct MHD_Connection *conn = gnutls_session_get_ptr(session);
+	struct conn_state *cs = conn ? conn_state_of(conn) : NULL;
+
+	(void)info;
+	*ocsp = NULL;
+	*n_ocsp = 0;
+	if (!cs)
+		return GNUTLS_E_MEMORY_ERROR;
+	return ext_tls_retrieve(cs->s->tls, certs, n_certs, key, flags);
+}
+
+/* True when the client may call; otherwise the 403 is queued into *ret. The
+ * verdict is kept for the connection until the client CA changes. */
+static bool client_allowed(struct ext_server *s, struct MHD_Connection *conn,
+			   const char *method, const char *path, enum MHD_Result *ret)
+{
+	struct conn_state *cs = conn_state_of(conn);
+	struct ext_tls_peer local, *peer = cs ? &cs->peer : &local;
+	unsigned generation = ext_tls_trust_generation(s->tls);
+	char who[PEER_NAME_BUF], left_out[LEFT_OUT_BUF];
+
+	if (!cs || !cs->decided || cs->peer.trust_generation != generation) {
+		gnutls_session_t session = session_of(conn);
+
+		if (session) {
+			ext_tls_check_session(s->tls, session, peer);
+		} else {
+			memset(peer, 0, sizeof(*peer));
+			peer->verdict = EXT_TLS_NO_CERT;
+			snprintf(peer->reason, sizeof(peer->reason), "no TLS session");
+		}
+		if (cs)
+			cs->decided = true;
+		if (peer->verdict == EXT_TLS_ALLOWED && log_enabled(LOG_DEBUG)) {
+			peer_name(conn, who, sizeof(who));
+			log_debug("tls", "client %s at %s allowed", peer->dn, who);
+		}
+	}
+	if (peer->verdict == EXT_TLS_ALLOWED)
+		return true;
+	if (ext_log_limit_pass(&s->denied_log, util_now_ns(), left_out, sizeof(left_out))) {
+		peer_name(conn, who, sizeof(who));
+		log_warn("tls", "%s %s from %s%s%s refused with 403: %s%s", method, path, who,
+			 peer->dn[0] ? " as " : "", peer->dn, peer->reason, left_out);
+	}
+	*ret = send_error(conn, 403, NULL, NULL, "troupe: client certificate refused: %s",
+			  peer->reason);
+	return false;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_data_size,
@@ -263,6 +434,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 	(void)version;
 	normalise_path(url, svc->cfg->path_prefix, path, sizeof(path));
+	if (!rq && s->tls && ext_tls_wants_client_cert(s->tls) &&
+	    !client_allowed(s, conn, method, path, &ret))
+		return ret;
 	if (rq && rq->pending) {
 		/* Resumed after the binder answered. */
 		bool ready;
@@ -281,51 +455,62 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		     strcmp(method, MHD_HTTP_METHOD_HEAD) == 0))
 			route = routes[i].route;
 		else if (!rq)
-			return send_error(conn, 405, routes[i].post ? "POST" : "GET, HEAD",
+			return send_error(conn, 405, MHD_HTTP_HEADER_ALLOW,
+					  routes[i].post ? "POST" : "GET, HEAD",
 					  "troupe: %s is not allowed on %s", method, path);
 	}
 	if (route == R_NONE && !rq) {
 		if (known_path)
 			return MHD_NO;
 		log_debug("http", "%s %s: no such endpoint", method, url);
-		return send_error(conn, 404, NULL, "troupe: no such endpoint %s", path);
+		return send_error(conn, 404, NULL, NULL, "troupe: no such endpoint %s", path);
 	}
 	if (!rq) {
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+		unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0;
+		struct ext_body reserved = { NULL, 0, 0, 0 };
 
-		if (post && cl && strtoull(cl, NULL, 10) > svc->cfg->max_body_bytes) {
+		if (post && cl && want > svc->cfg->max_body_bytes) {
 			log_warn("http", "%s %s: body of %s bytes refused (limit %zu)", method, path,
 				 cl, svc->cfg->max_body_bytes);
-			return send_error(conn, 413, NULL, "troupe: request body larger than %zu bytes",
+			return send_error(conn, 413, NULL, NULL,
+					  "troupe: request body larger than %zu bytes",
 					  svc->cfg->max_body_bytes);
 		}
+		/* The whole body's room, before any byte is read. */
+		if (want > 0 && want <= svc->cfg->max_body_bytes &&
+		    ext_body_reserve(&s->budget, &reserved, (size_t)want) != EXT_BODY_OK)
+			return refuse_busy(s, conn, method, path, cl);
 		rq = calloc(1, sizeof(*rq));
-		if (!rq)
+		if (!rq) {
+			ext_body_drop(&s->budget, &reserved);
 			return MHD_NO;
+		}
+		rq->body = reserved;
 		rq->started_ns = util_now_ns();
 		pthread_mutex_init(&rq->lock, NULL);
 		*con_cls = rq;
 		return MHD_YES;
 	}
 	if (*upload_data_size > 0) {
-		if (!rq->too_large && rq->body.len + *upload_data_size > svc->cfg->max_body_bytes) {
-			rq->too_large = true;
-			strbuf_fini(&rq->body);
-		}
-		if (!rq->too_large)
-			strbuf_append(&rq->body, upload_data, *upload_data_size);
+		if (rq->body_error == EXT_BODY_OK)
+			rq->body_error = ext_body_add(&s->budget, &rq->body, upload_data,
+						      *upload_data_size, svc->cfg->max_body_bytes);
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
-	if (rq->too_large) {
+	if (rq->body_error == EXT_BODY_TOO_LARGE) {
 		log_warn("http", "%s %s: chunked body exceeded %zu bytes; refused", method, path,
 			 svc->cfg->max_body_bytes);
-		return send_error(conn, 413, NULL, "troupe: request body larger than %zu bytes",
+		return send_error(conn, 413, NULL, NULL, "troupe: request body larger than %zu bytes",
 				  svc->cfg->max_body_bytes);
 	}
-	if (strbuf_failed(&rq->body))
-		return send_error(conn, 503, NULL, "troupe: out of memory reading the request");
+	if (rq->body_error == EXT_BODY_OVER_BUDGET)
+		return refuse_busy(s, conn, method, path, "(chunked)");
+	if (rq->body_error == EXT_BODY_NO_MEMORY)
+		return send_error(conn, 503, MHD_HTTP_HEADER_RETRY_AFTER, "1",
+				  "troupe: out of memory reading the request");
 
 	ext_reply_init(&reply);
 	if (svc->baseline && post) {
@@ -335,7 +520,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			cJSON_Delete(cJSON_ParseWithLength(rq->body.buf ? rq->body.buf : "",
 							   rq->body.len));
 		strbuf_append(&reply.body, svc->baseline->reply, svc->baseline->reply_len);
-		ret = send_reply(conn, 200, &reply.body, NULL);
+		ret = send_reply(conn, 200, &reply.body, NULL, NULL);
 		ext_reply_fini(&reply);
 		return ret;
 	}
@@ -360,7 +545,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	log_debug("http", "%s %s -> %u (%zu bytes in, %zu out, %.0f us)", method, path,
 		  reply.status, rq->body.len, reply.body.len,
 		  (double)(util_now_ns() - rq->started_ns) / 1e3);
-	ret = send_reply(conn, reply.status, &reply.body, NULL);
+	ret = send_reply(conn, reply.status, &reply.body, NULL, NULL);
 	ext_reply_fini(&reply);
 	return ret;
 }
@@ -368,9 +553,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
+	struct ext_server *s = cls;
 	struct request *rq = *con_cls;
 
-	(void)cls;
 	(void)conn;
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK &&
 	    toe != MHD_REQUEST_TERMINATED_CLIENT_ABORT && rq)
@@ -380,24 +565,47 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			__atomic_sub_fetch(&pending_total, 1, __ATOMIC_RELAXED);
 			ext_reply_fini(&rq->reply);
 		}
-		strbuf_fini(&rq->body);
+		ext_body_drop(&s->budget, &rq->body);
 		pthread_mutex_destroy(&rq->lock);
 		free(rq);
 	}
 	*con_cls = NULL;
 }
 
+/* libmicrohttpd's messages, a few a second: a client can make it log at will
+ * (a plain-HTTP client on the HTTPS port, a broken handshake). */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	char msg[MHD_LOG_BUF];
+	struct ext_server *s = cls;
+	char msg[MHD_LOG_BUF], left_out[LEFT_OUT_BUF];
 	size_t n;
 
-	(void)cls;
+	if (!ext_log_limit_pass(&s->mhd_log, util_now_ns(), left_out, sizeof(left_out)))
+		return;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	n = strlen(msg);
 	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
 		msg[--n] = '\0';
-	log_warn("http", "libmicrohttpd: %s", msg);
+	log_warn("http", "libmicrohttpd: %s%s", msg, left_out);
+}
+
+/* Load the TLS credentials into <s>. Returns 0 or -EINVAL with <err> set. */
+static int start_tls(struct ext_server *s, const struct ext_config *cfg, char *err,
+		     size_t errlen)
+{
+	char terr[EXT_ERR_LEN];
+
+	if (MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK2) != MHD_YES) {
+		snprintf(err, errlen, "tls: this libmicrohttpd was built without HTTPS (or with "
+			 "GnuTLS before 3.6.3); troupe cannot serve TLS");
+		return -EINVAL;
+	}
+	s->tls = ext_tls_from_config(&cfg->tls, terr, sizeof(terr));
+	if (!s->tls) {
+		snprintf(err, errlen, "tls: %s", terr);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 struct ext_server *ext_server_start(const struct ext_service *svc, char *err, size_t errlen)
@@ -435,14 +643,36 @@ struct ext_server *ext_server_start(const struct ext_service *svc, char *err, si
 		goto fail;
 	}
 	s->svc = svc;
-	s->daemon = MHD_start_daemon(flags, cfg->listen_port, NULL, NULL, on_request, s,
-				     MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-				     MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-				     MHD_OPTION_THREAD_POOL_SIZE, threads,
-				     MHD_OPTION_CONNECTION_LIMIT, cfg->connection_limit,
-				     MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout_s,
-				     MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-				     MHD_OPTION_END);
+	s->budget.total = cfg->body_budget_bytes;
+	s->busy_log.per_second = LOG_BURST;
+	s->denied_log.per_second = LOG_BURST;
+	s->mhd_log.per_second = LOG_BURST;
+	if (cfg->tls.cert_file[0] && start_tls(s, cfg, err, errlen) < 0)
+		goto fail;
+	{
+		/* The options both modes share; libmicrohttpd wants the logger first,
+		 * and a callback with its argument as (intptr_t, pointer). */
+		struct MHD_OptionItem common[] = {
+			{ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, s },
+			{ MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr },
+			{ MHD_OPTION_THREAD_POOL_SIZE, threads, NULL },
+			{ MHD_OPTION_CONNECTION_LIMIT, cfg->connection_limit, NULL },
+			{ MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout_s, NULL },
+			{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s },
+			{ MHD_OPTION_END, 0, NULL },
+		};
+
+		if (s->tls)
+			s->daemon = MHD_start_daemon(flags | MHD_USE_TLS, cfg->listen_port, NULL, NULL,
+						     on_request, s, MHD_OPTION_ARRAY, common,
+						     MHD_OPTION_HTTPS_CERT_CALLBACK2, retrieve_cert,
+						     MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+						     MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES,
+						     MHD_OPTION_END);
+		else
+			s->daemon = MHD_start_daemon(flags, cfg->listen_port, NULL, NULL, on_request,
+						     s, MHD_OPTION_ARRAY, common, MHD_OPTION_END);
+	}
 	if (!s->daemon) {
 		snprintf(err, errlen, "cannot listen on %s:%u (address in use, or not an address "
 			 "of this host?)", cfg->listen_host, cfg->listen_port);
@@ -452,14 +682,22 @@ struct ext_server *ext_server_start(const struct ext_service *svc, char *err, si
 	s->port = info ? info->port : cfg->listen_port;
 	freeaddrinfo(ai);
 	log_info("http", "serving with %u threads, connection limit %u, idle timeout %us, "
-		 "body limit %zu bytes", threads, cfg->connection_limit, cfg->connection_timeout_s,
-		 cfg->max_body_bytes);
+		 "body limit %zu bytes, %zu bytes for all bodies at once", threads,
+		 cfg->connection_limit, cfg->connection_timeout_s, cfg->max_body_bytes,
+		 cfg->body_budget_bytes);
 	return s;
 fail:
 	if (ai)
 		freeaddrinfo(ai);
+	if (s)
+		ext_tls_free(s->tls);
 	free(s);
 	return NULL;
+}
+
+bool ext_server_is_tls(const struct ext_server *s)
+{
+	return s->tls != NULL;
 }
 
 void ext_server_drain(struct ext_server *s, unsigned timeout_ms)
@@ -482,5 +720,6 @@ void ext_server_stop(struct ext_server *s)
 	if (!s)
 		return;
 	MHD_stop_daemon(s->daemon);
+	ext_tls_free(s->tls);
 	free(s);
 }

@@ -125,6 +125,29 @@ def temp_certs(**kw):
         yield make_certs(d, **kw)
 
 
+def subject_rfc4514(cert):
+    """<cert>'s subject as RFC 4514 prints it (most significant RDN last, so
+    "/CN=a/O=b" reads "O=b,CN=a"): the form troupe's tls.allowed_subjects
+    compares a DN entry with."""
+    out = _run("x509", "-in", cert, "-noout", "-subject", "-nameopt", "RFC2253").strip()
+    return out.split("=", 1)[1].strip() if out.startswith("subject") else out
+
+
+def der(cert):
+    """The DER bytes of the PEM certificate in <cert> (what a TLS peer sends)."""
+    import ssl
+    with open(cert) as f:
+        return ssl.PEM_cert_to_DER_cert(f.read())
+
+
+def replace_file(src, dst):
+    """Put a copy of <src> at <dst> in one step (write aside, rename), as a
+    secret volume update does: a reader sees the old file or the new one."""
+    tmp = dst + ".tmp-" + secrets.token_hex(4)
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
 if __name__ == "__main__":
     import sys
     out = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="troupe-tls-")
