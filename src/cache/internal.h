@@ -78,6 +78,9 @@ struct pod_entry {
 	bool from_api;                  /* seen in the cluster state, not only in a filter */
 	bool reservation;               /* devices kept for a gang's future member */
 	bool posted;                    /* troupe's Binding was accepted (201/409 same node) */
+	/* Counted in cache.filter_only.n: known only from a filter call and
+	 * occupying nothing (pods.c, filter_only_count). */
+	bool filter_only;
 	uint64_t uncertain_ns;          /* a Binding's outcome is unknown since; 0: not */
 	uint64_t seen_ns;               /* when a filter remembered it (not from the API) */
 	uint64_t known_ns;              /* when troupe first learnt of it */
@@ -117,6 +120,16 @@ struct cache {
 	pthread_mutex_t members_lock;
 	struct strmap members;          /* "ns/group" -> struct members; guarded by members_lock */
 	bool members_lost;              /* an update failed (no memory): scan every pod */
+	/* Pods known only from filter calls (pods.c): how many, against
+	 * opts.max_filter_only_pods; what the cap dropped and refused; when it
+	 * last logged; whether a thread is dropping now. Relaxed atomics: n is
+	 * changed under the pod's stripe lock, read without one. */
+	struct {
+		size_t n;
+		uint64_t dropped, refused;
+		uint64_t logged_ns;
+		bool dropping;
+	} filter_only;
 	/* Changes to node records and usage, begun and done (seq_cst), on a line
 	 * of their own: binds bump them, every lookup reads the lines above. */
 	struct {
