@@ -296,6 +296,39 @@ static inline struct stripe *stripe_of(struct cache *c, const char *uid, size_t 
 	return &c->pods[strmap_hash(uid, len) >> 58];
 }
 
+/* ---- Pods known only from filter calls (pods.c) ------------------------------- */
+
+/* Bring <e>'s place in the count up to date: counted while it is known only
+ * from a filter call and occupies nothing. Every change to from_api,
+ * node_entry or the entry's presence ends here. The stripe lock held. */
+static inline void filter_only_count(struct cache *c, struct pod_entry *e)
+{
+	bool counted = e->pod && !e->from_api && !e->reservation && !e->node_entry;
+
+	if (counted == e->filter_only)
+		return;
+	e->filter_only = counted;
+	if (counted)
+		__atomic_add_fetch(&c->filter_only.n, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_sub_fetch(&c->filter_only.n, 1, __ATOMIC_RELAXED);
+}
+
+/* <e> leaves the table. The stripe lock held. */
+static inline void filter_only_uncount(struct cache *c, struct pod_entry *e)
+{
+	if (e->filter_only)
+		__atomic_sub_fetch(&c->filter_only.n, 1, __ATOMIC_RELAXED);
+	e->filter_only = false;
+}
+
+/* Whether the cap may drop <e>: known only from a filter call, occupying
+ * nothing, and not in a bind. */
+static inline bool filter_only_droppable(const struct pod_entry *e)
+{
+	return e->filter_only && !e->node_entry && e->state == CACHE_POD_STATE_UNACCOUNTED;
+}
+
 /* A new pod entry for <uid> in <st>, pending and occupying nothing, or NULL
  * when out of memory. The stripe lock held. */
 struct pod_entry *cache__pod_entry_new(struct stripe *st, const char *uid);

@@ -82,37 +82,6 @@ static size_t filter_only_cap(const struct cache *c)
 					    : CACHE_FILTER_ONLY_PODS_DEFAULT;
 }
 
-/* Bring <e>'s place in the count up to date: counted while it is known only
- * from a filter call and occupies nothing. Every change to from_api,
- * node_entry or the entry's presence ends here. The stripe lock held. */
-static void filter_only_count(struct cache *c, struct pod_entry *e)
-{
-	bool counted = e->pod && !e->from_api && !e->reservation && !e->node_entry;
-
-	if (counted == e->filter_only)
-		return;
-	e->filter_only = counted;
-	if (counted)
-		__atomic_add_fetch(&c->filter_only.n, 1, __ATOMIC_RELAXED);
-	else
-		__atomic_sub_fetch(&c->filter_only.n, 1, __ATOMIC_RELAXED);
-}
-
-/* <e> leaves the table. The stripe lock held. */
-static void filter_only_uncount(struct cache *c, struct pod_entry *e)
-{
-	if (e->filter_only)
-		__atomic_sub_fetch(&c->filter_only.n, 1, __ATOMIC_RELAXED);
-	e->filter_only = false;
-}
-
-/* Whether the cap may drop <e>: known only from a filter call, occupying
- * nothing, and not in a bind. */
-static bool filter_only_droppable(const struct pod_entry *e)
-{
-	return e->filter_only && !e->node_entry && e->state == CACHE_POD_STATE_UNACCOUNTED;
-}
-
 /* Whether a log line about the cap is due (one per FILTER_ONLY_LOG_NS). */
 static bool filter_only_log_due(struct cache *c)
 {
@@ -126,37 +95,18 @@ static bool filter_only_log_due(struct cache *c)
 					   __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
-/* Keep in <heap> (a max-heap of <*n> of at most <k>) the <k> smallest stamps
- * offered. */
-static void oldest_offer(uint64_t *heap, size_t *n, size_t k, uint64_t v)
+/* Keep in <old> (ascending, <*n> of at most <k>) the <k> smallest stamps
+ * offered. The walk visits entries in hash order, not age order, so few
+ * offers shift the array. */
+static void oldest_offer(uint64_t *old, size_t *n, size_t k, uint64_t v)
 {
 	size_t i;
 
-	if (*n < k) {
-		for (i = (*n)++; i && heap[(i - 1) / 2] < v; i = (i - 1) / 2)
-			heap[i] = heap[(i - 1) / 2];
-		heap[i] = v;
+	if (*n == k && v >= old[k - 1])
 		return;
-	}
-	if (v >= heap[0])
-		return;
-	/* Replace the largest and sift down. */
-	for (i = 0;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		uint64_t mv = v;
-
-		if (l < *n && heap[l] > mv) {
-			m = l;
-			mv = heap[l];
-		}
-		if (r < *n && heap[r] > mv)
-			m = r;
-		if (m == i)
-			break;
-		heap[i] = heap[m];
-		i = m;
-	}
-	heap[i] = v;
+	for (i = *n < k ? (*n)++ : k - 1; i && old[i - 1] > v; i--)
+		old[i] = old[i - 1];
+	old[i] = v;
 }
 
 /* Drop up to <batch> droppable entries, the oldest first: one walk finds the
@@ -165,7 +115,7 @@ static void oldest_offer(uint64_t *heap, size_t *n, size_t k, uint64_t v)
  * how many were dropped. No lock held on entry. */
 static size_t filter_only_drop_oldest(struct cache *c, size_t batch)
 {
-	uint64_t heap[FILTER_ONLY_DROP_BATCH], limit;
+	uint64_t old[FILTER_ONLY_DROP_BATCH], limit;
 	size_t n = 0, dropped = 0;
 
 	for (int i = 0; i < POD_STRIPES; i++) {
@@ -175,12 +125,12 @@ static size_t filter_only_drop_oldest(struct cache *c, size_t batch)
 		pthread_mutex_lock(&c->pods[i].lock);
 		while (strmap_next(&c->pods[i].map, &pos, NULL, &v))
 			if (filter_only_droppable(v))
-				oldest_offer(heap, &n, batch, ((struct pod_entry *)v)->seen_ns);
+				oldest_offer(old, &n, batch, ((struct pod_entry *)v)->seen_ns);
 		pthread_mutex_unlock(&c->pods[i].lock);
 	}
 	if (!n)
 		return 0;
-	limit = n < batch ? UINT64_MAX : heap[0];
+	limit = n < batch ? UINT64_MAX : old[n - 1];
 	for (int i = 0; i < POD_STRIPES && dropped < batch; i++) {
 		struct stripe *st = &c->pods[i];
 		struct pod_entry *gone[FILTER_ONLY_DROP_BATCH];

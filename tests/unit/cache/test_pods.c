@@ -81,6 +81,28 @@ static void test_cache_remember_cap_drops_oldest_first(void **state)
 	cache_free(c);
 }
 
+/* A larger cap drops a batch at a time (a 64th of it): the batch's oldest. */
+static void test_cache_remember_cap_drops_a_batch_of_the_oldest(void **state)
+{
+	struct cache *c = capped(640);
+	char uid[32];
+
+	(void)state;
+	for (int i = 0; i < 640; i++) {
+		snprintf(uid, sizeof(uid), "p%d", i);
+		remember(c, uid, 1);
+	}
+	remember(c, "last", 1);
+	assert_int_equal(fo(c).dropped, 10);
+	assert_int_equal(fo(c).pods, 631);
+	for (int i = 0; i < 12; i++) {
+		snprintf(uid, sizeof(uid), "p%d", i);
+		assert_int_equal(cache_pod_known(c, uid), i >= 10);
+	}
+	assert_true(cache_pod_known(c, "last"));
+	cache_free(c);
+}
+
 /* A pod the watch shows, one being bound and a reservation are not the cap's:
  * not counted, never dropped. The oldest droppable one goes instead. */
 static void test_cache_remember_cap_spares_watched_bound_and_reserved(void **state)
@@ -211,6 +233,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		CACHE_TEST(test_cache_remember_cap_default),
 		cmocka_unit_test(test_cache_remember_cap_drops_oldest_first),
+		cmocka_unit_test(test_cache_remember_cap_drops_a_batch_of_the_oldest),
 		cmocka_unit_test(test_cache_remember_cap_spares_watched_bound_and_reserved),
 		cmocka_unit_test(test_cache_remember_cap_count_follows_delete_and_expire),
 		cmocka_unit_test(test_cache_remember_cap_concurrent),
