@@ -365,8 +365,7 @@ static void bind_refuse(struct ext_reply *r, const struct ext_async *async,
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	log_warn("extender", "bind: refused pod %s/%s (uid %s) -> node %s, asked by %s: %s",
-		 b->pod_namespace, b->pod_name, b->pod_uid, b->node,
-		 bind_caller(async), why);
+		 b->pod_namespace, b->pod_name, b->pod_uid, b->node, bind_caller(async), why);
 	ext__reply_error(r, 200, "%s", why);
 }
 
@@ -399,20 +398,19 @@ static int bind_check_pod(const struct ext_bind_args *b, const struct cache_pod_
 {
 	if (info->reservation) {
 		say(why, len, "troupe: uid %s is not a pod (it names GPUs troupe keeps for a "
-			 "gang)", b->pod_uid);
+		    "gang)", b->pod_uid);
 		return -EPERM;
 	}
 	if (strcmp(info->name, b->pod_name) != 0 || strcmp(info->ns, b->pod_namespace) != 0) {
 		say(why, len, "troupe: uid %s belongs to pod %s/%s, not %s/%s", b->pod_uid,
-			 info->ns, info->name, b->pod_namespace,
-			 b->pod_name);
+		    info->ns, info->name, b->pod_namespace, b->pod_name);
 		return -EPERM;
 	}
 	if (live && !info->from_api) {
 		say(why, len, "troupe: pod %s/%s (uid %s) is not in the cluster state troupe "
-			 "watches (only a filter call named it); kube-scheduler binds only pods its "
-			 "watch shows, so a real pod is bound on its retry", info->ns, info->name,
-			 b->pod_uid);
+		    "watches (only a filter call named it); kube-scheduler binds only pods its "
+		    "watch shows, so a real pod is bound on its retry", info->ns, info->name,
+		    b->pod_uid);
 		return -EPERM;
 	}
 	if (info->state == CACHE_POD_STATE_ASSUMED || info->state == CACHE_POD_STATE_BOUND ||
@@ -422,7 +420,7 @@ static int bind_check_pod(const struct ext_bind_args *b, const struct cache_pod_
 		return strcmp(info->node, b->node) == 0 ? -EALREADY : -EEXIST;
 	if (!info->active) {
 		say(why, len, "troupe: pod %s/%s has finished or is being deleted", info->ns,
-			 info->name);
+		    info->name);
 		return -EPERM;
 	}
 	return 0;
@@ -458,19 +456,18 @@ static int bind_check_node(const struct ext_service *svc, const struct cache_pod
 		break;
 	case PLACEMENT_NO_GPU_KIND:
 		say(why, len, "troupe: node has no %s; not binding pod %s/%s to node %s",
-			 info->demand.gpu_resource >= 0 &&
-					 (unsigned)info->demand.gpu_resource < opts->n_gpu_resources
-				 ? opts->gpu_resources[info->demand.gpu_resource]
-				 : "GPU of the kind asked",
-			 info->ns, info->name, node);
+		    (unsigned)info->demand.gpu_resource < opts->n_gpu_resources
+			    ? opts->gpu_resources[info->demand.gpu_resource]
+			    : "GPU of the kind asked",
+		    info->ns, info->name, node);
 		break;
 	case PLACEMENT_NOT_READY:
 		say(why, len, "troupe: node is not Ready; not binding pod %s/%s to node %s",
-			 info->ns, info->name, node);
+		    info->ns, info->name, node);
 		break;
 	case PLACEMENT_CORDONED:
 		say(why, len, "troupe: node is cordoned (spec.unschedulable); not binding pod "
-			 "%s/%s to node %s", info->ns, info->name, node);
+		    "%s/%s to node %s", info->ns, info->name, node);
 		break;
 	}
 out:
