@@ -100,12 +100,13 @@ static void oldest_offer(struct gang **old, unsigned *n, unsigned k, struct gang
 static unsigned make_room(struct gang_manager *m, size_t cap)
 {
 	struct gang *old[GANG_DROP_BATCH];
-	unsigned n = 0, k = cap / 64 < 1 ? 1 : cap / 64 > GANG_DROP_BATCH ? GANG_DROP_BATCH
-									: (unsigned)(cap / 64);
+	unsigned n = 0, k = GANG_DROP_BATCH;
 	size_t pos = 0;
 	void *v;
 	uint64_t now = gang__now(m);
 
+	if (cap / 64 < k)
+		k = cap / 64 ? (unsigned)(cap / 64) : 1;
 	while (strmap_next(&m->gangs, &pos, NULL, &v))
 		if (gang__forgettable(v))
 			oldest_offer(old, &n, k, v);
