@@ -57,7 +57,16 @@ struct cache_opts {
 	void *(*node_derive)(const struct cache_node *node, void *ctx);
 	void (*node_release)(void *derived, void *ctx);
 	void *hook_ctx;
+	/* Pods remembered from filter calls alone (not from the watch or a
+	 * snapshot) kept at most; at the cap the oldest that occupy nothing are
+	 * dropped first (cache_pod_remember). 0: CACHE_FILTER_ONLY_PODS_DEFAULT. */
+	size_t max_filter_only_pods;
 };
+
+/* Pods remembered from filter calls, by default. Whoever can reach troupe's
+ * port can send filter calls naming made-up pods; each remembered pod is a few
+ * hundred bytes, and a pod the watch shows is not counted. */
+enum { CACHE_FILTER_ONLY_PODS_DEFAULT = 50000 };
 
 /* ---- Objects ---------------------------------------------------------- */
 
@@ -294,8 +303,21 @@ int cache_pod_delete(struct cache *c, const char *uid);
 
 /* Any: remember a pod seen in a request (filter) so that a later bind knows its
  * demand even before the watch shows it. Does nothing when the pod is already
- * known. Takes ownership of <pod>. */
+ * known. At the cap (cache_opts.max_filter_only_pods) the oldest pods
+ * remembered this way that occupy nothing are dropped first; -ENOSPC when none
+ * can be. Takes ownership of <pod> (also on error). */
 int cache_pod_remember(struct cache *c, struct cache_pod *pod);
+
+/* What the cap on pods remembered from filter calls did (cache_opts.
+ * max_filter_only_pods), for /metrics and tests. */
+struct cache_filter_only_stats {
+	size_t pods;                    /* remembered from filter only, occupying nothing */
+	size_t cap;                     /* the cap in force */
+	uint64_t dropped;               /* dropped, oldest first, to make room */
+	uint64_t refused;               /* not remembered: nothing could be dropped */
+};
+/* Any. */
+void cache_filter_only_get(struct cache *c, struct cache_filter_only_stats *out);
 
 /* Any: whether the cache has an entry for pod <uid> (cheap: no copy). */
 bool cache_pod_known(struct cache *c, const char *uid);

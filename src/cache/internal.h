@@ -78,6 +78,9 @@ struct pod_entry {
 	bool from_api;                  /* seen in the cluster state, not only in a filter */
 	bool reservation;               /* devices kept for a gang's future member */
 	bool posted;                    /* troupe's Binding was accepted (201/409 same node) */
+	/* Counted in cache.filter_only.n: known only from a filter call and
+	 * occupying nothing (pods.c, filter_only_count). */
+	bool filter_only;
 	uint64_t uncertain_ns;          /* a Binding's outcome is unknown since; 0: not */
 	uint64_t seen_ns;               /* when a filter remembered it (not from the API) */
 	uint64_t known_ns;              /* when troupe first learnt of it */
@@ -117,6 +120,16 @@ struct cache {
 	pthread_mutex_t members_lock;
 	struct strmap members;          /* "ns/group" -> struct members; guarded by members_lock */
 	bool members_lost;              /* an update failed (no memory): scan every pod */
+	/* Pods known only from filter calls (pods.c): how many, against
+	 * opts.max_filter_only_pods; what the cap dropped and refused; when it
+	 * last logged; whether a thread is dropping now. Relaxed atomics: n is
+	 * changed under the pod's stripe lock, read without one. */
+	struct {
+		size_t n;
+		uint64_t dropped, refused;
+		uint64_t logged_ns;
+		bool dropping;
+	} filter_only;
 	/* Changes to node records and usage, begun and done (seq_cst), on a line
 	 * of their own: binds bump them, every lookup reads the lines above. */
 	struct {
@@ -281,6 +294,39 @@ static inline struct stripe *stripe_of(struct cache *c, const char *uid, size_t 
 {
 	/* The high bits: the low ones pick the bucket inside the stripe's map. */
 	return &c->pods[strmap_hash(uid, len) >> 58];
+}
+
+/* ---- Pods known only from filter calls (pods.c) ------------------------------- */
+
+/* Bring <e>'s place in the count up to date: counted while it is known only
+ * from a filter call and occupies nothing. Every change to from_api,
+ * node_entry or the entry's presence ends here. The stripe lock held. */
+static inline void filter_only_count(struct cache *c, struct pod_entry *e)
+{
+	bool counted = e->pod && !e->from_api && !e->reservation && !e->node_entry;
+
+	if (counted == e->filter_only)
+		return;
+	e->filter_only = counted;
+	if (counted)
+		__atomic_add_fetch(&c->filter_only.n, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_sub_fetch(&c->filter_only.n, 1, __ATOMIC_RELAXED);
+}
+
+/* <e> leaves the table. The stripe lock held. */
+static inline void filter_only_uncount(struct cache *c, struct pod_entry *e)
+{
+	if (e->filter_only)
+		__atomic_sub_fetch(&c->filter_only.n, 1, __ATOMIC_RELAXED);
+	e->filter_only = false;
+}
+
+/* Whether the cap may drop <e>: known only from a filter call, occupying
+ * nothing, and not in a bind. */
+static inline bool filter_only_droppable(const struct pod_entry *e)
+{
+	return e->filter_only && !e->node_entry && e->state == CACHE_POD_STATE_UNACCOUNTED;
 }
 
 /* A new pod entry for <uid> in <st>, pending and occupying nothing, or NULL

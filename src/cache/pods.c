@@ -8,6 +8,11 @@
  * What a pod occupies is charged to its node entry's usage (usage.c) and
  * holds a reference on the entry, so a node troupe does not know (yet) keeps
  * its usage while pods occupy it.
+ *
+ * Pods known only from filter calls are counted (filter_only_count) and
+ * capped: anyone who can reach troupe's port can name made-up pods, so at the
+ * cap remember drops the oldest of them that occupy nothing, a batch at a time
+ * (filter_only_make_room), rather than grow without bound.
  */
 #include "cache/api_internal.h"
 #include "cache/internal.h"
@@ -61,6 +66,152 @@ static bool gone_push(struct pod_entry ***gone, size_t *n, size_t *cap, struct p
 	}
 	(*gone)[(*n)++] = e;
 	return true;
+}
+
+/* ---- Pods known only from filter calls ------------------------------------------ */
+
+/* Drop at most this many a walk: the walk costs the whole pod table, so it is
+ * paid once per batch of remembers, not per remember. */
+enum { FILTER_ONLY_DROP_BATCH = 256 };
+/* Log lines about the cap at most this often. */
+#define FILTER_ONLY_LOG_NS (10ULL * 1000000000ULL)
+
+static size_t filter_only_cap(const struct cache *c)
+{
+	return c->opts.max_filter_only_pods ? c->opts.max_filter_only_pods
+					    : CACHE_FILTER_ONLY_PODS_DEFAULT;
+}
+
+/* Whether a log line about the cap is due (one per FILTER_ONLY_LOG_NS). */
+static bool filter_only_log_due(struct cache *c)
+{
+	uint64_t now = util_now_ns();
+	uint64_t last = __atomic_load_n(&c->filter_only.logged_ns, __ATOMIC_RELAXED);
+
+	if (last && util_elapsed_ns(now, last) < FILTER_ONLY_LOG_NS)
+		return false;
+	/* Relaxed: only which thread logs is decided here. */
+	return __atomic_compare_exchange_n(&c->filter_only.logged_ns, &last, now, false,
+					   __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/* Keep in <old> (ascending, <*n> of at most <k>) the <k> smallest stamps
+ * offered. The walk visits entries in hash order, not age order, so few
+ * offers shift the array. */
+static void oldest_offer(uint64_t *old, size_t *n, size_t k, uint64_t v)
+{
+	size_t i;
+
+	if (*n == k && v >= old[k - 1])
+		return;
+	for (i = *n < k ? (*n)++ : k - 1; i && old[i - 1] > v; i--)
+		old[i] = old[i - 1];
+	old[i] = v;
+}
+
+/* Drop up to <batch> droppable entries, the oldest first: one walk finds the
+ * stamp of the <batch>-th oldest, a second drops those no younger (each entry
+ * checked again under its lock: the table moved between the walks). Returns
+ * how many were dropped. No lock held on entry. */
+static size_t filter_only_drop_oldest(struct cache *c, size_t batch)
+{
+	uint64_t old[FILTER_ONLY_DROP_BATCH], limit;
+	size_t n = 0, dropped = 0;
+
+	for (int i = 0; i < POD_STRIPES; i++) {
+		size_t pos = 0;
+		void *v;
+
+		pthread_mutex_lock(&c->pods[i].lock);
+		while (strmap_next(&c->pods[i].map, &pos, NULL, &v))
+			if (filter_only_droppable(v))
+				oldest_offer(old, &n, batch, ((struct pod_entry *)v)->seen_ns);
+		pthread_mutex_unlock(&c->pods[i].lock);
+	}
+	if (!n)
+		return 0;
+	limit = n < batch ? UINT64_MAX : old[n - 1];
+	for (int i = 0; i < POD_STRIPES && dropped < batch; i++) {
+		struct stripe *st = &c->pods[i];
+		struct pod_entry *gone[FILTER_ONLY_DROP_BATCH];
+		size_t k = 0, pos = 0;
+		void *v;
+
+		pthread_mutex_lock(&st->lock);
+		while (dropped + k < batch && strmap_next(&st->map, &pos, NULL, &v)) {
+			struct pod_entry *e = v;
+
+			if (filter_only_droppable(e) && e->seen_ns <= limit)
+				gone[k++] = e;
+		}
+		for (size_t j = 0; j < k; j++) {
+			strmap_del(&st->map, gone[j]->uid, strlen(gone[j]->uid));
+			filter_only_uncount(c, gone[j]);
+			cache__members_move(c, gone[j]->uid, gone[j]->pod, NULL);
+		}
+		pthread_mutex_unlock(&st->lock);
+		for (size_t j = 0; j < k; j++)
+			cache__pod_entry_free(gone[j]);
+		dropped += k;
+	}
+	return dropped;
+}
+
+/* The count has reached <cap>: make room for one more, dropping the oldest a
+ * batch at a time. One thread drops at a time; while it does, others go on
+ * until a batch past the cap, so the count stays within the cap, a batch and
+ * the filters running at once.
+ * Returns 0, or -ENOSPC when nothing could be dropped (every pod remembered is
+ * being bound). No lock held. */
+static int filter_only_make_room(struct cache *c, size_t cap)
+{
+	size_t batch = cap / 64, dropped = 0, n;
+	int ret = 0;
+
+	if (batch < 1)
+		batch = 1;
+	if (batch > FILTER_ONLY_DROP_BATCH)
+		batch = FILTER_ONLY_DROP_BATCH;
+	/* Acquire: pairs with the release below, so the next dropper starts from
+	 * the table this one left. */
+	if (__atomic_exchange_n(&c->filter_only.dropping, true, __ATOMIC_ACQUIRE)) {
+		if (__atomic_load_n(&c->filter_only.n, __ATOMIC_RELAXED) < cap + batch)
+			goto out;
+		ret = -ENOSPC;
+		goto refused;
+	}
+	dropped = filter_only_drop_oldest(c, batch);
+	__atomic_store_n(&c->filter_only.dropping, false, __ATOMIC_RELEASE);
+	if (dropped) {
+		uint64_t total = __atomic_add_fetch(&c->filter_only.dropped, dropped,
+						    __ATOMIC_RELAXED);
+
+		if (filter_only_log_due(c))
+			log_warn("cache", "%zu pods are known only from filter calls, the cap "
+				 "(cache.max_filter_only_pods): dropped the %zu oldest that occupy "
+				 "nothing (%llu so far); a real pod comes back with the watch",
+				 cap, dropped, (unsigned long long)total);
+	}
+	n = __atomic_load_n(&c->filter_only.n, __ATOMIC_RELAXED);
+	if (n < cap || (dropped && n < cap + batch))
+		goto out;       /* others may have added meanwhile, within the slack */
+	ret = -ENOSPC;
+refused:
+	__atomic_add_fetch(&c->filter_only.refused, 1, __ATOMIC_RELAXED);
+	if (filter_only_log_due(c))
+		log_warn("cache", "%zu pods are known only from filter calls, the cap "
+			 "(cache.max_filter_only_pods), and none can be dropped now: a filter's pod "
+			 "is not remembered", cap);
+out:
+	return ret;
+}
+
+void cache_filter_only_get(struct cache *c, struct cache_filter_only_stats *out)
+{
+	out->pods = __atomic_load_n(&c->filter_only.n, __ATOMIC_RELAXED);
+	out->cap = filter_only_cap(c);
+	out->dropped = __atomic_load_n(&c->filter_only.dropped, __ATOMIC_RELAXED);
+	out->refused = __atomic_load_n(&c->filter_only.refused, __ATOMIC_RELAXED);
 }
 
 /* ---- What a pod occupies ------------------------------------------------------ */
@@ -170,6 +321,7 @@ int cache_pod_apply(struct cache *c, struct cache_pod *pod)
 		goto out;
 	}
 	e->from_api = true;
+	filter_only_count(c, e);
 	if (pod_occupies(pod)) {
 		ret = entry_occupy_fact(c, e, pod);
 		if (e->state == CACHE_POD_STATE_BOUND)
@@ -200,6 +352,7 @@ int cache_pod_delete(struct cache *c, const char *uid)
 	e = strmap_del(&st->map, uid, len);
 	if (e) {
 		cache__pod_entry_release(c, e);
+		filter_only_uncount(c, e);
 		cache__members_move(c, e->uid, e->pod, NULL);
 	}
 	pthread_mutex_unlock(&st->lock);
@@ -209,7 +362,7 @@ int cache_pod_delete(struct cache *c, const char *uid)
 
 int cache_pod_remember(struct cache *c, struct cache_pod *pod)
 {
-	size_t len = strlen(pod->uid);
+	size_t len = strlen(pod->uid), cap = filter_only_cap(c);
 	struct stripe *st = stripe_of(c, pod->uid, len);
 	struct pod_entry *e;
 	int ret = 0;
@@ -220,6 +373,14 @@ int cache_pod_remember(struct cache *c, struct cache_pod *pod)
 		/* Already known from the watch or an earlier call: that is newer. */
 		goto out;
 	}
+	if (__atomic_load_n(&c->filter_only.n, __ATOMIC_RELAXED) >= cap) {
+		/* Room is made with no stripe lock held (it takes each in turn). */
+		pthread_mutex_unlock(&st->lock);
+		ret = filter_only_make_room(c, cap);
+		pthread_mutex_lock(&st->lock);
+		if (ret < 0 || strmap_get(&st->map, pod->uid, len))
+			goto out;
+	}
 	e = cache__pod_entry_new(st, pod->uid);
 	if (!e) {
 		ret = -ENOMEM;
@@ -227,6 +388,7 @@ int cache_pod_remember(struct cache *c, struct cache_pod *pod)
 	}
 	e->pod = pod;
 	e->seen_ns = util_now_ns();
+	filter_only_count(c, e);
 	cache__members_move(c, e->uid, NULL, pod);
 	pod = NULL;
 out:
@@ -390,6 +552,7 @@ int cache_pod_assume(struct cache *c, const char *uid, const char *node, uint64_
 	e->occupied_devices = want;
 	e->occupied_unattr = 0;
 	e->state = CACHE_POD_STATE_ASSUMED;
+	filter_only_count(c, e);        /* it occupies a node now: not the cap's */
 	goto out;
 out_unref:
 	node_entry_unref(ne);
@@ -412,6 +575,7 @@ int cache_pod_forget(struct cache *c, const char *uid)
 	if (e && e->state == CACHE_POD_STATE_ASSUMED) {
 		cache__pod_entry_release(c, e);
 		e->state = CACHE_POD_STATE_UNACCOUNTED;
+		filter_only_count(c, e);
 		ret = 0;
 	}
 	pthread_mutex_unlock(&st->lock);
@@ -461,6 +625,7 @@ void cache_pod_expire(struct cache *c, uint64_t uncertain_ns, uint64_t remembere
 				cache__pod_entry_release(c, e);
 				e->state = CACHE_POD_STATE_UNACCOUNTED;
 				e->uncertain_ns = 0;
+				filter_only_count(c, e);
 				released++;
 			} else if (!e->from_api && !e->reservation && !e->node_entry &&
 				   e->state == CACHE_POD_STATE_UNACCOUNTED &&
@@ -470,6 +635,7 @@ void cache_pod_expire(struct cache *c, uint64_t uncertain_ns, uint64_t remembere
 		}
 		for (size_t k = 0; k < n; k++) {
 			strmap_del(&st->map, gone[k]->uid, strlen(gone[k]->uid));
+			filter_only_uncount(c, gone[k]);
 			cache__members_move(c, gone[k]->uid, gone[k]->pod, NULL);
 		}
 		pthread_mutex_unlock(&st->lock);

@@ -6,6 +6,15 @@
  * claims its planned slot and parks the bind at the all-or-nothing barrier
  * until the gang's quorum; then every parked bind is released and posted.
  *
+ * Before any of that, every bind is checked against troupe's own view
+ * (bind_check_pod, bind_check_node): troupe posts Bindings with its own
+ * cluster-wide permission, so a request it did not expect from kube-scheduler
+ * must not make it bind anything. The pod must be in the cache (from the watch
+ * when troupe watches a cluster), be the pod the request names, be neither
+ * finished, being deleted nor bound elsewhere; the node must be known, Ready
+ * and not cordoned, for a pod asking no GPU as for one asking some. A refusal
+ * changes nothing, posts nothing, and is logged with its reason.
+ *
  * With a live API server the Binding is posted on the binder thread and the
  * reply completes later (bind_posted); post_again decides when the same
  * Binding is worth posting again. The Binding carries annotations naming the
@@ -15,6 +24,7 @@
 #include "extender/internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +338,143 @@ static enum gang_bind_result bind_gang(const struct ext_service *svc,
 	return gr;
 }
 
+/* ---- What a bind must pass first ------------------------------------------------- */
+
+/* Who sent the request, for a refusal's log line. The verb is not told: the
+ * HTTP server knows the peer's address (and, with TLS, its certificate) but
+ * does not pass it on (docs: bind.md). */
+static const char *bind_caller(const struct ext_async *async)
+{
+	(void)async;
+	return "a client the server does not name";
+}
+
+/* Refuse the bind: log who asked and why, and answer with the reason in the
+ * ExtenderBindingResult's Error. Nothing has been claimed or posted. */
+static void bind_refuse(struct ext_reply *r, const struct ext_async *async,
+			const struct ext_bind_args *b, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void bind_refuse(struct ext_reply *r, const struct ext_async *async,
+			const struct ext_bind_args *b, const char *fmt, ...)
+{
+	char why[EXT_REPLY_ERROR_BUF];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	log_warn("extender", "bind: refused pod %s/%s (uid %s) -> node %s, asked by %s: %s",
+		 b->pod_namespace, b->pod_name, b->pod_uid, b->node, bind_caller(async), why);
+	ext__reply_error(r, 200, "%s", why);
+}
+
+/* Write a refusal's reason into <why> (at most <len> bytes: names at their
+ * longest are cut, as the reply's Error would cut them). */
+static void say(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void say(char *why, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, len, fmt, ap);
+	va_end(ap);
+}
+
+/* Whether pod <info> (the cache's copy for the request's uid) may be bound as
+ * <b> asks. Returns 0 for a new bind; -EALREADY when the pod is already on
+ * <b>'s node (a retry after a lost reply: answered as done, nothing posted);
+ * -EEXIST when it is bound elsewhere; -EPERM when refused, with <why>.
+ *
+ * kube-scheduler binds only pods its own watch has shown it, unbound ones. When
+ * troupe watches the cluster (<live>) its watch is as far as kube-scheduler's or
+ * further, so a pod troupe knows only from a filter call (or not at all) is
+ * refused: if it is real, the watch delivers it and kube-scheduler's retry
+ * succeeds; if not, nothing of it is posted. Without a watch (a snapshot) a
+ * pod remembered from filter is all troupe can know, and nothing is posted. */
+static int bind_check_pod(const struct ext_bind_args *b, const struct cache_pod_info *info,
+			  bool live, char *why, size_t len)
+{
+	if (info->reservation) {
+		say(why, len, "troupe: uid %s is not a pod (it names GPUs troupe keeps for a "
+		    "gang)", b->pod_uid);
+		return -EPERM;
+	}
+	if (strcmp(info->name, b->pod_name) != 0 || strcmp(info->ns, b->pod_namespace) != 0) {
+		say(why, len, "troupe: uid %s belongs to pod %s/%s, not %s/%s", b->pod_uid,
+		    info->ns, info->name, b->pod_namespace, b->pod_name);
+		return -EPERM;
+	}
+	if (live && !info->from_api) {
+		say(why, len, "troupe: pod %s/%s (uid %s) is not in the cluster state troupe "
+		    "watches (only a filter call named it); kube-scheduler binds only pods its "
+		    "watch shows, so a real pod is bound on its retry", info->ns, info->name,
+		    b->pod_uid);
+		return -EPERM;
+	}
+	if (info->state == CACHE_POD_STATE_ASSUMED || info->state == CACHE_POD_STATE_BOUND ||
+	    info->node[0])
+		/* On a node already: troupe's bind, the watch's spec.nodeName (a pod
+		 * asking no GPU occupies nothing but still names its node). */
+		return strcmp(info->node, b->node) == 0 ? -EALREADY : -EEXIST;
+	if (!info->active) {
+		say(why, len, "troupe: pod %s/%s has finished or is being deleted", info->ns,
+		    info->name);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Whether <node> can take pod <info> as far as the node itself says: troupe
+ * knows it, it is Ready and not cordoned, and for a pod asking GPUs it offers
+ * that kind (placement_node_usable, the rule filter and the gang planner
+ * use). A pod asking no GPU has no kind to match, so only the node's state is
+ * asked. Returns 0, or -EPERM with <why>. */
+static int bind_check_node(const struct ext_service *svc, const struct cache_pod_info *info,
+			   const char *node, char *why, size_t len)
+{
+	const struct cache_opts *opts = cache_get_opts(svc->cache);
+	struct cache_node_view v;
+	enum placement_usable u = PLACEMENT_USABLE;
+	int ret = -EPERM;
+
+	cache_read_begin(svc->cache);
+	if (!cache_node_lookup(svc->cache, node, strlen(node), &v)) {
+		say(why, len, "troupe: node %s is unknown to troupe", node);
+		goto out;
+	}
+	if (info->demand.gpus > 0)
+		u = placement_node_usable(v.node, info->demand.gpu_resource);
+	else if (!v.node->ready)
+		u = PLACEMENT_NOT_READY;
+	else if (v.node->unschedulable)
+		u = PLACEMENT_CORDONED;
+	switch (u) {
+	case PLACEMENT_USABLE:
+		ret = 0;
+		break;
+	case PLACEMENT_NO_GPU_KIND:
+		say(why, len, "troupe: node has no %s; not binding pod %s/%s to node %s",
+		    (unsigned)info->demand.gpu_resource < opts->n_gpu_resources
+			    ? opts->gpu_resources[info->demand.gpu_resource]
+			    : "GPU of the kind asked",
+		    info->ns, info->name, node);
+		break;
+	case PLACEMENT_NOT_READY:
+		say(why, len, "troupe: node is not Ready; not binding pod %s/%s to node %s",
+		    info->ns, info->name, node);
+		break;
+	case PLACEMENT_CORDONED:
+		say(why, len, "troupe: node is cordoned (spec.unschedulable); not binding pod "
+		    "%s/%s to node %s", info->ns, info->name, node);
+		break;
+	}
+out:
+	cache_read_end(svc->cache);
+	return ret;
+}
+
 /* ---- The verb ------------------------------------------------------------------- */
 
 bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struct ext_reply *r,
@@ -337,7 +484,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	struct cache_pod_info info;
 	struct cache_node_view v;
 	struct bind_record rec = { .link = "", .uuids = "" };
-	char err[EXT_REQUEST_ERR_BUF] = "";
+	char err[EXT_REQUEST_ERR_BUF] = "", why[EXT_REPLY_ERROR_BUF];
 	struct placement_request req = { 0 };
 	uint64_t devices = 0;
 	int ret = -EAGAIN;
@@ -354,28 +501,33 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 		goto out;
 	}
 	if (cache_pod_get(svc->cache, b.pod_uid, &info) < 0) {
-		log_warn("extender", "bind: pod %s/%s (uid %s) is unknown; it was not seen by filter "
-			 "or the cluster source", b.pod_namespace, b.pod_name, b.pod_uid);
-		ext__reply_error(r, 200, "troupe: pod %s/%s (uid %s) is unknown to troupe; it was "
-				 "not seen by filter or in the cluster state", b.pod_namespace,
-				 b.pod_name, b.pod_uid);
+		/* Perhaps a pod created a moment ago that troupe's watch has not
+		 * delivered yet: kube-scheduler retries, and by then it has. */
+		bind_refuse(r, async, &b, "troupe: pod %s/%s (uid %s) is unknown to troupe; it is "
+			    "neither in the cluster state it watches nor seen by filter",
+			    b.pod_namespace, b.pod_name, b.pod_uid);
 		goto out;
 	}
-	if (strcmp(info.name, b.pod_name) != 0 ||
-	    (b.pod_namespace[0] && strcmp(info.ns, b.pod_namespace) != 0)) {
-		ext__reply_error(r, 200, "troupe: uid %s belongs to pod %s/%s, not %s/%s", b.pod_uid,
-				 info.ns, info.name, b.pod_namespace, b.pod_name);
+	ret = bind_check_pod(&b, &info, svc->informer != NULL, why, sizeof(why));
+	if (ret == -EPERM) {
+		bind_refuse(r, async, &b, "%s", why);
 		goto out;
 	}
-	req.demand = info.demand;
-	if (!info.demand_valid ||
-	    placement_policy_parse(info.topology, &req.policy, err, sizeof(err)) < 0) {
-		ext__reply_error(r, 200, "troupe: pod %s/%s has an invalid GPU request%s%s", info.ns,
-				 info.name, err[0] ? ": " : "", err);
-		goto out;
+	if (ret == 0) {
+		req.demand = info.demand;
+		if (!info.demand_valid ||
+		    placement_policy_parse(info.topology, &req.policy, err, sizeof(err)) < 0) {
+			bind_refuse(r, async, &b, "troupe: pod %s/%s has an invalid GPU request%s%s",
+				    info.ns, info.name, err[0] ? ": " : "", err);
+			goto out;
+		}
+		if (bind_check_node(svc, &info, b.node, why, sizeof(why)) < 0) {
+			bind_refuse(r, async, &b, "%s", why);
+			goto out;
+		}
+		ret = -EAGAIN;  /* claim below */
 	}
-	if (svc->gangs && info.group[0] && async && info.state == CACHE_POD_STATE_UNACCOUNTED &&
-	    info.demand.gpus > 0) {
+	if (ret == -EAGAIN && svc->gangs && info.group[0] && async && info.demand.gpus > 0) {
 		enum gang_bind_result gr = bind_gang(svc, &info, &req, b.pod_uid, b.node, r,
 							     async);
 
@@ -386,10 +538,9 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 		if (gr == GANG_BIND_REFUSED)
 			goto out;
 	}
-	if (info.state == CACHE_POD_STATE_ASSUMED || info.state == CACHE_POD_STATE_BOUND) {
+	if (ret == -EALREADY || ret == -EEXIST) {
 		/* A repeated bind (kube-scheduler retrying after a lost reply). With an
 		 * API server it is done only once the cluster accepted the Binding. */
-		ret = strcmp(info.node, b.node) == 0 ? -EALREADY : -EEXIST;
 		devices = info.devices;
 		if (ret == -EALREADY && svc->binder && info.state == CACHE_POD_STATE_ASSUMED &&
 		    !info.posted) {
@@ -450,10 +601,8 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 		strbuf_puts(&r->body, "{\"Error\":\"\"}");
 		break;
 	case -EEXIST:
-		log_warn("extender", "bind: pod %s/%s is already bound to node %s, not %s", info.ns,
-			 info.name, info.node, b.node);
-		ext__reply_error(r, 200, "troupe: pod %s/%s is already bound to node %s", info.ns,
-				 info.name, info.node);
+		bind_refuse(r, async, &b, "troupe: pod %s/%s is already bound to node %s", info.ns,
+			    info.name, info.node);
 		break;
 	case -ENOENT:
 		if (!node_seen) {

@@ -105,6 +105,11 @@ struct gang_config {
 	 * nothing, and no member was filtered for this long (600; 0: at the next
 	 * pass, once a second). */
 	unsigned idle_forget_s;
+	/* Pod groups the manager keeps state for, at most (GANG_MAX_ENTRIES_DEFAULT;
+	 * 0: the same). At the cap the entry idle longest, with no plan, holds or
+	 * wait, is forgotten to make room; a waiting, planned or binding gang
+	 * never is. A filter naming a made-up group makes an entry. */
+	unsigned max_entries;
 	/* Network-domain levels, coarse to fine; n == 0: gang_default_levels. The
 	 * keys point into level_keys. */
 	struct gang_levels levels;
@@ -118,6 +123,8 @@ struct gang_config {
 	uint64_t (*now_ns)(void *ctx);
 	void *clock_ctx;
 };
+
+enum { GANG_MAX_ENTRIES_DEFAULT = 10000 };
 
 /* Fill <cfg> with every gang default (the figures in struct gang_config). */
 void gang_config_defaults(struct gang_config *cfg);
@@ -213,6 +220,9 @@ struct gang_stats {
 	unsigned waiting;               /* gangs refused for capacity, still wanted */
 	unsigned held_sets;             /* member-sized sets held for a starving gang */
 	unsigned entries;               /* pod groups the manager keeps state for */
+	/* The entry cap (gang_config.max_entries): idle entries forgotten to make
+	 * room, and entries not made because none could be. */
+	uint64_t entries_dropped, entries_refused;
 };
 void gang_get_stats(struct gang_manager *m, struct gang_stats *out);
 

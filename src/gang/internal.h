@@ -132,6 +132,7 @@ struct gang_manager {
 	struct gang_stats stats;        /* guarded by lock */
 	bool holds_dirty;               /* guarded by lock: held_nodes is out of date */
 	struct held_nodes_cell held_nodes;      /* written under lock, read without */
+	uint64_t cap_logged_ns;         /* guarded by lock: last log line about the cap */
 	pthread_t thread;
 };
 
@@ -163,12 +164,22 @@ static inline bool gang__same_request(const struct placement_request *a,
 
 /* ---- manager.c: the table, state changes, discovery ---------------------------- */
 
+/* The gang <ns>/<name>; with <create>, a new idle one when there is none. At
+ * the entry cap (gang_config.max_entries) the idle entries unseen longest are
+ * forgotten first to make room; NULL with errno ENOSPC when none can be (every
+ * entry waits, is planned or binds), or ENOMEM. Lock held. */
 struct gang *gang__get(struct gang_manager *m, const char *ns, const char *name, bool create);
 /* Move <g> to state <to> (the transitions the state comment allows), checking
  * the fields it implies. Entering WAITING stamps waiting_since_ns with <now>. */
 void gang__enter(struct gang *g, enum gang_state to, uint64_t now);
 /* Register gangs seen waiting in the cache. Lock held. */
 void gang__discover_waiting(struct gang_manager *m, uint64_t now);
+/* Whether <g> has nothing in flight (no plan, holds, targets or wait), so
+ * forgetting it loses nothing a later filter cannot rebuild. */
+static inline bool gang__forgettable(const struct gang *g)
+{
+	return g->state == GANG_IDLE && !g->n_holds && !g->n_targets;
+}
 /* Forget gangs with nothing in flight nobody asked about for idle_forget_s.
  * Lock held. */
 void gang__forget_idle(struct gang_manager *m, uint64_t now);

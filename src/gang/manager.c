@@ -33,6 +33,7 @@ void gang_config_defaults(struct gang_config *cfg)
 	cfg->starvation_s = 30;
 	cfg->settle_s = 2;
 	cfg->idle_forget_s = 600;
+	cfg->max_entries = GANG_MAX_ENTRIES_DEFAULT;
 }
 
 unsigned gang_bind_budget_s(const struct gang_config *cfg)
@@ -48,15 +49,101 @@ unsigned gang_bind_budget_s(const struct gang_config *cfg)
 
 /* ---- The table and each gang's state ----------------------------------------- */
 
+static void gang_free(struct gang *g);
+
+/* Forget at most this many entries a walk when the table is full: the walk
+ * costs the table, so it is paid once per batch of new entries. */
+enum { GANG_DROP_BATCH = 64 };
+/* Log lines about the cap at most this often. */
+#define GANG_CAP_LOG_NS (10ULL * 1000000000ULL)
+
+static size_t entries_cap(const struct gang_manager *m)
+{
+	return m->cfg.max_entries ? m->cfg.max_entries : GANG_MAX_ENTRIES_DEFAULT;
+}
+
+/* The <n> (at most <k>) forgettable gangs unseen longest, in <old>, kept as a
+ * max-heap on last_seen_ns: offer <g>. */
+static void oldest_offer(struct gang **old, unsigned *n, unsigned k, struct gang *g)
+{
+	unsigned i;
+
+	if (*n < k) {
+		for (i = (*n)++; i && old[(i - 1) / 2]->last_seen_ns < g->last_seen_ns;
+		     i = (i - 1) / 2)
+			old[i] = old[(i - 1) / 2];
+		old[i] = g;
+		return;
+	}
+	if (g->last_seen_ns >= old[0]->last_seen_ns)
+		return;
+	for (i = 0;;) {
+		unsigned l = 2 * i + 1, r = l + 1, big = i;
+		uint64_t bv = g->last_seen_ns;
+
+		if (l < *n && old[l]->last_seen_ns > bv) {
+			big = l;
+			bv = old[l]->last_seen_ns;
+		}
+		if (r < *n && old[r]->last_seen_ns > bv)
+			big = r;
+		if (big == i)
+			break;
+		old[i] = old[big];
+		i = big;
+	}
+	old[i] = g;
+}
+
+/* The table is full: forget the forgettable gangs unseen longest, a batch at
+ * a time. Returns how many. Lock held. */
+static unsigned make_room(struct gang_manager *m, size_t cap)
+{
+	struct gang *old[GANG_DROP_BATCH];
+	unsigned n = 0, k = GANG_DROP_BATCH;
+	size_t pos = 0;
+	void *v;
+	uint64_t now = gang__now(m);
+
+	if (cap / 64 < k)
+		k = cap / 64 ? (unsigned)(cap / 64) : 1;
+	while (strmap_next(&m->gangs, &pos, NULL, &v))
+		if (gang__forgettable(v))
+			oldest_offer(old, &n, k, v);
+	for (unsigned i = 0; i < n; i++) {
+		strmap_del(&m->gangs, old[i]->key, strlen(old[i]->key));
+		gang_free(old[i]);
+	}
+	m->stats.entries_dropped += n;
+	if (!m->cap_logged_ns || util_elapsed_ns(now, m->cap_logged_ns) >= GANG_CAP_LOG_NS) {
+		m->cap_logged_ns = now;
+		if (n)
+			log_warn("gang", "%zu pod groups known, the cap (gang.max_entries): forgot "
+				 "the %u idle the longest (%llu so far); a gang that comes back "
+				 "starts afresh", cap, n,
+				 (unsigned long long)m->stats.entries_dropped);
+		else
+			log_warn("gang", "%zu pod groups known, the cap (gang.max_entries), and every "
+				 "one waits, is planned or binds: a new group is refused", cap);
+	}
+	return n;
+}
+
 struct gang *gang__get(struct gang_manager *m, const char *ns, const char *name, bool create)
 {
 	char key[K8S_KEY_BUF];
 	struct gang *g;
+	size_t cap = entries_cap(m);
 
 	snprintf(key, sizeof(key), "%s/%s", ns, name);
 	g = strmap_get(&m->gangs, key, strlen(key));
 	if (g || !create)
 		return g;
+	if (strmap_count(&m->gangs) >= cap && !make_room(m, cap)) {
+		m->stats.entries_refused++;
+		errno = ENOSPC;
+		return NULL;
+	}
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return NULL;
@@ -186,8 +273,7 @@ void gang__forget_idle(struct gang_manager *m, uint64_t now)
 	while (n < 64 && strmap_next(&m->gangs, &pos, NULL, &v)) {
 		struct gang *g = v;
 
-		if (g->state == GANG_IDLE && !g->n_holds && !g->n_targets &&
-		    util_elapsed_ns(now, g->last_seen_ns) > idle)
+		if (gang__forgettable(g) && util_elapsed_ns(now, g->last_seen_ns) > idle)
 			gone[n++] = g;
 	}
 	for (unsigned i = 0; i < n; i++) {

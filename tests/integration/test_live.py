@@ -48,8 +48,17 @@ class LiveTest(unittest.TestCase):
     def ready(self, t):
         wait_until(lambda: t.request("GET", "/readyz")[0] == 200, 20, "ready")
 
-    def filter_bind(self, t, pod, nodes):
+    def seen(self, t, *pods):
+        """Wait until troupe's watch shows <pods>: kube-scheduler binds only pods
+        its own watch has shown it, and troupe refuses to bind any other."""
+        uids = {p["metadata"]["uid"] for p in pods}
+        wait_until(lambda: uids <= {p["uid"] for p in t.cache()["pods"] if p["fromAPI"]},
+                   20, "the pods in troupe's cache")
+
+    def filter_bind(self, t, pod, nodes, seen=True):
         """kube-scheduler's view: filter, then bind to the first fitting node."""
+        if seen:
+            self.seen(t, pod)
         s, _, f = t.request("POST", "/filter", {"Pod": pod, "Nodes": None, "NodeNames": nodes})
         self.assertEqual(s, 200)
         if f["Error"] or not f["NodeNames"]:
@@ -192,6 +201,12 @@ class LiveTest(unittest.TestCase):
         # 409: someone else bound the pod to another node after troupe's filter,
         # and troupe's watch has not shown it yet (new watches are held back).
         pod = self.srv.create("pods", pending_pod("raced", 8))
+        # The pods bound below while watches are held back exist before: troupe
+        # binds only pods its watch has shown.
+        pod2 = self.srv.create("pods", pending_pod("unlucky", 8))
+        pod5 = self.srv.create("pods", pending_pod("vanished", 8))
+        pod6 = self.srv.create("pods", pending_pod("limbo", 2))
+        self.seen(t, pod, pod2, pod5, pod6)
         s, _, f = t.request("POST", "/filter", {"Pod": pod, "Nodes": None,
                                                 "NodeNames": ["gpu-h100-1"]})
         self.assertEqual(f["NodeNames"], ["gpu-h100-1"])
@@ -210,23 +225,20 @@ class LiveTest(unittest.TestCase):
         # backoff, and only a reconnect that comes while the delay is on waits.
         # One 500: the outcome is unknown, so troupe posts the same Binding
         # again (safe: UID precondition) and it goes through.
-        pod2 = self.srv.create("pods", pending_pod("unlucky", 8))
         self.srv.fail_next(1, 500, path_contains="/binding")
-        node_name, b = self.filter_bind(t, pod2, ["gpu-h100-1"])
+        node_name, b = self.filter_bind(t, pod2, ["gpu-h100-1"], seen=False)
         self.assertEqual(b["Error"], "")
         self.assertEqual(self.srv.get("pods", "ml", "unlucky")["spec"]["nodeName"], "gpu-h100-1")
         # A certain refusal (404: the pod is gone): the devices come back at once.
-        pod5 = self.srv.create("pods", pending_pod("vanished", 8))
         self.srv.fail_next(1, 404, path_contains="/binding")
-        node_name, b = self.filter_bind(t, pod5, ["gpu-a100-1"])
+        node_name, b = self.filter_bind(t, pod5, ["gpu-a100-1"], seen=False)
         self.assertIn("HTTP 404", b["Error"])
         wait_until(lambda: {n["name"]: n for n in t.state()["nodes"]}["gpu-a100-1"]["gpuFree"]
                    == 8, 10, "gpu-a100-1 free again")
         # 500 every time: never known, so the devices stay held (not free while
         # the pod might run on them) and a retried bind is told to wait.
-        pod6 = self.srv.create("pods", pending_pod("limbo", 2))
         self.srv.fail_next(3, 500, path_contains="/binding")
-        node_name, b = self.filter_bind(t, pod6, ["gpu-a100-1"])
+        node_name, b = self.filter_bind(t, pod6, ["gpu-a100-1"], seen=False)
         self.assertIn("did not confirm", b["Error"])
         held = {p["name"]: p for p in t.cache()["pods"]}["limbo"]
         self.assertEqual((held["state"], held["node"]), ("assumed", "gpu-a100-1"))

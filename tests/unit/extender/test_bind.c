@@ -144,8 +144,12 @@ static const struct refused_bind refused_binds[] = {
 	  "gpu-a100-0; it will be retried)" },
 	{ "ml", "llm-worker-0", "6f1c2a3e-0000-4000-8000-000000000010", "gpu-v100-0",
 	  "troupe: only 6 of 8 nvidia.com/gpu healthy (allocatable), pod needs 8" },
+	/* The node's own state is asked first (bind_check_node): gpu-l4-0 is
+	 * cordoned, and too small besides; gpu-t4-0 is not Ready. */
 	{ "ml", "llm-worker-0", "6f1c2a3e-0000-4000-8000-000000000010", "gpu-l4-0",
-	  "troupe: node has 4 nvidia.com/gpu, pod needs 8" },
+	  "troupe: node is cordoned (spec.unschedulable)" },
+	{ "ml", "llm-worker-0", "6f1c2a3e-0000-4000-8000-000000000010", "gpu-t4-0",
+	  "troupe: node is not Ready" },
 	{ "ml", "llm-worker-0", "6f1c2a3e-0000-4000-8000-000000000010", "cpu-0",
 	  "troupe: node has no nvidia.com/gpu" },
 	{ "ml", "llm-worker-0", "6f1c2a3e-0000-4000-8000-000000000010", "ghost-0",
@@ -156,6 +160,8 @@ static const struct refused_bind refused_binds[] = {
 	{ "ml", "impostor", "6f1c2a3e-0000-4000-8000-000000000010", "gpu-a100-1",
 	  "belongs to pod ml/llm-worker-0" },
 	{ "research", "llm-worker-0", "6f1c2a3e-0000-4000-8000-000000000010", "gpu-a100-1",
+	  "belongs to pod ml/llm-worker-0" },
+	{ "", "llm-worker-0", "6f1c2a3e-0000-4000-8000-000000000010", "gpu-a100-1",
 	  "belongs to pod ml/llm-worker-0" },
 	/* Missing fields. */
 	{ "ml", "llm-worker-0", "", "gpu-a100-1", "must name PodName, PodUID and Node" },

@@ -1,6 +1,7 @@
 /* Unit tests of the gang table and lifecycle (manager.c): the defaults in one
- * place, the bind retry budget, a config the manager cannot use refused, and
- * idle entries forgotten on the manager's clock.
+ * place, the bind retry budget, a config the manager cannot use refused,
+ * idle entries forgotten on the manager's clock, and the cap on entries: the
+ * idle ones unseen longest forgotten first, a gang in flight never.
  */
 #include "fixture.h"
 
@@ -20,6 +21,7 @@ static void test_gang_config_defaults_are_the_documented_ones(void **state)
 	assert_int_equal(cfg.starvation_s, 30);
 	assert_int_equal(cfg.settle_s, 2);
 	assert_int_equal(cfg.idle_forget_s, 600);
+	assert_int_equal(cfg.max_entries, GANG_MAX_ENTRIES_DEFAULT);
 	assert_false(cfg.allow_partial_preemption);
 	assert_int_equal(cfg.levels.n, 0);      /* gang_default_levels */
 	assert_int_equal(cfg.n_queues, 0);
@@ -144,6 +146,132 @@ static void test_gang_idle_entries_are_forgotten_planned_ones_kept(void **state)
 	gang_manager_free(gm);
 	cache_free(c);
 }
+/* Filter a member of group <group> (made with idle_group: members missing, so
+ * the gang is refused and its entry stays idle). */
+static enum gang_verdict filter_group(struct gang_manager *gm, struct cache *c,
+				      const char *group, char *reason, size_t len)
+{
+	struct cache_node_view views[2];
+	struct gang_member mb = { .ns = "ml", .group = group,
+				  .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
+	char uid[64];
+	bool allowed[2];
+	enum gang_verdict v;
+
+	snprintf(uid, sizeof(uid), "%s-0", group);
+	mb.uid = mb.name = uid;
+	read_two_nodes(c, views);
+	v = gang_filter(gm, &mb, views, 2, allowed, reason, len);
+	cache_read_end(c);
+	return v;
+}
+
+static bool has_entry(struct gang_manager *gm, const char *group)
+{
+	bool has;
+
+	pthread_mutex_lock(&gm->lock);
+	has = gang__get(gm, "ml", group, false) != NULL;
+	pthread_mutex_unlock(&gm->lock);
+	return has;
+}
+
+/* At the cap, each new group forgets the idle one unseen longest (a cap of 4
+ * forgets one at a time). */
+static void test_gang_entry_cap_forgets_the_idle_unseen_longest(void **state)
+{
+	static const char *const groups[] = { "g0", "g1", "g2", "g3", "g4", "g5" };
+	struct fake_clock clk;
+	struct gang_config cfg;
+	struct cache *c = cache_new(&gpu_opts);
+	struct gang_manager *gm;
+	struct gang_stats st;
+	char reason[640];
+
+	(void)state;
+	fake_config(&cfg, &clk);
+	cfg.max_entries = 4;
+	assert_non_null(c);
+	cache_nodes(c, 2);
+	for (int i = 0; i < 6; i++)
+		idle_group(c, groups[i], 3, 1);
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(filter_group(gm, c, groups[i], reason, sizeof(reason)),
+				 GANG_REFUSED);
+		fake_clock_advance(&clk, 1000000000ULL);
+	}
+	gang_get_stats(gm, &st);
+	assert_int_equal(st.entries, 4);
+	/* Full: g4 takes the place of g0, the one unseen longest, then g5 that
+	 * of g1. */
+	filter_group(gm, c, "g4", reason, sizeof(reason));
+	assert_false(has_entry(gm, "g0"));
+	assert_true(has_entry(gm, "g1"));
+	assert_true(has_entry(gm, "g4"));
+	fake_clock_advance(&clk, 1000000000ULL);
+	filter_group(gm, c, "g5", reason, sizeof(reason));
+	assert_false(has_entry(gm, "g1"));
+	for (int i = 2; i < 6; i++)
+		assert_true(has_entry(gm, groups[i]));
+	gang_get_stats(gm, &st);
+	assert_int_equal(st.entries, 4);
+	assert_int_equal(st.entries_dropped, 2);
+	assert_int_equal(st.entries_refused, 0);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
+/* A planned gang is never forgotten for room; when every entry is in flight, a
+ * new group is refused (and counted) rather than the table grown. */
+static void test_gang_entry_cap_never_forgets_a_gang_in_flight(void **state)
+{
+	struct fake_clock clk;
+	struct gang_config cfg;
+	struct cache *c = cache_new(&gpu_opts);
+	struct gang_manager *gm;
+	struct gang_stats st;
+	char reason[640];
+
+	(void)state;
+	fake_config(&cfg, &clk);
+	cfg.max_entries = 2;
+	assert_non_null(c);
+	cache_nodes(c, 2);
+	idle_group(c, "whole", 2, 2);           /* both members: it is planned */
+	idle_group(c, "x", 3, 1);
+	idle_group(c, "y", 3, 1);
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	assert_int_equal(filter_group(gm, c, "whole", reason, sizeof(reason)), GANG_ALLOWED);
+	fake_clock_advance(&clk, 1000000000ULL);
+	filter_group(gm, c, "x", reason, sizeof(reason));
+	fake_clock_advance(&clk, 1000000000ULL);
+	/* Full: "whole" is older but planned; "x" goes. */
+	filter_group(gm, c, "y", reason, sizeof(reason));
+	assert_true(has_entry(gm, "whole"));
+	assert_false(has_entry(gm, "x"));
+	assert_true(has_entry(gm, "y"));
+	gang_get_stats(gm, &st);
+	assert_int_equal(st.active, 1);
+	gang_manager_free(gm);
+
+	/* A cap of one, taken by the planned gang: nothing can go. */
+	cfg.max_entries = 1;
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	assert_int_equal(filter_group(gm, c, "whole", reason, sizeof(reason)), GANG_ALLOWED);
+	assert_int_equal(filter_group(gm, c, "x", reason, sizeof(reason)), GANG_REFUSED);
+	assert_false(has_entry(gm, "x"));
+	gang_get_stats(gm, &st);
+	assert_int_equal(st.entries, 1);
+	assert_int_equal(st.entries_refused, 1);
+	assert_int_equal(st.entries_dropped, 0);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -151,6 +279,8 @@ int main(void)
 		cmocka_unit_test(test_gang_bind_budget_is_the_http_timeout_less_the_margin),
 		cmocka_unit_test(test_gang_manager_refuses_a_config_it_cannot_use),
 		cmocka_unit_test(test_gang_idle_entries_are_forgotten_planned_ones_kept),
+		cmocka_unit_test(test_gang_entry_cap_forgets_the_idle_unseen_longest),
+		cmocka_unit_test(test_gang_entry_cap_never_forgets_a_gang_in_flight),
 	};
 
 	log_set_level(LOG_ERROR);       /* the manager logs every plan and release */
