@@ -353,6 +353,18 @@ class ImageContentTest(unittest.TestCase):
         with open(os.path.join(IMG["rootfs"], "etc", "passwd")) as f:
             self.assertIn(f"troupe:x:{IMAGE_UID}:{IMAGE_UID}:", f.read())
 
+    def test_same_binary_and_commit_give_the_same_image_digest(self):
+        # Timestamps are the commit's, so a rebuild is byte for byte the same
+        # image: a registry sees one digest, and a changed digest means a
+        # changed image.
+        out = os.path.join(IMG["tmp"], "again")
+        res = run([os.path.join(source_root(), "scripts", "image"), "--binary", binary(), "--out", out],
+                  timeout=600)
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        with open(os.path.join(out, "troupe-oci", "index.json")) as f:
+            again = json.load(f)
+        self.assertEqual(again["manifests"][0]["digest"], IMG["index"]["manifests"][0]["digest"])
+
     def test_oci_archive_holds_the_same_image(self):
         res = run(["skopeo", "--insecure-policy", "inspect", "--raw", f"oci-archive:{IMG['archive']}"])
         self.assertEqual(res.returncode, 0, res.stderr)
