@@ -21,17 +21,24 @@ helm is the one scripts/lib/k8s.sh (ensure_helm) builds from tests/tools/helm.
   test_admission_policy  the chart's policy is config/deploy/admission-policy.yaml
                          for the release's identity
   test_tls               TLS from a Secret and from cert-manager
+  test_sidecar_schedules the sidecar model for real, but for the pod: the
+                         chart's service account, RBAC and scheduler
+                         configuration applied, the real kube-scheduler run
+                         with them as that account, next to the rig's troupe;
+                         it takes the Lease the chart names and places a
+                         schedulerName: troupe GPU pod through troupe
 """
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster as rig  # noqa: E402
-from e2e_common import E2E, module_cluster  # noqa: E402
+from e2e_common import E2E, gpu_ids, gpu_pod, module_cluster, wait_until  # noqa: E402
 
 CHART = os.path.join(rig.ROOT, "config", "helm", "troupe")
 DEPLOY = os.path.join(rig.ROOT, "config", "deploy")
@@ -44,7 +51,8 @@ TROUPE_RULES = {("", "nodes"): {"list", "watch"},
                 ("", "pods/binding"): {"create"},
                 ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"}}
 
-setUpModule, tearDownModule = module_cluster("chart", nodes=1, with_troupe=False)
+# Nodes and troupe for test_sidecar_schedules; the rest needs only the API server.
+setUpModule, tearDownModule = module_cluster("chart", nodes=2)
 
 
 def helm_bin():
@@ -360,6 +368,80 @@ class Chart(E2E):
         dep = objs[("Deployment", "troupe")]
         vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
         self.assertEqual(vols["tls"]["secret"]["secretName"], "troupe-tls")
+
+    def test_sidecar_schedules(self):
+        # A fullname of its own: the rig's troupe keeps its ClusterRole troupe,
+        # and no admission policy for another identity stops its Bindings.
+        text = self.render("fullnameOverride=chart-e2e", "admissionPolicy.enabled=false")
+        kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                 "ConfigMap")
+        real = "---\n".join(d for d in documents(text) if kind_of(d) in kinds)
+        self.c.kubectl("apply", "-f", "-", input=real)
+        self.addCleanup(self.c.kubectl, "delete", "--ignore-not-found", "--wait=false", "-f", "-",
+                        input=real, check=False)
+        cm = json.loads(self.c.kubectl("-n", self.ns, "get", "configmap",
+                                       "chart-e2e-scheduler-config", "-o", "json").stdout)
+        cfg = json.loads(cm["data"]["scheduler-config.yaml"])
+        # What the pod would have: the service account's token (a kubeconfig
+        # here, where the chart says in-cluster), troupe on 127.0.0.1 (the
+        # rig's troupe, on its own port).
+        token = self.c.kubectl("-n", self.ns, "create", "token", "chart-e2e").stdout.strip()
+        folder = os.path.join(self.c.dir, "config")
+        kc = os.path.join(folder, "chart-scheduler.kubeconfig")
+        self.c.pki.kubeconfig(kc, self.c.api_url, "chart-e2e", token=token)
+        self.assertEqual(cfg["clientConnection"]["kubeconfig"], "")
+        cfg["clientConnection"]["kubeconfig"] = kc
+        self.assertEqual(cfg["extenders"][0]["urlPrefix"], "http://127.0.0.1:8888")
+        cfg["extenders"][0]["urlPrefix"] = self.c.troupe_url
+        path = os.path.join(folder, "chart-scheduler-config.yaml")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        port = rig.free_port()
+        log_path = os.path.join(self.c.logs, "chart-kube-scheduler.log")
+        log = open(log_path, "w")
+        self.addCleanup(log.close)
+        # Its secure port authenticates callers as the chart's account too:
+        # TokenReview, SubjectAccessReview and the client-CA ConfigMap.
+        proc = subprocess.Popen([self.c.bin("kube-scheduler"), "--config=" + path,
+                                 "--authentication-kubeconfig=" + kc,
+                                 "--authorization-kubeconfig=" + kc,
+                                 "--bind-address=127.0.0.1", "--secure-port=%d" % port, "--v=2"],
+                                stdout=log, stderr=subprocess.STDOUT)
+
+        def stop():
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.addCleanup(stop)
+
+        def ready():
+            self.assertIsNone(proc.poll(), "the chart's kube-scheduler exited; see " + log_path)
+            try:
+                return self.c.request("GET", "/readyz", base="https://127.0.0.1:%d" % port,
+                                      timeout=5)[0] == 200
+            except OSError:         # not listening yet
+                return False
+        wait_until(ready, timeout=90, what="the chart's kube-scheduler ready (log: %s)" % log_path)
+        lease = wait_until(lambda: (lambda s, o: o if s == 200 and o["spec"].get(
+            "holderIdentity") else None)(*self.c.request(
+                "GET", "/apis/coordination.k8s.io/v1/namespaces/%s/leases/troupe-scheduler"
+                % self.ns)), timeout=60, what="the chart's scheduler holding its Lease")
+        self.assertIn("leaseDurationSeconds", lease["spec"])
+        pod = gpu_pod("placed", 1)
+        pod["spec"]["schedulerName"] = "troupe"
+        self.create(pod)
+        p = self.wait_bound("placed", timeout=90)
+        self.assertIsNotNone(gpu_ids(p), "not placed through troupe: %s" % p["metadata"])
+        # The default scheduler leaves schedulerName: troupe alone: the chart's did it.
+        ev = self.wait_event("placed", "Scheduled")
+        self.assertEqual(ev.get("reportingComponent") or ev["source"].get("component"), "troupe")
+        self.assertIsNone(proc.poll(), "the chart's kube-scheduler exited")
+        with open(log_path) as f:
+            forbidden = [line for line in f if "forbidden" in line]
+        self.assertEqual(forbidden, [], "the chart's RBAC is short for kube-scheduler")
 
 
 if __name__ == "__main__":
