@@ -7,7 +7,8 @@ parses, defaults and validates it as an install would, and answers with JSON
 
 helm is the one scripts/lib/k8s.sh (ensure_helm) builds from tests/tools/helm.
 
-  test_lint              helm lint in each mode; bad values fail with a message
+  test_lint              helm lint in each mode; bad or misspelt values fail
+                         with a message (values.schema.json)
   test_sidecar           troupe beside a second kube-scheduler: the verbs only on
                          127.0.0.1 (no containerPort, no Service, not in the
                          NetworkPolicy), the scheduler's name, Lease and
@@ -198,7 +199,16 @@ class Chart(E2E):
                                "tls.certManager.issuerRef.name=ca"]):
             r = helm("lint", "--strict", CHART, *sets)
             self.assertIn("0 chart(s) failed", r.stdout)
-        r = helm("template", "t", CHART, "--set", "mode=both", check=False)
+        # values.schema.json refuses what the templates cannot use, naming it.
+        for bad, says in (("mode=both", "at '/mode': value must be one of 'sidecar', 'service'"),
+                          ("tls.enable=true", "at '/tls': additional properties 'enable'"),
+                          ("runAsUser=0", "at '/runAsUser': minimum")):
+            r = helm("template", "t", CHART, "--set", bad, check=False)
+            self.assertNotEqual(r.returncode, 0, bad)
+            self.assertIn(says, r.stderr)
+        # And without the schema, the templates still refuse an unknown mode.
+        r = helm("template", "t", CHART, "--set", "mode=both", "--skip-schema-validation",
+                 check=False)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn('mode must be sidecar or service, not "both"', r.stderr)
         r = helm("template", "t", CHART, "--set", "mode=service,tls.enabled=true,"
