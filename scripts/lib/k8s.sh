@@ -6,6 +6,10 @@
 # The binaries are cached in build/k8s/<release>/, keyed by the module's
 # go.mod and go.sum: a second run rebuilds nothing. Go's own module and build
 # caches stay in their default places (go env GOMODCACHE GOCACHE).
+#
+# helm, which the chart test runs (tests/e2e/test_e2e_chart.py), is built the
+# same way from its own module, tests/tools/helm, into build/helm/<version>/;
+# ensure_k8s ends with it, so whatever builds the cluster builds helm too.
 
 K8S_RELEASE_DEFAULT=v1.37.2
 K8S_GO_TOOLCHAIN=go1.26.8
@@ -80,6 +84,7 @@ ensure_k8s() {
 		say "built Kubernetes $version in $((SECONDS - start)) s"
 	fi
 	ensure_kubesim
+	ensure_helm
 }
 
 # kubesim is rebuilt alone when its sources change (cheap: the packages it
@@ -89,4 +94,42 @@ ensure_kubesim() {
 	if [ ! -x "$out" ] || [ -n "$(find tests/e2e/cmd/kubesim tests/e2e/go.mod -newer "$out" -print -quit)" ]; then
 		(cd tests/e2e && go build -trimpath -o "$out" ./cmd/kubesim) || die "building kubesim failed"
 	fi
+}
+
+# The helm version tests/tools/helm/go.mod pins.
+helm_version() {
+	awk '$1 == "helm.sh/helm/v3" { print $2 }' tests/tools/helm/go.mod
+}
+
+# ensure_helm: build helm into build/helm/<version>/helm unless the one there
+# was built from the same go.mod and go.sum. A module of its own, so a helm bump
+# never rebuilds the Kubernetes binaries (whose stamp hashes tests/e2e/go.mod).
+ensure_helm() {
+	local mod=tests/tools/helm version out want client minor log start=$SECONDS
+	version=$(helm_version)
+	[ -n "$version" ] || die "$mod/go.mod names no helm.sh/helm/v3 version"
+	out=$PWD/build/helm/$version
+	want=$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-16)
+	if [ -x "$out/helm" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$want" ]; then
+		return 0
+	fi
+	ensure_go
+	mkdir -p "$out"
+	rm -f "$out/.stamp"
+	log=$out/build.log
+	# helm's own Makefile stamps its version, and the Kubernetes version that
+	# `helm template` and `helm lint` assume (without it: v1.20, which a chart's
+	# kubeVersion constraint refuses), from the client-go it is built with.
+	client=$(awk '$1 == "k8s.io/client-go" { print $2 }' "$mod/go.mod")
+	minor=$(echo "$client" | cut -d. -f2)
+	local x="-X helm.sh/helm/v3/internal/version.version=$version"
+	x="$x -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor"
+	x="$x -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$minor"
+	say "building helm $version from $mod/go.mod; the first build takes a few minutes"
+	if ! (cd "$mod" && go build -trimpath -ldflags "-s -w $x" -o "$out/" tool) >"$log" 2>&1; then
+		cat "$log" >&2
+		die "building helm $version failed; see $log"
+	fi
+	echo "$want" >"$out/.stamp"
+	say "built helm $version in $((SECONDS - start)) s"
 }
