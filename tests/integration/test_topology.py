@@ -56,7 +56,15 @@ class TopologyTest(unittest.TestCase):
         self.addCleanup(self.t.stop)
         wait_until(lambda: self.t.request("GET", "/readyz")[0] == 200, 20, "ready")
 
+    def seen(self, t, pod):
+        """Wait until troupe's watch shows <pod>: kube-scheduler binds only pods
+        its own watch has shown it, and troupe refuses to bind any other."""
+        uid = pod["metadata"]["uid"]
+        wait_until(lambda: uid in {p["uid"] for p in t.cache()["pods"] if p["fromAPI"]},
+                   20, "the pod in troupe's cache")
+
     def filter(self, pod, nodes):
+        self.seen(self.t, pod)
         s, _, f = self.t.request("POST", "/filter", {"Pod": pod, "Nodes": None, "NodeNames": nodes})
         self.assertEqual(s, 200)
         return f
@@ -141,6 +149,7 @@ class TopologyTest(unittest.TestCase):
         self.assertEqual(held["keep"], "0,2")
         # The next required pair gets the other bridge, never a held device.
         nxt = self.srv.create("pods", with_policy(pending_pod("next", 2), "required"))
+        self.seen(t2, nxt)
         s, _, f = t2.request("POST", "/filter", {"Pod": nxt, "Nodes": None, "NodeNames": ["bridged"]})
         md = nxt["metadata"]
         s, _, b = t2.request("POST", "/bind", {"PodName": "next", "PodNamespace": "ml",

@@ -188,7 +188,13 @@ static void test_cache_permissions_are_the_shipped_cluster_role(void **state)
 	if (!docs)
 		fail_msg("rbac.yaml: %s", err);
 	cJSON_ArrayForEach(doc, docs) {
-		if (!json_str(doc, "kind") || strcmp(json_str(doc, "kind"), "ClusterRole") != 0)
+		const cJSON *md = cJSON_GetObjectItemCaseSensitive(doc, "metadata");
+
+		/* The ClusterRole named troupe; the file's other roles (delegated
+		 * auth for the ops listener, leases) are granted apart, and checked
+		 * by the tests of what uses them. */
+		if (!json_str(doc, "kind") || strcmp(json_str(doc, "kind"), "ClusterRole") != 0 ||
+		    !json_str(md, "name") || strcmp(json_str(md, "name"), "troupe") != 0)
 			continue;
 		roles++;
 		cJSON_ArrayForEach(rule, cJSON_GetObjectItemCaseSensitive(doc, "rules")) {
