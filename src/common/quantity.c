@@ -57,16 +57,11 @@ int quantity_parse_milli(const char *s, size_t len, int64_t *milli)
 			}
 		}
 	}
-	/* Round up once, at the last digit kept (adding one per dropped digit,
-	 * as this did, overflowed at INT64_MAX); at INT64_MAX, at the digit
-	 * before it. */
-	if (dropped) {
-		if (mant == INT64_MAX) {
-			mant /= 10;
-			exp10++;
-		}
+	/* Round up once, at the last digit kept. Adding one per dropped digit,
+	 * as this did, passed INT64_MAX after nine of them; once cannot: a kept
+	 * digit leaves mant at most INT64_MAX - 8. */
+	if (dropped)
 		mant++;
-	}
 	if (!digits)
 		goto out;
 	if (i < len) {
