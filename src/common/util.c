@@ -294,14 +294,31 @@ long json_find_invalid(const char *buf, size_t len, const char **why)
 	return find_unsafe(buf, len, true, why ? why : &unused);
 }
 
+/* The type test cJSON_IsObject makes, inline: these run for every member. */
+static inline bool is_object(const cJSON *it)
+{
+	return it && (it->type & 0xff) == cJSON_Object;
+}
+
+static inline bool is_container(const cJSON *it)
+{
+	return (it->type & 0xff) == cJSON_Object || (it->type & 0xff) == cJSON_Array;
+}
+
+/* Whether two keys are the same, the first byte compared before a call. */
+static inline bool same_key(const char *a, const char *b)
+{
+	return a && b && a[0] == b[0] && strcmp(a, b) == 0;
+}
+
 const cJSON *json_get(const cJSON *obj, const char *key)
 {
 	const cJSON *it, *found = NULL;
 
-	if (!cJSON_IsObject(obj))
+	if (!is_object(obj))
 		return NULL;
 	for (it = obj->child; it; it = it->next)
-		if (it->string && strcmp(it->string, key) == 0)
+		if (same_key(it->string, key))
 			found = it;
 	return found;
 }
@@ -327,23 +344,24 @@ struct key_table {
 enum { DEDUPE_PAIRWISE_MAX = 16 };
 
 /* Delete from <obj> every member that a later member of the same name
- * overrides. Returns 0 or -ENOMEM (the object unchanged then). */
-static int dedupe_members(cJSON *obj, size_t n, struct key_table *t)
+ * overrides. Returns how many, or -ENOMEM (the object unchanged then). */
+static long dedupe_members(cJSON *obj, size_t n, struct key_table *t)
 {
 	cJSON *it, *next;
+	long dropped = 0;
 
 	if (n <= DEDUPE_PAIRWISE_MAX) {
 		for (it = obj->child; it; it = next) {
 			next = it->next;
 			for (const cJSON *later = next; later; later = later->next) {
-				if (it->string && later->string &&
-				    strcmp(it->string, later->string) == 0) {
+				if (same_key(it->string, later->string)) {
 					cJSON_Delete(cJSON_DetachItemViaPointer(obj, it));
+					dropped++;
 					break;
 				}
 			}
 		}
-		return 0;
+		return dropped;
 	}
 	if (t->mask + 1 < 2 * n) {
 		size_t slots = 64;
@@ -370,30 +388,40 @@ static int dedupe_members(cJSON *obj, size_t n, struct key_table *t)
 		for (at = key_hash(it->string) & t->mask; t->slot[at]; at = (at + 1) & t->mask)
 			if (strcmp(t->slot[at]->string, it->string) == 0)
 				break;
-		if (t->slot[at])
+		if (t->slot[at]) {
 			cJSON_Delete(cJSON_DetachItemViaPointer(obj, it));
-		else
+			dropped++;
+		} else {
 			t->slot[at] = it;
+		}
 	}
-	return 0;
+	return dropped;
 }
 
-static int dedupe(cJSON *item, struct key_table *t)
+static long dedupe(cJSON *item, struct key_table *t)
 {
+	long dropped = 0, d;
 	size_t n = 0;
 
 	for (cJSON *c = item->child; c; c = c->next) {
-		if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && dedupe(c, t) < 0)
-			return -ENOMEM;
 		n++;
+		if (!is_container(c))
+			continue;
+		d = dedupe(c, t);
+		if (d < 0)
+			return -ENOMEM;
+		dropped += d;
 	}
-	return cJSON_IsObject(item) && n > 1 ? dedupe_members(item, n, t) : 0;
+	if (!is_object(item) || n < 2)
+		return dropped;
+	d = dedupe_members(item, n, t);
+	return d < 0 ? d : dropped + d;
 }
 
-int json_dedupe(cJSON *root)
+long json_dedupe(cJSON *root)
 {
 	struct key_table t = { NULL, 0 };
-	int ret;
+	long ret;
 
 	if (!root || !(cJSON_IsObject(root) || cJSON_IsArray(root)))
 		return 0;

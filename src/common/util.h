@@ -36,8 +36,9 @@ const cJSON *json_get(const cJSON *obj, const char *key);
 /* Delete, in every object of the document <root>, each member that a later
  * member of the same name overrides, so lookups and walks over the members see
  * what Go sees. Linear in the document (objects over 16 members are hashed).
- * Returns 0, or -ENOMEM with some objects done and the rest as they were. */
-int json_dedupe(cJSON *root);
+ * Returns how many members were deleted, or -ENOMEM with some objects done and
+ * the rest as they were. */
+long json_dedupe(cJSON *root);
 /* <item> as a whole number in [<min>, <max>] into <out>. Returns 0; -EINVAL
  * when it is not a number or has a fractional part; -ERANGE when it is outside
  * the range, not finite, or beyond 2^53 in magnitude (where a double no longer

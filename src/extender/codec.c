@@ -6,8 +6,8 @@
  * wrote where they differ: text cJSON would decode to something else than was
  * sent (control bytes, invalid escapes, \u0000) is refused before parsing
  * (json_find_invalid); a key given twice means its last value, as Go's
- * encoding/json takes it (json_dedupe after parsing, and the body scanners
- * below take the last member too); a request naming more than
+ * encoding/json takes it (json_dedupe after parsing; filter's echo of the
+ * request's node texts is skipped then); a request naming more than
  * TROUPE_MAX_NODE_NAMES nodes is refused. */
 #include "extender/codec.h"
 
@@ -23,13 +23,14 @@
  * meaning its last value. <checked>: the caller already knows the text is
  * valid (json_find_invalid), so it is not scanned again. <n_names>, when not
  * NULL: how many top-level members were named NodeNames before the earlier
- * ones were dropped (the fast path's check that its list is the one Go reads). */
+ * ones were dropped (the fast path's check that its list is the one Go reads).
+ * <dup_keys>, when not NULL: whether any key anywhere was given twice. */
 static cJSON *parse_object(const char *body, size_t len, bool checked, size_t *n_names,
-			   char *err, size_t errlen)
+			   bool *dup_keys, char *err, size_t errlen)
 {
 	const char *end = NULL, *why = "";
 	cJSON *root;
-	long bad;
+	long bad, dropped;
 
 	if (len == 0) {
 		snprintf(err, errlen, "empty request body");
@@ -63,11 +64,14 @@ static cJSON *parse_object(const char *body, size_t len, bool checked, size_t *n
 		for (const cJSON *it = root->child; it; it = it->next)
 			*n_names += it->string && strcmp(it->string, "NodeNames") == 0;
 	}
-	if (json_dedupe(root) < 0) {
+	dropped = json_dedupe(root);
+	if (dropped < 0) {
 		snprintf(err, errlen, "out of memory reading the request");
 		cJSON_Delete(root);
 		return NULL;
 	}
+	if (dup_keys)
+		*dup_keys = dropped > 0;
 	return root;
 }
 
@@ -157,14 +161,14 @@ static const char *skip_value(const char *p, const char *end)
 	return p;
 }
 
-/* In the object at <obj>, where the value of the last member named <key> (a
- * plain key) starts, the one cJSON keeps after json_dedupe; NULL when absent
- * or unreadable, or when some key is escaped (it might spell <key>). All the
- * members are measured. */
+/* In the object at <obj>, where the value of the first member named <key> (a
+ * plain key) starts; NULL when absent or unreadable. Only the members before it
+ * are measured. (With a key given twice the first is not what cJSON keeps
+ * after json_dedupe: ext_args_find_item_texts does not look then.) */
 static const char *member(const char *obj, const char *end, const char *key)
 {
 	size_t klen = strlen(key);
-	const char *p = skip_ws(obj, end), *found = NULL;
+	const char *p = skip_ws(obj, end);
 
 	if (p >= end || *p != '{')
 		return NULL;
@@ -181,15 +185,13 @@ static const char *member(const char *obj, const char *end, const char *key)
 			return NULL;
 		v = skip_ws(p + 1, end);
 		if (match)
-			found = v;
+			return v;
 		e = skip_value(v, end);
 		if (!e)
 			return NULL;
 		p = skip_ws(e, end);
 		if (p < end && *p == ',')
 			p = skip_ws(p + 1, end);
-		else if (p < end && *p == '}')
-			return found;
 		else
 			return NULL;
 	}
@@ -234,8 +236,8 @@ static struct cache_name *item_texts(const char *body, size_t len, size_t n)
  * body is anything else (escaped or non-ASCII names, an array that is not all
  * strings, no such key at the top level): the general path then reads it;
  * -E2BIG when the list has more than TROUPE_MAX_NODE_NAMES names.
- * The array is copied once and its names are cut in the copy (each closing
- * quote becomes the name's NUL), in one pass. The bytes of the array are all
+ * The array is read in the body, then copied once and its names cut in the
+ * copy (each closing quote becomes the name's NUL). The bytes of the array are all
  * checked here (plain names, JSON whitespace, commas), so the caller need
  * check only the rest for unsafe bytes. */
 static int cut_names(const char *body, size_t len, struct ext_args *out, char **rest,
@@ -244,7 +246,8 @@ static int cut_names(const char *body, size_t len, struct ext_args *out, char **
 	static const char key[] = "\"NodeNames\":";
 	const char *end = body + len, *k = memmem(body, len, key, sizeof(key) - 1), *arr;
 	size_t n = 0, cap = 0, after, close;
-	char *copy, *p, *cend;
+	const char *p;
+	char *copy = NULL;
 	int ret = 0;
 
 	if (!k)
@@ -252,19 +255,15 @@ static int cut_names(const char *body, size_t len, struct ext_args *out, char **
 	arr = skip_ws(k + sizeof(key) - 1, end);
 	if (arr >= end || *arr != '[' || !top_level_key(body, k))
 		return 0;       /* (null in full mode: no scan of the nodes) */
-	copy = malloc((size_t)(end - arr) + 1);
-	if (!copy)
-		return 0;
-	memcpy(copy, arr, (size_t)(end - arr));
-	cend = copy + (end - arr);
-	*cend = '\0';
-	for (p = (char *)skip_ws(copy + 1, cend); p < cend && *p != ']';) {
+	/* Scan the body itself and copy the list only once it is read whole: a
+	 * refusal (over the limit, not plain names) copies nothing. */
+	for (p = skip_ws(arr + 1, end); p < end && *p != ']';) {
 		size_t run;
 
 		if (*p != '"')
 			goto refuse;
-		run = json_plain_run(p + 1, (size_t)(cend - p - 1));
-		if (p + 1 + run >= cend || p[1 + run] != '"' || run == 0)
+		run = json_plain_run(p + 1, (size_t)(end - p - 1));
+		if (p + 1 + run >= end || p[1 + run] != '"' || run == 0)
 			goto refuse;
 		if (n == TROUPE_MAX_NODE_NAMES) {
 			ret = -E2BIG;
@@ -278,32 +277,31 @@ static int cut_names(const char *body, size_t len, struct ext_args *out, char **
 				goto refuse;
 			out->names = g;
 		}
-		p[1 + run] = '\0';
 		out->names[n++] = (struct cache_name){ p + 1, run };
-		p = (char *)skip_ws(p + run + 2, cend);
-		if (p < cend && *p == ',') {
-			p = (char *)skip_ws(p + 1, cend);
-			if (p >= cend || *p != '"')
+		p = skip_ws(p + run + 2, end);
+		if (p < end && *p == ',') {
+			p = skip_ws(p + 1, end);
+			if (p >= end || *p != '"')
 				goto refuse;    /* [..., ] is not JSON */
-		} else if (p < cend && *p != ']') {
+		} else if (p < end && *p != ']') {
 			goto refuse;
 		}
 	}
-	if (p >= cend)
+	if (p >= end)
 		goto refuse;
-	close = (size_t)(p - copy);             /* the list's ']' */
-	after = (size_t)(cend - p - 1);
-	if (after > 4096) {
-		/* Keep only the list: filter may hand it to a cycle entry. */
-		char *list = malloc(close + 1);
+	close = (size_t)(p - arr);              /* the list's ']' */
+	after = (size_t)(end - p - 1);
+	/* The list alone (filter may hand it to a cycle entry), each name's
+	 * closing quote its NUL. */
+	copy = malloc(close + 1);
+	if (!copy)
+		goto refuse;
+	memcpy(copy, arr, close + 1);
+	for (size_t i = 0; i < n; i++) {
+		char *s = copy + (out->names[i].s - arr);
 
-		if (!list)
-			goto refuse;
-		memcpy(list, copy, close + 1);
-		for (size_t i = 0; i < n; i++)
-			out->names[i].s = list + (out->names[i].s - copy);
-		free(copy);
-		copy = list;
+		s[out->names[i].len] = '\0';
+		out->names[i].s = s;
 	}
 	/* The rest: everything but the array, which becomes null. */
 	*rest = malloc((size_t)(arr - body) + 4 + after + 1);
@@ -357,13 +355,13 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 	}
 	if (rest) {
 		fast = true;
-		out->root = parse_object(rest, rest_len, true, &n_names, err, errlen);
+		out->root = parse_object(rest, rest_len, true, &n_names, NULL, err, errlen);
 		free(rest);
 		if (!out->root) {
 			/* Malformed elsewhere: say where in the body as sent. */
 			ext_args_fini(out);
 			snprintf(err, errlen, "malformed JSON");
-			cJSON_Delete(parse_object(body, len, true, NULL, err, errlen));
+			cJSON_Delete(parse_object(body, len, true, NULL, NULL, err, errlen));
 			return -EINVAL;
 		}
 		if (n_names > 1) {
@@ -375,7 +373,7 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 	}
 	if (!fast) {
 		safe = len && json_find_invalid(body, len, NULL) < 0;
-		out->root = parse_object(body, len, safe, NULL, err, errlen);
+		out->root = parse_object(body, len, safe, NULL, &out->dup_keys, err, errlen);
 	}
 	if (!out->root)
 		return -EINVAL;
@@ -435,7 +433,9 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 
 void ext_args_find_item_texts(struct ext_args *a, const char *body, size_t len)
 {
-	if (a->full_nodes && a->node_items && !a->item_text)
+	/* A key given twice: the text's first may not be what was decoded, so
+	 * the objects are printed instead (rare; only filter's echo pays). */
+	if (a->full_nodes && a->node_items && !a->item_text && !a->dup_keys)
 		a->item_text = item_texts(body, len, a->n_nodes);
 }
 
@@ -467,7 +467,7 @@ int ext_bind_args_decode(const char *body, size_t len, struct ext_bind_args *out
 	bool bad = false;
 
 	memset(out, 0, sizeof(*out));
-	out->root = parse_object(body, len, false, NULL, err, errlen);
+	out->root = parse_object(body, len, false, NULL, NULL, err, errlen);
 	if (!out->root)
 		return -EINVAL;
 	out->pod_name = req_str(out->root, "PodName", &bad);
@@ -494,7 +494,7 @@ int ext_preempt_decode(const char *body, size_t len, cJSON **root, const cJSON *
 	const cJSON *m, *f, *it, *map;
 	size_t n = 0;
 
-	*root = parse_object(body, len, false, NULL, err, errlen);
+	*root = parse_object(body, len, false, NULL, NULL, err, errlen);
 	if (!*root)
 		return -EINVAL;
 	*pod = json_get(*root, "Pod");

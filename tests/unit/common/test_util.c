@@ -460,7 +460,7 @@ static void test_json_duplicate_keys_take_the_last(void **state)
 	assert_string_equal(json_str(j, "a"), "3");
 	assert_int_equal(json_get(json_obj(j, "b"), "x")->valuedouble, 3);
 	assert_null(json_get(json_get(j, "a"), "a"));   /* not an object */
-	assert_int_equal(json_dedupe(j), 0);
+	assert_int_equal(json_dedupe(j), 5);
 	s = cJSON_PrintUnformatted(j);
 	assert_string_equal(s, "{\"b\":{\"x\":3},\"l\":[{\"k\":2}],\"a\":\"3\"}");
 	cJSON_free(s);
@@ -474,7 +474,7 @@ static void test_json_duplicate_keys_take_the_last(void **state)
 	strbuf_puts(&sb, ",\"o\":1,\"o\":2,\"o\":{\"z\":1,\"z\":4}}");
 	j = cJSON_Parse(sb.buf);
 	assert_non_null(j);
-	assert_int_equal(json_dedupe(j), 0);
+	assert_int_equal(json_dedupe(j), 250 + 2 + 1);
 	assert_int_equal(cJSON_GetArraySize(j), 251);
 	for (int i = 0; i < 250; i++) {
 		char key[16];
