@@ -108,7 +108,8 @@ static const char *preempt_judge(const struct ext_service *svc, const struct pla
 	}
 	if (!judge)
 		goto out;
-	qsort(gv, n_gv, sizeof(*gv), gang_victim_cmp);
+	if (n_gv)
+		qsort(gv, n_gv, sizeof(*gv), gang_victim_cmp);
 	if (splits_a_gang(svc, gv, n_gv)) {
 		why = "would evict part of a bound gang";
 		goto out;
