@@ -602,6 +602,35 @@ static void test_ext_verbs_refuse_too_many_node_names(void **state)
 	strbuf_fini(&sb);
 }
 
+/* spec.priority is an int32: a value outside it, or a fraction, refuses the pod
+ * with a reason (it was ignored out of range, and truncated when fractional). */
+static void test_ext_filter_refuses_a_pod_priority_no_int32_holds(void **state)
+{
+	struct fx *f = *state;
+	static const char *const bad[] = { "2147483648", "-2147483649", "1.5", "1e999", "\"7\"" };
+	char body[512];
+	unsigned status = 0;
+	cJSON *j;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(body, sizeof(body), "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":"
+			 "\"ml\",\"uid\":\"uid-prio\"},\"spec\":{\"priority\":%s,\"containers\":[{"
+			 "\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}},"
+			 "\"NodeNames\":[\"gpu-h100-1\"]}", bad[i]);
+		j = call(ext_filter, f, body, &status);
+		if (!is_error_reply(status, j) || !strstr(error_of(j), "spec.priority"))
+			fail_msg("priority %s: status %u, %s", bad[i], status, cJSON_PrintUnformatted(j));
+		cJSON_Delete(j);
+	}
+	snprintf(body, sizeof(body), "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\","
+		 "\"uid\":\"uid-prio\"},\"spec\":{\"priority\":-2147483648,\"containers\":[{"
+		 "\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}},"
+		 "\"NodeNames\":[\"gpu-h100-1\"]}");
+	j = call(ext_filter, f, body, &status);
+	assert_false(is_error_reply(status, j));
+	cJSON_Delete(j);
+}
+
 int main(void)
 {
 #define FX(t) cmocka_unit_test_setup_teardown(t, fx_setup, fx_teardown)
@@ -617,6 +646,7 @@ int main(void)
 		FX(test_ext_verbs_reject_invalid_escapes),
 		FX(test_ext_filter_duplicate_keys_take_the_last),
 		FX(test_ext_verbs_refuse_too_many_node_names),
+		FX(test_ext_filter_refuses_a_pod_priority_no_int32_holds),
 	};
 #undef FX
 
