@@ -15,13 +15,13 @@
  * never fails on a time.
  *
  * --unknown-names N times a filter of a one-GPU pod over names troupe does not
- * know (an empty cache), at N/4 and N names, each against a baseline measured in
- * the same run on the same body: its decode alone (ext_args_decode), which is
- * linear in the body. Filter's cost per name must stay a constant multiple of
- * decode's: the ratio at N must be about the ratio at N/4, and N names must cost
- * about four times N/4 (it was sixteen times: each unknown name's failure
- * reason was compared against all before it). Names past TROUPE_MAX_NODE_NAMES
- * are refused, so N is capped there.
+ * know (the cluster of --data, or an empty cache), at N/4 and N names, each
+ * against a baseline measured in the same run on the same body: its decode
+ * alone (ext_args_decode), linear in the body. Linear filtering keeps the
+ * ratio filter / decode about the same at both sizes and N costs about four
+ * times N/4 (caches and page faults push it somewhat above). Over
+ * TROUPE_MAX_NODE_NAMES the request is refused (decode is the refusal), and its
+ * cost must not grow with N: the list is scanned up to the limit, never copied.
  */
 #include <dirent.h>
 #include <getopt.h>
