@@ -1,6 +1,8 @@
 /* Small helpers shared by every module: whole-file reads, monotonic time and
  * the cJSON accessors that Kubernetes objects need (quantities may arrive as
- * strings or numbers). */
+ * strings or numbers), with what keeps cJSON reading a document as Go (the
+ * API server, kube-scheduler) wrote it: text checks before parsing, the last
+ * of duplicate keys, and range-checked integers. */
 #ifndef TROUPE_COMMON_UTIL_H
 #define TROUPE_COMMON_UTIL_H
 
