@@ -2,6 +2,7 @@
  * and request bodies from bench/gen_cluster.py.
  *
  *   bench_verbs --data DIR [--reps R]
+ *   bench_verbs --unknown-names N [--reps R]
  *
  * Loads DIR/cluster.json into a cache exactly as troupe --cluster does (the
  * topology registry included), then times, per body in DIR: request decode
@@ -12,6 +13,15 @@
  * without HTTP. Memory per node is what the allocator holds after the load
  * (jemalloc's stats.allocated when linked with it), per node. Prints Markdown;
  * never fails on a time.
+ *
+ * --unknown-names N times a filter of a one-GPU pod over names troupe does not
+ * know (the cluster of --data, or an empty cache), at N/4 and N names, each
+ * against a baseline measured in the same run on the same body: its decode
+ * alone (ext_args_decode), linear in the body. Linear filtering keeps the
+ * ratio filter / decode about the same at both sizes and N costs about four
+ * times N/4 (caches and page faults push it somewhat above). Over
+ * TROUPE_MAX_NODE_NAMES the request is refused (decode is the refusal), and its
+ * cost must not grow with N: the list is scanned up to the limit, never copied.
  */
 #include <dirent.h>
 #include <getopt.h>
@@ -21,6 +31,7 @@
 #include <time.h>
 
 #include "cache/cache.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "extender/codec.h"
@@ -72,7 +83,7 @@ static struct dist dist_of(double *t, unsigned n)
 	return (struct dist){ t[n / 2], t[(size_t)((n - 1) * 0.99)] };
 }
 
-enum what { W_DECODE, W_EVAL, W_ENCODE, W_FILTER, W_PRIORITIZE };
+enum what { W_DECODE, W_EVAL, W_ENCODE, W_FILTER, W_PRIORITIZE, W_FILTER_UNKNOWN };
 
 /* One timed operation on <body>, in microseconds. */
 static double once(const struct ext_service *svc, enum what w, const char *body, size_t len)
@@ -83,14 +94,16 @@ static double once(const struct ext_service *svc, enum what w, const char *body,
 	uint64_t t0 = 0, t1 = 0;
 
 	ext_reply_init(&r);
-	if (w == W_FILTER || w == W_PRIORITIZE) {
+	if (w == W_FILTER || w == W_PRIORITIZE || w == W_FILTER_UNKNOWN) {
 		t0 = util_now_ns();
-		if (w == W_FILTER)
+		if (w != W_PRIORITIZE)
 			ext_filter(svc, body, len, &r);
 		else
 			ext_prioritize(svc, body, len, &r);
 		t1 = util_now_ns();
-		if (r.status != 200 || r.error) {
+		if (w == W_FILTER_UNKNOWN ? !strstr(r.body.buf, "\"NodeNames\":[]") &&
+					    !(r.status == 400 && strstr(r.body.buf, "at most"))
+					  : r.status != 200 || r.error) {
 			fprintf(stderr, "bench_verbs: the verb answered %u: %.*s\n", r.status,
 				(int)(r.body.len < 300 ? r.body.len : 300), r.body.buf);
 			exit(1);
@@ -101,7 +114,8 @@ static double once(const struct ext_service *svc, enum what w, const char *body,
 	ext_reply_fini(&r);
 	if (w == W_DECODE) {
 		t0 = util_now_ns();
-		if (ext_args_decode(body, len, &a, err, sizeof(err)) < 0) {
+		/* (Over TROUPE_MAX_NODE_NAMES, decode is the refusal.) */
+		if (ext_args_decode(body, len, &a, err, sizeof(err)) < 0 && !strstr(err, "at most")) {
 			fprintf(stderr, "bench_verbs: %s\n", err);
 			exit(1);
 		}
@@ -190,6 +204,51 @@ static char *prioritize_body(const struct ext_service *svc, const char *body, si
 	return out;
 }
 
+/* A filter body for a one-GPU pod over <n> names no node has. Caller frees. */
+static char *unknown_names_body(size_t n, size_t *len)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_puts(&sb, "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\","
+			"\"uid\":\"u-unknown\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+			"\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}},"
+			"\"Nodes\":null,\"NodeNames\":[");
+	for (size_t i = 0; i < n; i++)
+		strbuf_printf(&sb, "%s\"unknown-node-%07zu\"", i ? "," : "", i);
+	strbuf_puts(&sb, "]}");
+	if (sb.failed)
+		exit(1);
+	*len = sb.len;
+	return sb.buf;
+}
+
+/* --unknown-names: filter over unknown names at n/4 and n, each against its
+ * decode in the same run (see the top of the file). */
+static int unknown_names(const struct ext_service *svc, size_t n, unsigned reps)
+{
+	double per[2] = { 0, 0 }, fil[2] = { 0, 0 };
+
+	printf("# bench_verbs: filter over names troupe does not know, %u repetitions\n\n", reps);
+	printf("| names | body | decode p50 (baseline) | ext_filter p50 | filter / decode | answer |\n"
+	       "|---|---|---|---|---|---|\n");
+	for (int k = 0; k < 2; k++) {
+		size_t m = k == 0 ? n / 4 : n, len;
+		char *body = unknown_names_body(m, &len);
+		struct dist dec = measure(svc, W_DECODE, body, len, reps);
+		struct dist f = measure(svc, W_FILTER_UNKNOWN, body, len, reps);
+
+		per[k] = f.p50 / dec.p50;
+		fil[k] = f.p50;
+		printf("| %zu | %.1f MB | %.0f µs | %.0f µs | %.2f | %s |\n", m, (double)len / 1e6,
+		       dec.p50, f.p50, per[k],
+		       m > TROUPE_MAX_NODE_NAMES ? "400: over TROUPE_MAX_NODE_NAMES" : "every name failed");
+		free(body);
+	}
+	printf("\n%zu names cost %.2f times %zu names (4 when linear); filter / decode goes "
+	       "%.2f -> %.2f\n", n, fil[1] / fil[0], n / 4, per[0], per[1]);
+	return 0;
+}
+
 static int by_name(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -199,10 +258,12 @@ int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "data", required_argument, NULL, 'd' }, { "reps", required_argument, NULL, 'r' },
+		{ "unknown-names", required_argument, NULL, 'u' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *dir = NULL;
 	unsigned reps = 300;
+	size_t unknown = 0;
 	struct ext_config cfg;
 	struct ext_service svc = { 0 };
 	struct placement_registry *reg;
@@ -220,13 +281,15 @@ int main(int argc, char **argv)
 			dir = optarg;
 		else if (opt == 'r')
 			reps = (unsigned)strtoul(optarg, NULL, 10);
+		else if (opt == 'u')
+			unknown = strtoul(optarg, NULL, 10);
 		else
 			goto usage;
 	}
-	if (!dir || !reps) {
+	if ((!dir && !unknown) || !reps || (unknown && unknown < 4)) {
 usage:
 		fprintf(stderr, "usage: bench_verbs --data DIR (from bench/gen_cluster.py) "
-			"[--reps R]\n");
+			"[--reps R]\n       bench_verbs --unknown-names N (at least 4) [--reps R]\n");
 		return 2;
 	}
 	log_set_level(LOG_ERROR);
@@ -237,8 +300,8 @@ usage:
 	cfg.cache.hook_ctx = reg;
 	before = allocated();
 	c = cache_new(&cfg.cache);
-	snprintf(path, sizeof(path), "%s/cluster.json", dir);
-	if (!reg || !c || cache_snapshot_load(c, path, err, sizeof(err)) < 0) {
+	snprintf(path, sizeof(path), "%s/cluster.json", dir ? dir : "(none)");
+	if (!reg || !c || (dir && cache_snapshot_load(c, path, err, sizeof(err)) < 0)) {
 		fprintf(stderr, "bench_verbs: %s\n", c ? err : "out of memory");
 		return 1;
 	}
@@ -251,6 +314,15 @@ usage:
 	svc.registry = reg;
 	svc.gangs = gang_manager_new(c, &cfg.gang);
 	svc.cycle = ext_cycle_new();    /* as troupe runs */
+	if (unknown) {
+		int ret = unknown_names(&svc, unknown, reps);
+
+		gang_manager_free(svc.gangs);
+		ext_cycle_free(svc.cycle);
+		cache_free(c);
+		placement_registry_free(reg);
+		return ret;
+	}
 	printf("# bench_verbs: %zu nodes, %zu pods from %s, %u repetitions\n\n", st.nodes, st.pods,
 	       dir, reps);
 	printf("| measure | value |\n|---|---|\n");

@@ -27,16 +27,36 @@ enum {
 	MAX_UUIDS_TEXT = CACHE_MAX_GPUS * 64,
 };
 
+/* By key, then in the order the labels came (their keys are copied into the
+ * record in that order, so the later one has the higher address): a key given
+ * twice sorts its occurrences last-given last. */
 static int kv_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct cache_kv *)a)->key, ((const struct cache_kv *)b)->key);
+	const struct cache_kv *x = a, *y = b;
+	int c = strcmp(x->key, y->key);
+
+	return c ? c : (x->key > y->key) - (x->key < y->key);
+}
+
+/* Drop from sorted <kv> each label a later one of the same key overrides, as
+ * Go's encoding/json reads a duplicate key. Returns how many remain. */
+static size_t kv_keep_last(struct cache_kv *kv, size_t n)
+{
+	size_t out = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (i + 1 < n && strcmp(kv[i].key, kv[i + 1].key) == 0)
+			continue;
+		kv[out++] = kv[i];
+	}
+	return out;
 }
 
 /* ---- Nodes -------------------------------------------------------------- */
 
 static bool node_is_ready(const cJSON *status)
 {
-	const cJSON *conds = cJSON_GetObjectItemCaseSensitive(status, "conditions");
+	const cJSON *conds = json_get(status, "conditions");
 	const cJSON *c;
 
 	cJSON_ArrayForEach(c, conds) {
@@ -57,7 +77,7 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 	const cJSON *spec = json_obj(obj, "spec");
 	const cJSON *status = json_obj(obj, "status");
 	const cJSON *labels = json_obj(meta, "labels");
-	const cJSON *taints = cJSON_GetObjectItemCaseSensitive(spec, "taints");
+	const cJSON *taints = json_get(spec, "taints");
 	const cJSON *alloc = json_obj(status, "allocatable");
 	const cJSON *cap = json_obj(status, "capacity");
 	const char *name = json_str(meta, "name");
@@ -114,6 +134,7 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 		nl++;
 	}
 	qsort(kv, nl, sizeof(*kv), kv_cmp);
+	nl = kv_keep_last(kv, nl);
 	nt = 0;
 	cJSON_ArrayForEach(it, json_list(taints)) {
 		tt[nt].key = blk_str(&b, json_str(it, "key"));
@@ -150,9 +171,9 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 		break;
 	}
 	n->cpu_milli = resource_milli(alloc, "cpu");
-	n->mem_bytes = (resource_milli(alloc, "memory") + 999) / 1000;
+	n->mem_bytes = milli_to_units_ceil(resource_milli(alloc, "memory"));
 	n->ready = node_is_ready(status);
-	n->unschedulable = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "unschedulable"));
+	n->unschedulable = cJSON_IsTrue(json_get(spec, "unschedulable"));
 	{
 		const cJSON *ann = json_obj(meta, "annotations");
 		const char *topo = json_str(ann, TROUPE_TOPOLOGY_ANNOTATION);

@@ -49,10 +49,17 @@ static inline size_t str_size(const char *s)
 	return s ? strlen(s) + 1 : 0;
 }
 
+/* Milli-units to whole units, rounded up, for any non-negative value
+ * ((m + 999) / 1000 overflows near INT64_MAX). */
+static inline int64_t milli_to_units_ceil(int64_t m)
+{
+	return m / 1000 + (m % 1000 > 0);
+}
+
 /* A whole count from a ResourceList entry; -1 when absent or malformed. */
 static inline int64_t resource_count(const cJSON *list, const char *name)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(list, name);
+	const cJSON *it = json_get(list, name);
 	int64_t milli;
 
 	if (!it || json_quantity_milli(it, &milli) < 0 || milli < 0)
@@ -64,7 +71,7 @@ static inline int64_t resource_count(const cJSON *list, const char *name)
  * malformed. */
 static inline int64_t resource_milli(const cJSON *list, const char *name)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(list, name);
+	const cJSON *it = json_get(list, name);
 	int64_t milli;
 
 	if (!it || json_quantity_milli(it, &milli) < 0 || milli < 0)

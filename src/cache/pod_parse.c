@@ -58,8 +58,8 @@ static int container_demand(const cJSON *ctr, const struct cache_opts *opts, str
 	memset(out, 0, sizeof(*out));
 	for (unsigned i = 0; i < ng; i++) {
 		const char *rn = opts->gpu_resources[i];
-		const cJSON *l = cJSON_GetObjectItemCaseSensitive(lim, rn);
-		const cJSON *r = cJSON_GetObjectItemCaseSensitive(req, rn);
+		const cJSON *l = json_get(lim, rn);
+		const cJSON *r = json_get(req, rn);
 		int64_t lm = 0, rm = 0;
 
 		if (!l && !r)
@@ -88,16 +88,16 @@ static int container_demand(const cJSON *ctr, const struct cache_opts *opts, str
 	/* cpu and memory: the request, or the limit when only that is set. */
 	for (unsigned k = 0; k < 2; k++) {
 		const char *rn = k == 0 ? "cpu" : "memory";
-		const cJSON *q = cJSON_GetObjectItemCaseSensitive(req, rn);
+		const cJSON *q = json_get(req, rn);
 		int64_t m = 0;
 
 		if (!q)
-			q = cJSON_GetObjectItemCaseSensitive(lim, rn);
+			q = json_get(lim, rn);
 		if (q && (json_quantity_milli(q, &m) < 0 || m < 0)) {
 			snprintf(err, errlen, "container %s: invalid %s quantity", cname, rn);
 			return -EINVAL;
 		}
-		out->v[ng + k] = k == 0 ? m : (m + 999) / 1000;
+		out->v[ng + k] = k == 0 ? m : milli_to_units_ceil(m);
 	}
 	return 0;
 }
@@ -105,8 +105,8 @@ static int container_demand(const cJSON *ctr, const struct cache_opts *opts, str
 int cache_demand_compute(const cJSON *spec, const struct cache_opts *opts,
 			 struct cache_demand *out, char *err, size_t errlen)
 {
-	const cJSON *ctrs = cJSON_GetObjectItemCaseSensitive(spec, "containers");
-	const cJSON *inits = cJSON_GetObjectItemCaseSensitive(spec, "initContainers");
+	const cJSON *ctrs = json_get(spec, "containers");
+	const cJSON *inits = json_get(spec, "initContainers");
 	const cJSON *overhead = json_obj(spec, "overhead");
 	unsigned ng = opts->n_gpu_resources, nr = ng + 2;
 	struct rvec sum = { { 0 } }, init_max = { { 0 } }, sidecars = { { 0 } }, one;
@@ -149,7 +149,7 @@ int cache_demand_compute(const cJSON *spec, const struct cache_opts *opts,
 	if (overhead) {
 		for (unsigned i = 0; i < nr; i++) {
 			const char *rn = i < ng ? opts->gpu_resources[i] : i == ng ? "cpu" : "memory";
-			const cJSON *q = cJSON_GetObjectItemCaseSensitive(overhead, rn);
+			const cJSON *q = json_get(overhead, rn);
 			int64_t m;
 
 			if (!q)
@@ -158,7 +158,7 @@ int cache_demand_compute(const cJSON *spec, const struct cache_opts *opts,
 				snprintf(err, errlen, "spec.overhead: invalid %s quantity", rn);
 				return -EINVAL;
 			}
-			one.v[0] = i < ng ? m / 1000 : i == ng ? m : (m + 999) / 1000;
+			one.v[0] = i < ng ? m / 1000 : i == ng ? m : milli_to_units_ceil(m);
 			sum.v[i] = sum.v[i] > INT64_MAX - one.v[0] ? INT64_MAX : sum.v[i] + one.v[0];
 		}
 	}
@@ -187,6 +187,13 @@ int cache_demand_compute(const cJSON *spec, const struct cache_opts *opts,
 }
 
 
+
+/* An optional integer field: absent or null leaves <out> as it is; else it must
+ * be a whole number in [min, max] (json_int_in_range). */
+static bool json_whole_or_absent(const cJSON *it, int64_t min, int64_t max, int64_t *out)
+{
+	return !it || cJSON_IsNull(it) || json_int_in_range(it, min, max, out) == 0;
+}
 
 /* Check a namespaced object's name and namespace ("default" when absent).
  * Returns false with <err> set when they are unusable. */
@@ -286,12 +293,18 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	char synth_uid[K8S_KEY_BUF];          /* "ns/name" */
 	struct cache_demand d;
 	struct cache_pod *p;
+	int64_t priority = 0;
 	bool bad_demand;
 	size_t size;
 	struct blk b;
 
 	if (!name_ns_ok("pod", name, &ns, err, errlen))
 		return NULL;
+	if (!json_whole_or_absent(json_get(spec, "priority"), INT32_MIN, INT32_MAX, &priority)) {
+		snprintf(err, errlen, "pod %s/%s: spec.priority must be a whole number from %d to %d",
+			 ns, name, INT32_MIN, INT32_MAX);
+		return NULL;
+	}
 	if (!uid || !uid[0]) {
 		/* Hand-written snapshots may omit UIDs; the name is unique within the
 		 * snapshot, so use it. */
@@ -345,7 +358,6 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 			{ "annotations", "kueue.x-k8s.io/pod-group-total-count" },
 			{ "annotations", "troupe.io/min-member" },
 		};
-		const cJSON *prio = cJSON_GetObjectItemCaseSensitive(spec, "priority");
 
 		for (size_t i = 0; i < sizeof(quorum_keys) / sizeof(quorum_keys[0]); i++) {
 			const char *v = json_str(json_obj(meta, quorum_keys[i].field),
@@ -361,16 +373,14 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 				break;
 			}
 		}
-		if (cJSON_IsNumber(prio) && prio->valuedouble >= INT32_MIN &&
-		    prio->valuedouble <= INT32_MAX)
-			p->priority = (int32_t)prio->valuedouble;
+		p->priority = (int32_t)priority;
 	}
 	p->topology = blk_str(&b, topo);
 	p->gang_topology = blk_str(&b, gtopo);
 	p->queue = blk_str(&b, queue ? queue : ns);
 	p->phase = phase_parse(json_str(status, "phase"));
-	p->deleting = cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp") != NULL &&
-		      !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(meta, "deletionTimestamp"));
+	p->deleting = json_get(meta, "deletionTimestamp") != NULL &&
+		      !cJSON_IsNull(json_get(meta, "deletionTimestamp"));
 	if (bad_demand) {
 		memset(&p->demand, 0, sizeof(p->demand));
 		p->demand.gpu_resource = -1;
@@ -399,16 +409,30 @@ struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache
 	const cJSON *meta = json_obj(obj, "metadata");
 	const cJSON *spec = json_obj(obj, "spec");
 	const cJSON *minres = json_obj(spec, "minResources");
-	const cJSON *mm = cJSON_GetObjectItemCaseSensitive(spec, "minMember");
-	const cJSON *to = cJSON_GetObjectItemCaseSensitive(spec, "scheduleTimeoutSeconds");
+	const cJSON *mm = json_get(spec, "minMember");
+	const cJSON *to = json_get(spec, "scheduleTimeoutSeconds");
 	const char *name = json_str(meta, "name");
 	const char *ns = json_str(meta, "namespace");
 	struct cache_podgroup *pg;
+	int64_t min_member = 0, timeout_s = 0;
 	size_t size;
 	struct blk b;
 
 	if (!name_ns_ok("pod group", name, &ns, err, errlen))
 		return NULL;
+	/* A count that is not a whole number from 0 to INT32_MAX counts as absent
+	 * (the gang then takes its quorum from its pods), as a negative one always
+	 * did: dropping the whole PodGroup would lose its other fields too. */
+	if (!json_whole_or_absent(mm, 0, INT32_MAX, &min_member)) {
+		log_warn("cache", "pod group %s/%s: spec.minMember is not a whole number from 0 "
+			 "to %d; taken as absent", ns, name, INT32_MAX);
+		min_member = 0;
+	}
+	if (!json_whole_or_absent(to, 0, INT32_MAX, &timeout_s)) {
+		log_warn("cache", "pod group %s/%s: spec.scheduleTimeoutSeconds is not a whole "
+			 "number from 0 to %d; taken as absent", ns, name, INT32_MAX);
+		timeout_s = 0;
+	}
 	size = sizeof(*pg) + str_size(ns) + str_size(name);
 	pg = calloc(1, size);
 	if (!pg) {
@@ -419,18 +443,17 @@ struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache
 	b.end = (char *)pg + size;
 	pg->ns = blk_str(&b, ns);
 	pg->name = blk_str(&b, name);
-	if (cJSON_IsNumber(mm) && mm->valuedouble >= 0 && mm->valuedouble <= INT32_MAX)
-		pg->min_member = (int32_t)mm->valuedouble;
-	if (cJSON_IsNumber(to) && to->valuedouble >= 0 && to->valuedouble <= INT32_MAX)
-		pg->timeout_s = (int32_t)to->valuedouble;
+	pg->min_member = (int32_t)min_member;
+	pg->timeout_s = (int32_t)timeout_s;
 	for (unsigned i = 0; i < opts->n_gpu_resources; i++) {
 		int64_t n = resource_count(minres, opts->gpu_resources[i]);
 
-		if (n > 0 && n <= UINT32_MAX)
-			pg->min_gpus += (uint32_t)n;
+		if (n > 0)
+			pg->min_gpus = n >= (int64_t)(UINT32_MAX - pg->min_gpus) ? UINT32_MAX
+						: pg->min_gpus + (uint32_t)n;
 	}
 	pg->min_cpu_milli = resource_milli(minres, "cpu");
-	pg->min_mem_bytes = (resource_milli(minres, "memory") + 999) / 1000;
+	pg->min_mem_bytes = milli_to_units_ceil(resource_milli(minres, "memory"));
 	return pg;
 }
 

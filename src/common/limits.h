@@ -26,6 +26,16 @@
  * plan generation and member slot ("#g12/s3"), with room to spare. */
 #define TROUPE_RESERVATION_KEY_BUF (K8S_KEY_BUF + 80)
 
+/* Nodes one request may name (NodeNames, Nodes.items, the candidate nodes
+ * of a preemption); a request over it is refused (400). Kubernetes supports
+ * 5,000 nodes per cluster (its scalability thresholds), the largest clusters
+ * cloud vendors announce have 65,000 (GKE) and 100,000 (EKS) nodes, and
+ * kube-scheduler names each node at most once, so no real request comes near
+ * this; a filter over 100,000 names takes troupe some tens of milliseconds
+ * (bench_verbs --unknown-names), so one request cannot hold a worker for
+ * seconds. */
+#define TROUPE_MAX_NODE_NAMES 100000
+
 /* One human-readable line: a refusal reason, a failure, a note. Longer text
  * is cut (snprintf), never overrun. */
 #define TROUPE_MESSAGE_BUF 400

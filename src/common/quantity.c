@@ -25,7 +25,7 @@ static int mul_checked(int64_t a, int64_t b, int64_t *out)
 int quantity_parse_milli(const char *s, size_t len, int64_t *milli)
 {
 	size_t i = 0;
-	bool neg = false, digits = false;
+	bool neg = false, digits = false, dropped = false;
 	int64_t mant = 0;
 	int exp10 = 3;          /* result is in milli-units */
 	int64_t binary = 1;
@@ -49,14 +49,19 @@ int quantity_parse_milli(const char *s, size_t len, int64_t *milli)
 			digits = true;
 			/* Digits past what int64 can carry only round; drop them but
 			 * remember that something non-zero was there. */
-			if (mant <= (INT64_MAX - 9) / 10) {
+			if (!dropped && mant <= (INT64_MAX - 9) / 10) {
 				mant = mant * 10 + (s[i] - '0');
 				exp10--;
 			} else if (s[i] != '0') {
-				mant++;
+				dropped = true;
 			}
 		}
 	}
+	/* Round up once, at the last digit kept. Adding one per dropped digit,
+	 * as this did, passed INT64_MAX after nine of them; once cannot: a kept
+	 * digit leaves mant at most INT64_MAX - 8. */
+	if (dropped)
+		mant++;
 	if (!digits)
 		goto out;
 	if (i < len) {

@@ -86,14 +86,14 @@ uint64_t util_now_ns(void)
 
 const char *json_str(const cJSON *obj, const char *key)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	const cJSON *it = json_get(obj, key);
 
 	return cJSON_IsString(it) ? it->valuestring : NULL;
 }
 
 const cJSON *json_obj(const cJSON *obj, const char *key)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	const cJSON *it = json_get(obj, key);
 
 	return cJSON_IsObject(it) ? it : NULL;
 }
@@ -169,7 +169,72 @@ static bool has_ctl_or_escape(const char *buf, size_t len)
 	return false;
 }
 
-long json_find_unsafe(const char *buf, size_t len)
+static int hex4(const char *p)
+{
+	int v = 0;
+
+	for (int k = 0; k < 4; k++) {
+		char c = p[k];
+
+		v <<= 4;
+		if (c >= '0' && c <= '9')
+			v |= c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v |= c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			v |= c - 'A' + 10;
+		else
+			return -1;
+	}
+	return v;
+}
+
+/* The escape whose backslash is at buf[i]: how many bytes it takes (2, 6, or
+ * 12 for a surrogate pair), or 0 with <*why> set when JSON (RFC 8259 section 7)
+ * does not allow it or cJSON would decode it to something else than was sent:
+ * cJSON reads bad hex digits as 0 ("\u00zz" became NUL and cut the string). */
+static size_t escape_len(const char *buf, size_t len, size_t i, const char **why)
+{
+	int code, low;
+
+	if (i + 1 >= len) {
+		*why = "a backslash ends the text";
+		return 0;
+	}
+	switch (buf[i + 1]) {
+	case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+		return 2;
+	case 'u':
+		break;
+	default:
+		*why = "an unknown escape (JSON has only \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)";
+		return 0;
+	}
+	if (i + 6 > len || (code = hex4(buf + i + 2)) < 0) {
+		*why = "\\u not followed by four hex digits";
+		return 0;
+	}
+	if (code == 0) {
+		*why = "\\u0000 (it would cut the string short)";
+		return 0;
+	}
+	if (code >= 0xdc00 && code <= 0xdfff) {
+		*why = "a lone low surrogate (\\uDC00-\\uDFFF without a high one before it)";
+		return 0;
+	}
+	if (code < 0xd800 || code > 0xdbff)
+		return 6;
+	if (i + 12 > len || buf[i + 6] != '\\' || buf[i + 7] != 'u' ||
+	    (low = hex4(buf + i + 8)) < 0xdc00 || low > 0xdfff) {
+		*why = "a high surrogate (\\uD800-\\uDBFF) not followed by a low one";
+		return 0;
+	}
+	return 12;
+}
+
+/* json_find_unsafe and json_find_invalid: with <escapes>, every escape is
+ * checked (escape_len), else only \u0000. */
+static long find_unsafe(const char *buf, size_t len, bool escapes, const char **why)
 {
 	bool in_str = false;
 
@@ -187,21 +252,206 @@ long json_find_unsafe(const char *buf, size_t len)
 			break;
 		c = (unsigned char)buf[i];
 
-		if (c < 0x20 && (in_str || (c != ' ' && c != '\t' && c != '\n' && c != '\r')))
+		if (c < 0x20 && (in_str || (c != ' ' && c != '\t' && c != '\n' && c != '\r'))) {
+			*why = in_str ? "a raw control character inside a string (JSON needs it "
+					"escaped)" : "a control character between tokens";
 			return (long)i;
+		}
 		if (!in_str) {
 			in_str = c == '"';
 			continue;
 		}
 		if (c == '"') {
 			in_str = false;
+		} else if (c == '\\' && escapes) {
+			size_t n = escape_len(buf, len, i, why);
+
+			if (!n)
+				return (long)i;
+			i += n - 1;
 		} else if (c == '\\' && i + 1 < len) {
 			i++;
-			if (buf[i] == 'u' && i + 4 < len && memcmp(buf + i + 1, "0000", 4) == 0)
+			if (buf[i] == 'u' && i + 4 < len && memcmp(buf + i + 1, "0000", 4) == 0) {
+				*why = "\\u0000 (it would cut the string short)";
 				return (long)(i - 1);
+			}
 		}
 	}
 	return -1;
+}
+
+long json_find_unsafe(const char *buf, size_t len)
+{
+	const char *why;
+
+	return find_unsafe(buf, len, false, &why);
+}
+
+long json_find_invalid(const char *buf, size_t len, const char **why)
+{
+	const char *unused;
+
+	return find_unsafe(buf, len, true, why ? why : &unused);
+}
+
+/* The type test cJSON_IsObject makes, inline: these run for every member. */
+static inline bool is_object(const cJSON *it)
+{
+	return it && (it->type & 0xff) == cJSON_Object;
+}
+
+static inline bool is_container(const cJSON *it)
+{
+	return (it->type & 0xff) == cJSON_Object || (it->type & 0xff) == cJSON_Array;
+}
+
+/* Whether two keys are the same, the first byte compared before a call. */
+static inline bool same_key(const char *a, const char *b)
+{
+	return a && b && a[0] == b[0] && strcmp(a, b) == 0;
+}
+
+const cJSON *json_get(const cJSON *obj, const char *key)
+{
+	const cJSON *it, *found = NULL;
+
+	if (!is_object(obj))
+		return NULL;
+	for (it = obj->child; it; it = it->next)
+		if (same_key(it->string, key))
+			found = it;
+	return found;
+}
+
+/* FNV-1a: only to spread the keys of one large object over a table. */
+static uint64_t key_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return h;
+}
+
+/* A table of an object's keys, reused across the objects of one document. */
+struct key_table {
+	const cJSON **slot;
+	size_t mask;            /* slots - 1; 0 before the first use */
+};
+
+/* Objects up to this many members are checked pair by pair: cheaper than
+ * hashing for the small objects that make up most of a Kubernetes object. */
+enum { DEDUPE_PAIRWISE_MAX = 16 };
+
+/* Delete from <obj> every member that a later member of the same name
+ * overrides. Returns how many, or -ENOMEM (the object unchanged then). */
+static long dedupe_members(cJSON *obj, size_t n, struct key_table *t)
+{
+	cJSON *it, *next;
+	long dropped = 0;
+
+	if (n <= DEDUPE_PAIRWISE_MAX) {
+		for (it = obj->child; it; it = next) {
+			next = it->next;
+			for (const cJSON *later = next; later; later = later->next) {
+				if (same_key(it->string, later->string)) {
+					cJSON_Delete(cJSON_DetachItemViaPointer(obj, it));
+					dropped++;
+					break;
+				}
+			}
+		}
+		return dropped;
+	}
+	if (t->mask + 1 < 2 * n) {
+		size_t slots = 64;
+
+		while (slots < 2 * n)
+			slots *= 2;
+		free(t->slot);
+		t->slot = malloc(slots * sizeof(*t->slot));
+		if (!t->slot) {
+			t->mask = 0;
+			return -ENOMEM;
+		}
+		t->mask = slots - 1;
+	}
+	memset(t->slot, 0, (t->mask + 1) * sizeof(*t->slot));
+	/* From the last member back: the first seen of each name is the one
+	 * that stays. (child->prev is the last member.) */
+	for (it = obj->child->prev; it; it = next) {
+		size_t at;
+
+		next = it == obj->child ? NULL : it->prev;
+		if (!it->string)
+			continue;
+		for (at = key_hash(it->string) & t->mask; t->slot[at]; at = (at + 1) & t->mask)
+			if (strcmp(t->slot[at]->string, it->string) == 0)
+				break;
+		if (t->slot[at]) {
+			cJSON_Delete(cJSON_DetachItemViaPointer(obj, it));
+			dropped++;
+		} else {
+			t->slot[at] = it;
+		}
+	}
+	return dropped;
+}
+
+static long dedupe(cJSON *item, struct key_table *t)
+{
+	long dropped = 0, d;
+	size_t n = 0;
+
+	for (cJSON *c = item->child; c; c = c->next) {
+		n++;
+		if (!is_container(c))
+			continue;
+		d = dedupe(c, t);
+		if (d < 0)
+			return -ENOMEM;
+		dropped += d;
+	}
+	if (!is_object(item) || n < 2)
+		return dropped;
+	d = dedupe_members(item, n, t);
+	return d < 0 ? d : dropped + d;
+}
+
+long json_dedupe(cJSON *root)
+{
+	struct key_table t = { NULL, 0 };
+	long ret;
+
+	if (!root || !(cJSON_IsObject(root) || cJSON_IsArray(root)))
+		return 0;
+	ret = dedupe(root, &t);
+	free(t.slot);
+	return ret;
+}
+
+/* The largest magnitude below which every integer has an exact double. */
+#define JSON_EXACT_INT 9007199254740992.0       /* 2^53 */
+
+int json_int_in_range(const cJSON *item, int64_t min, int64_t max, int64_t *out)
+{
+	double v;
+	int64_t i;
+
+	if (!cJSON_IsNumber(item))
+		return -EINVAL;
+	v = item->valuedouble;
+	/* Also false for NaN; beyond 2^53 the number sent cannot be known
+	 * exactly, so it is refused rather than rounded. */
+	if (!(v >= -JSON_EXACT_INT && v <= JSON_EXACT_INT))
+		return -ERANGE;
+	i = (int64_t)v;
+	if ((double)i != v)
+		return -EINVAL;
+	if (i < min || i > max)
+		return -ERANGE;
+	*out = i;
+	return 0;
 }
 
 const cJSON *json_list(const cJSON *list)

@@ -1,8 +1,17 @@
 /* Decoding uses cJSON, with exact-case lookups of the Go field names; encoding
  * writes JSON directly into a strbuf, which is several times cheaper than
- * building a cJSON tree and printing it. */
+ * building a cJSON tree and printing it.
+ *
+ * Decoding is strict where cJSON is lenient and reads as kube-scheduler (Go)
+ * wrote where they differ: text cJSON would decode to something else than was
+ * sent (control bytes, invalid escapes, \u0000) is refused before parsing
+ * (json_find_invalid); a key given twice means its last value, as Go's
+ * encoding/json takes it (json_dedupe after parsing; filter's echo of the
+ * request's node texts is skipped then); a request naming more than
+ * TROUPE_MAX_NODE_NAMES nodes is refused. */
 #include "extender/codec.h"
 
+#include "common/limits.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -10,23 +19,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parse a request body that must be one JSON object. <checked>: the caller
- * already knows it holds no unsafe bytes (json_find_unsafe), so it is not
- * scanned again. */
-static cJSON *parse_object(const char *body, size_t len, bool checked, char *err, size_t errlen)
+/* Parse a request body that must be one JSON object, a key given twice
+ * meaning its last value. <checked>: the caller already knows the text is
+ * valid (json_find_invalid), so it is not scanned again. <n_names>, when not
+ * NULL: how many top-level members were named NodeNames before the earlier
+ * ones were dropped (the fast path's check that its list is the one Go reads).
+ * <dup_keys>, when not NULL: whether any key anywhere was given twice. */
+static cJSON *parse_object(const char *body, size_t len, bool checked, size_t *n_names,
+			   bool *dup_keys, char *err, size_t errlen)
 {
-	const char *end = NULL;
+	const char *end = NULL, *why = "";
 	cJSON *root;
-	long bad;
+	long bad, dropped;
 
 	if (len == 0) {
 		snprintf(err, errlen, "empty request body");
 		return NULL;
 	}
-	bad = checked ? -1 : json_find_unsafe(body, len);
+	bad = checked ? -1 : json_find_invalid(body, len, &why);
 	if (bad >= 0) {
-		snprintf(err, errlen, "control character or \\u0000 at byte %ld; JSON allows "
-			 "neither here", bad);
+		snprintf(err, errlen, "invalid JSON text at byte %ld: %s", bad, why);
 		return NULL;
 	}
 	root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
@@ -47,6 +59,19 @@ static cJSON *parse_object(const char *body, size_t len, bool checked, char *err
 		cJSON_Delete(root);
 		return NULL;
 	}
+	if (n_names) {
+		*n_names = 0;
+		for (const cJSON *it = root->child; it; it = it->next)
+			*n_names += it->string && strcmp(it->string, "NodeNames") == 0;
+	}
+	dropped = json_dedupe(root);
+	if (dropped < 0) {
+		snprintf(err, errlen, "out of memory reading the request");
+		cJSON_Delete(root);
+		return NULL;
+	}
+	if (dup_keys)
+		*dup_keys = dropped > 0;
 	return root;
 }
 
@@ -138,7 +163,8 @@ static const char *skip_value(const char *p, const char *end)
 
 /* In the object at <obj>, where the value of the first member named <key> (a
  * plain key) starts; NULL when absent or unreadable. Only the members before it
- * are measured. */
+ * are measured. (With a key given twice the first is not what cJSON keeps
+ * after json_dedupe: ext_args_find_item_texts does not look then.) */
 static const char *member(const char *obj, const char *end, const char *key)
 {
 	size_t klen = strlen(key);
@@ -208,9 +234,10 @@ static struct cache_name *item_texts(const char *body, size_t len, size_t n)
  * per name), and give cJSON the rest with the array replaced by null. Returns 1
  * when done (<out> holds the names, <*rest> the text to parse), 0 when the
  * body is anything else (escaped or non-ASCII names, an array that is not all
- * strings, no such key at the top level): the general path then reads it.
- * The array is copied once and its names are cut in the copy (each closing
- * quote becomes the name's NUL), in one pass. The bytes of the array are all
+ * strings, no such key at the top level): the general path then reads it;
+ * -E2BIG when the list has more than TROUPE_MAX_NODE_NAMES names.
+ * The array is read in the body, then copied once and its names cut in the
+ * copy (each closing quote becomes the name's NUL). The bytes of the array are all
  * checked here (plain names, JSON whitespace, commas), so the caller need
  * check only the rest for unsafe bytes. */
 static int cut_names(const char *body, size_t len, struct ext_args *out, char **rest,
@@ -219,27 +246,29 @@ static int cut_names(const char *body, size_t len, struct ext_args *out, char **
 	static const char key[] = "\"NodeNames\":";
 	const char *end = body + len, *k = memmem(body, len, key, sizeof(key) - 1), *arr;
 	size_t n = 0, cap = 0, after, close;
-	char *copy, *p, *cend;
+	const char *p;
+	char *copy = NULL;
+	int ret = 0;
 
 	if (!k)
 		return 0;
 	arr = skip_ws(k + sizeof(key) - 1, end);
 	if (arr >= end || *arr != '[' || !top_level_key(body, k))
 		return 0;       /* (null in full mode: no scan of the nodes) */
-	copy = malloc((size_t)(end - arr) + 1);
-	if (!copy)
-		return 0;
-	memcpy(copy, arr, (size_t)(end - arr));
-	cend = copy + (end - arr);
-	*cend = '\0';
-	for (p = (char *)skip_ws(copy + 1, cend); p < cend && *p != ']';) {
+	/* Scan the body itself and copy the list only once it is read whole: a
+	 * refusal (over the limit, not plain names) copies nothing. */
+	for (p = skip_ws(arr + 1, end); p < end && *p != ']';) {
 		size_t run;
 
 		if (*p != '"')
 			goto refuse;
-		run = json_plain_run(p + 1, (size_t)(cend - p - 1));
-		if (p + 1 + run >= cend || p[1 + run] != '"' || run == 0)
+		run = json_plain_run(p + 1, (size_t)(end - p - 1));
+		if (p + 1 + run >= end || p[1 + run] != '"' || run == 0)
 			goto refuse;
+		if (n == TROUPE_MAX_NODE_NAMES) {
+			ret = -E2BIG;
+			goto refuse;
+		}
 		if (n == cap) {
 			struct cache_name *g = realloc(out->names,
 						       (cap = cap ? cap * 2 : 256) * sizeof(*g));
@@ -248,32 +277,31 @@ static int cut_names(const char *body, size_t len, struct ext_args *out, char **
 				goto refuse;
 			out->names = g;
 		}
-		p[1 + run] = '\0';
 		out->names[n++] = (struct cache_name){ p + 1, run };
-		p = (char *)skip_ws(p + run + 2, cend);
-		if (p < cend && *p == ',') {
-			p = (char *)skip_ws(p + 1, cend);
-			if (p >= cend || *p != '"')
+		p = skip_ws(p + run + 2, end);
+		if (p < end && *p == ',') {
+			p = skip_ws(p + 1, end);
+			if (p >= end || *p != '"')
 				goto refuse;    /* [..., ] is not JSON */
-		} else if (p < cend && *p != ']') {
+		} else if (p < end && *p != ']') {
 			goto refuse;
 		}
 	}
-	if (p >= cend)
+	if (p >= end)
 		goto refuse;
-	close = (size_t)(p - copy);             /* the list's ']' */
-	after = (size_t)(cend - p - 1);
-	if (after > 4096) {
-		/* Keep only the list: filter may hand it to a cycle entry. */
-		char *list = malloc(close + 1);
+	close = (size_t)(p - arr);              /* the list's ']' */
+	after = (size_t)(end - p - 1);
+	/* The list alone (filter may hand it to a cycle entry), each name's
+	 * closing quote its NUL. */
+	copy = malloc(close + 1);
+	if (!copy)
+		goto refuse;
+	memcpy(copy, arr, close + 1);
+	for (size_t i = 0; i < n; i++) {
+		char *s = copy + (out->names[i].s - arr);
 
-		if (!list)
-			goto refuse;
-		memcpy(list, copy, close + 1);
-		for (size_t i = 0; i < n; i++)
-			out->names[i].s = list + (out->names[i].s - copy);
-		free(copy);
-		copy = list;
+		s[out->names[i].len] = '\0';
+		out->names[i].s = s;
 	}
 	/* The rest: everything but the array, which becomes null. */
 	*rest = malloc((size_t)(arr - body) + 4 + after + 1);
@@ -293,7 +321,15 @@ refuse:
 	free(*rest);
 	out->names = NULL;
 	*rest = NULL;
-	return 0;
+	return ret;
+}
+
+/* The refusal of a request naming more nodes than troupe takes. */
+static int too_many_nodes(const char *what, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s names more than %d nodes; troupe takes at most %d per request",
+		 what, TROUPE_MAX_NODE_NAMES, TROUPE_MAX_NODE_NAMES);
+	return -EINVAL;
 }
 
 int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *err,
@@ -301,46 +337,55 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 {
 	const cJSON *nodes, *names, *it;
 	char *rest = NULL;
-	size_t rest_len = 0;
-	bool fast, safe;
+	size_t rest_len = 0, n_names = 0;
+	bool fast = false, safe;
+	int cut;
 
 	memset(out, 0, sizeof(*out));
-	/* Unsafe bytes anywhere (the names included) refuse the whole body; each
+	/* Invalid text anywhere (the names included) refuses the whole body; each
 	 * byte is checked once: cut_names checks the names, the scan the rest. */
-	if (len && cut_names(body, len, out, &rest, &rest_len) &&
-	    json_find_unsafe(rest, rest_len) >= 0) {
-		/* Unsafe outside the names: the general path says where. */
+	cut = len ? cut_names(body, len, out, &rest, &rest_len) : 0;
+	if (cut < 0)
+		return too_many_nodes("NodeNames", err, errlen);
+	if (cut && json_find_invalid(rest, rest_len, NULL) >= 0) {
+		/* Invalid outside the names: the general path says where. */
 		ext_args_fini(out);
 		free(rest);
 		rest = NULL;
 	}
 	if (rest) {
 		fast = true;
-		out->root = parse_object(rest, rest_len, true, err, errlen);
+		out->root = parse_object(rest, rest_len, true, &n_names, NULL, err, errlen);
 		free(rest);
 		if (!out->root) {
 			/* Malformed elsewhere: say where in the body as sent. */
 			ext_args_fini(out);
 			snprintf(err, errlen, "malformed JSON");
-			cJSON_Delete(parse_object(body, len, true, err, errlen));
+			cJSON_Delete(parse_object(body, len, true, NULL, NULL, err, errlen));
 			return -EINVAL;
 		}
-	} else {
-		fast = false;
-		safe = len && json_find_unsafe(body, len) < 0;
-		out->root = parse_object(body, len, safe, err, errlen);
+		if (n_names > 1) {
+			/* NodeNames again after the list cut out: the last one is what
+			 * Go reads, so read the body the general way. */
+			ext_args_fini(out);
+			fast = false;
+		}
+	}
+	if (!fast) {
+		safe = len && json_find_invalid(body, len, NULL) < 0;
+		out->root = parse_object(body, len, safe, NULL, &out->dup_keys, err, errlen);
 	}
 	if (!out->root)
 		return -EINVAL;
-	out->pod = cJSON_GetObjectItemCaseSensitive(out->root, "Pod");
+	out->pod = json_get(out->root, "Pod");
 	if (!cJSON_IsObject(out->pod)) {
 		snprintf(err, errlen, "\"Pod\" must be a pod object");
 		return -EINVAL;
 	}
 	if (fast)
 		return 0;       /* names mode: NodeNames was a list of names */
-	nodes = cJSON_GetObjectItemCaseSensitive(out->root, "Nodes");
-	names = cJSON_GetObjectItemCaseSensitive(out->root, "NodeNames");
+	nodes = json_get(out->root, "Nodes");
+	names = json_get(out->root, "NodeNames");
 	if (names && !cJSON_IsNull(names)) {
 		size_t i = 0;
 
@@ -353,7 +398,8 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 				snprintf(err, errlen, "\"NodeNames\" entries must be non-empty strings");
 				return -EINVAL;
 			}
-			out->n_nodes++;
+			if (++out->n_nodes > TROUPE_MAX_NODE_NAMES)
+				return too_many_nodes("NodeNames", err, errlen);
 		}
 		out->names = malloc((out->n_nodes ? out->n_nodes : 1) * sizeof(*out->names));
 		if (!out->names) {
@@ -363,8 +409,8 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 		cJSON_ArrayForEach(it, names)
 			out->names[i++] = (struct cache_name){ it->valuestring,
 								 strlen(it->valuestring) };
-		} else if (nodes && !cJSON_IsNull(nodes)) {
-		const cJSON *items = cJSON_GetObjectItemCaseSensitive(nodes, "items");
+	} else if (nodes && !cJSON_IsNull(nodes)) {
+		const cJSON *items = json_get(nodes, "items");
 
 		if (!cJSON_IsObject(nodes) || (items && !cJSON_IsNull(items) && !cJSON_IsArray(items))) {
 			snprintf(err, errlen, "\"Nodes\" must be a NodeList object with \"items\"");
@@ -375,7 +421,8 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 				snprintf(err, errlen, "\"Nodes.items\" entries must be node objects");
 				return -EINVAL;
 			}
-			out->n_nodes++;
+			if (++out->n_nodes > TROUPE_MAX_NODE_NAMES)
+				return too_many_nodes("Nodes.items", err, errlen);
 		}
 		out->node_items = cJSON_IsArray(items) ? items : NULL;
 		out->full_nodes = true;
@@ -386,7 +433,9 @@ int ext_args_decode(const char *body, size_t len, struct ext_args *out, char *er
 
 void ext_args_find_item_texts(struct ext_args *a, const char *body, size_t len)
 {
-	if (a->full_nodes && a->node_items && !a->item_text)
+	/* A key given twice: the text's first may not be what was decoded, so
+	 * the objects are printed instead (rare; only filter's echo pays). */
+	if (a->full_nodes && a->node_items && !a->item_text && !a->dup_keys)
 		a->item_text = item_texts(body, len, a->n_nodes);
 }
 
@@ -401,7 +450,7 @@ void ext_args_fini(struct ext_args *a)
 
 static const char *req_str(const cJSON *root, const char *key, bool *bad)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+	const cJSON *it = json_get(root, key);
 
 	if (!it || cJSON_IsNull(it))
 		return "";
@@ -418,7 +467,7 @@ int ext_bind_args_decode(const char *body, size_t len, struct ext_bind_args *out
 	bool bad = false;
 
 	memset(out, 0, sizeof(*out));
-	out->root = parse_object(body, len, false, err, errlen);
+	out->root = parse_object(body, len, false, NULL, NULL, err, errlen);
 	if (!out->root)
 		return -EINVAL;
 	out->pod_name = req_str(out->root, "PodName", &bad);
@@ -442,14 +491,15 @@ int ext_preempt_decode(const char *body, size_t len, cJSON **root, const cJSON *
 		       const cJSON **meta_victims, const cJSON **full_victims, char *err,
 		       size_t errlen)
 {
-	const cJSON *m, *f;
+	const cJSON *m, *f, *it, *map;
+	size_t n = 0;
 
-	*root = parse_object(body, len, false, err, errlen);
+	*root = parse_object(body, len, false, NULL, NULL, err, errlen);
 	if (!*root)
 		return -EINVAL;
-	*pod = cJSON_GetObjectItemCaseSensitive(*root, "Pod");
-	m = cJSON_GetObjectItemCaseSensitive(*root, "NodeNameToMetaVictims");
-	f = cJSON_GetObjectItemCaseSensitive(*root, "NodeNameToVictims");
+	*pod = json_get(*root, "Pod");
+	m = json_get(*root, "NodeNameToMetaVictims");
+	f = json_get(*root, "NodeNameToVictims");
 	if ((m && !cJSON_IsNull(m) && !cJSON_IsObject(m)) ||
 	    (f && !cJSON_IsNull(f) && !cJSON_IsObject(f))) {
 		snprintf(err, errlen, "victim maps must be objects keyed by node name");
@@ -457,6 +507,11 @@ int ext_preempt_decode(const char *body, size_t len, cJSON **root, const cJSON *
 	}
 	*meta_victims = cJSON_IsObject(m) ? m : NULL;
 	*full_victims = cJSON_IsObject(f) ? f : NULL;
+	map = *meta_victims ? *meta_victims : *full_victims;
+	cJSON_ArrayForEach(it, map)
+		if (++n > TROUPE_MAX_NODE_NAMES)
+			return too_many_nodes(*meta_victims ? "NodeNameToMetaVictims"
+							    : "NodeNameToVictims", err, errlen);
 	return 0;
 }
 

@@ -33,6 +33,8 @@ struct ext_args {
 	 * sent, not printed again; NULL when not looked for or not found (then
 	 * cJSON prints them). */
 	struct cache_name *item_text;
+	/* Some key of the body was given twice (the last one was kept). */
+	bool dup_keys;
 };
 
 /* Decode ExtenderArgs. Returns 0, or -EINVAL with a message in <err> naming what

@@ -3,26 +3,76 @@
  * part of a bound gang (unless gang.allow_partial_preemption). The answer names
  * the victims by UID (NodeNameToMetaVictims), the form kube-scheduler expects
  * back from an extender.
+ *
+ * A candidate whose victims troupe knows to run on another node is dropped:
+ * evicting them frees nothing there. Any number of victims is read (the body's
+ * size bounds them); NumPDBViolations must be a whole, non-negative number, or
+ * the request is refused.
  */
 #include "extender/internal.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
 
-/* Victims read per candidate node; more are ignored (kube-scheduler proposes
- * the fewest that make room, far below this). */
-enum { PREEMPT_MAX_VICTIMS = 256 };
+/* Why a candidate is dropped: a victim's "namespace/name" and node, and the
+ * words around them. */
+enum { PREEMPT_WHY_BUF = K8S_KEY_BUF + K8S_NAME_BUF + 64 };
 
-/* Why a candidate node is dropped, or NULL to keep it: evicting its victims
- * must free a device set the preemptor's policy accepts, and must not evict part
- * of a bound gang (unless gang.allow_partial_preemption). */
+/* A victim that belongs to a pod group, for the bound-gang check. */
+struct gang_victim {
+	const char *uid;
+	char ns[K8S_NAMESPACE_BUF];
+	char group[K8S_NAME_BUF];
+};
+
+static int gang_victim_cmp(const void *a, const void *b)
+{
+	const struct gang_victim *x = a, *y = b;
+	int c = strcmp(x->ns, y->ns);
+
+	if (!c)
+		c = strcmp(x->group, y->group);
+	return c ? c : strcmp(x->uid, y->uid);
+}
+
+/* Whether evicting <v> (sorted) evicts part of a bound gang: for each gang,
+ * fewer distinct victims than it has members bound. */
+static bool splits_a_gang(const struct ext_service *svc, const struct gang_victim *v, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned exist, bound, here = 0;
+		size_t j = i;
+
+		for (; j < n && strcmp(v[j].ns, v[i].ns) == 0 && strcmp(v[j].group, v[i].group) == 0;
+		     j++)
+			here += j == i || strcmp(v[j].uid, v[j - 1].uid) != 0;
+		cache_group_count(svc->cache, v[i].ns, v[i].group, &exist, &bound);
+		if (bound > here)
+			return true;
+		i = j;
+	}
+	return false;
+}
+
+/* Why a candidate node is dropped (static text, or <buf>), or NULL to keep it.
+ * Always: no victim troupe knows may run on another node. With <judge> (the
+ * preemptor asks for GPUs): evicting the victims must free a device set the
+ * preemptor's policy accepts, and must not evict part of a bound gang (unless
+ * gang.allow_partial_preemption). */
 static const char *preempt_judge(const struct ext_service *svc, const struct placement_request *req,
-				 const char *node, const char *const *uids, size_t n_uids)
+				 bool judge, const char *node, const char *const *uids, size_t n_uids,
+				 char *buf, size_t buflen)
 {
 	struct cache_node_view v;
 	struct placement_fit fit;
+	struct gang_victim *gv = NULL;
+	size_t n_gv = 0;
 	uint64_t freed = 0;
 	uint32_t unattr = 0;
 	const char *why = NULL;
@@ -32,22 +82,37 @@ static const char *preempt_judge(const struct ext_service *svc, const struct pla
 
 		if (cache_pod_get(svc->cache, uids[i], &pi) < 0)
 			continue;       /* unknown to troupe: it occupies nothing troupe counts */
-		freed |= pi.devices;
-		unattr += pi.unattributed;
-		if (pi.group[0] && !svc->cfg->gang.allow_partial_preemption) {
-			unsigned exist, bound, here = 0;
-
-			for (size_t j = 0; j < n_uids; j++) {
-				struct cache_pod_info pj;
-
-				if (cache_pod_get(svc->cache, uids[j], &pj) == 0 &&
-				    strcmp(pj.group, pi.group) == 0 && strcmp(pj.ns, pi.ns) == 0)
-					here++;
-			}
-			cache_group_count(svc->cache, pi.ns, pi.group, &exist, &bound);
-			if (bound > here)
-				return "would evict part of a bound gang";
+		if (pi.node[0] && strcmp(pi.node, node) != 0) {
+			/* Evicting it frees nothing here: kube-scheduler's view is
+			 * wrong, or the request is not kube-scheduler's. */
+			snprintf(buf, buflen, "victim %s/%s runs on node %s, not on this one",
+				 pi.ns, pi.name, pi.node);
+			why = buf;
+			goto out;
 		}
+		if (!judge)
+			continue;
+		freed |= pi.devices;
+		unattr = unattr > UINT32_MAX - pi.unattributed ? UINT32_MAX
+							       : unattr + pi.unattributed;
+		if (pi.group[0] && !svc->cfg->gang.allow_partial_preemption) {
+			if (!gv && !(gv = malloc(n_uids * sizeof(*gv)))) {
+				why = "out of memory judging the victims";
+				goto out;
+			}
+			gv[n_gv].uid = uids[i];
+			memcpy(gv[n_gv].ns, pi.ns, sizeof(pi.ns));
+			memcpy(gv[n_gv].group, pi.group, sizeof(pi.group));
+			n_gv++;
+		}
+	}
+	if (!judge)
+		goto out;
+	if (n_gv)
+		qsort(gv, n_gv, sizeof(*gv), gang_victim_cmp);
+	if (splits_a_gang(svc, gv, n_gv)) {
+		why = "would evict part of a bound gang";
+		goto out;
 	}
 	cache_read_begin(svc->cache);
 	if (!cache_node_lookup(svc->cache, node, strlen(node), &v)) {
@@ -60,7 +125,20 @@ static const char *preempt_judge(const struct ext_service *svc, const struct pla
 			why = "evicting these victims would not free a GPU set the pod can use";
 	}
 	cache_read_end(svc->cache);
+out:
+	free(gv);
 	return why;
+}
+
+/* A candidate's NumPDBViolations: absent or null is 0. Returns 0 or -EINVAL. */
+static int pdb_violations(const cJSON *victims, int64_t *out)
+{
+	const cJSON *pdb = json_get(victims, "NumPDBViolations");
+
+	*out = 0;
+	if (!pdb || cJSON_IsNull(pdb))
+		return 0;
+	return json_int_in_range(pdb, 0, INT64_MAX, out) < 0 ? -EINVAL : 0;
 }
 
 /* Keep only the candidates where preemption would really help this pod, in the
@@ -72,8 +150,9 @@ void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
 	struct placement_request req = { 0 };
 	struct cache_pod *cp = NULL;
 	cJSON *root = NULL;
-	char err[EXT_REQUEST_ERR_BUF];
-	size_t n = 0, dropped = 0;
+	char err[EXT_REQUEST_ERR_BUF], why_buf[PREEMPT_WHY_BUF];
+	const char **uids = NULL;
+	size_t n = 0, dropped = 0, cap = 0;
 
 	if (ext_preempt_decode(body, len, &root, &pod, &meta, &full, err, sizeof(err)) < 0) {
 		log_warn("extender", "preempt: bad request (%zu bytes): %s", len, err);
@@ -91,26 +170,44 @@ void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
 	}
 	strbuf_puts(&r->body, "{\"NodeNameToMetaVictims\":{");
 	cJSON_ArrayForEach(node, (meta ? meta : full)) {
-		const cJSON *pods = cJSON_GetObjectItemCaseSensitive(node, "Pods");
-		const cJSON *pdb = cJSON_GetObjectItemCaseSensitive(node, "NumPDBViolations");
-		const char *uids[PREEMPT_MAX_VICTIMS];
+		const cJSON *pods = json_get(node, "Pods");
 		const char *why = NULL;
 		const cJSON *p;
+		int64_t pdb;
 		size_t k = 0;
 
 		if (!node->string)
 			continue;
+		if (pdb_violations(node, &pdb) < 0) {
+			log_warn("extender", "preempt: bad request: node %s: NumPDBViolations is not "
+				 "a whole number from 0 to 2^53", node->string);
+			ext__reply_error(r, 400, "troupe: bad preempt request: node %.253s: "
+					 "NumPDBViolations must be a whole number from 0 to 2^53",
+					 node->string);
+			goto out;
+		}
 		cJSON_ArrayForEach(p, json_list(pods)) {
 			const char *uid = meta ? json_str(p, "UID")
 					       : json_str(json_obj(p, "metadata"), "uid");
 
-			if (uid && k < sizeof(uids) / sizeof(uids[0]))
-				uids[k++] = uid;
+			if (!uid)
+				continue;
+			if (k == cap) {
+				const char **g = realloc(uids, (cap = cap ? cap * 2 : 64) * sizeof(*g));
+
+				if (!g) {
+					ext__reply_error(r, 500, "troupe: out of memory reading the "
+							 "victims");
+					goto out;
+				}
+				uids = g;
+			}
+			uids[k++] = uid;
 		}
 		if (!k)
 			continue;       /* the scheduler refuses an empty victim list */
-		if (req.demand.gpus > 0)
-			why = preempt_judge(svc, &req, node->string, uids, k);
+		why = preempt_judge(svc, &req, req.demand.gpus > 0, node->string, uids, k, why_buf,
+				    sizeof(why_buf));
 		if (why) {
 			log_debug("extender", "preempt: pod %s/%s: dropping node %s: %s",
 				  cp ? cp->ns : "?", cp ? cp->name : "?", node->string, why);
@@ -129,12 +226,13 @@ void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
 			strbuf_putc(&r->body, '}');
 		}
 		strbuf_puts(&r->body, "],\"NumPDBViolations\":");
-		strbuf_put_i64(&r->body, cJSON_IsNumber(pdb) ? (int64_t)pdb->valuedouble : 0);
+		strbuf_put_i64(&r->body, pdb);
 		strbuf_putc(&r->body, '}');
 	}
 	strbuf_puts(&r->body, "}}");
 	log_debug("extender", "preempt: kept %zu candidate nodes, dropped %zu", n, dropped);
 out:
+	free(uids);
 	cache_pod_free(cp);
 	cJSON_Delete(root);
 }

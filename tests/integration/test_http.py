@@ -237,5 +237,56 @@ class CommandLineTest(unittest.TestCase):
         self.assertIn("received SIGTERM; stopping", t.log())
 
 
+class StrictBodyTest(unittest.TestCase):
+    """Verb bodies are read as kube-scheduler (Go) wrote them, or refused with
+    400 and the reason: invalid escapes, duplicate keys (the last one counts),
+    numbers no integer field holds, more nodes than troupe takes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.troupe = Troupe()
+        cls.troupe.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.troupe.stop()
+
+    def test_invalid_escape_is_400_and_names_no_node(self):
+        before = self.troupe.state()
+        body = json.dumps(FILTER).replace('"gpu-a100-1"', '"gpu-a100-1\\u00zz"')
+        self.assertIn("\\u00zz", body)
+        s, _, reply = self.troupe.request("POST", "/filter", body)
+        self.assertEqual(s, 400, reply)
+        self.assertIn("four hex digits", reply["Error"])
+        self.assertIsNone(reply["NodeNames"])
+        self.assertEqual(self.troupe.state(), before)
+        self.assertIn("filter: bad request", self.troupe.log())
+
+    def test_duplicate_node_names_take_the_last(self):
+        body = json.dumps({"Pod": POD4, "Nodes": None})[:-1] + \
+            ', "NodeNames": ["gpu-a100-1"], "NodeNames": ["cpu-0"]}'
+        s, _, reply = self.troupe.request("POST", "/filter", body)
+        self.assertEqual(s, 200, reply)
+        self.assertEqual(reply["NodeNames"], [])
+        self.assertEqual(list(reply["FailedAndUnresolvableNodes"]), ["cpu-0"])
+
+    def test_too_many_node_names_is_400(self):
+        names = ["n%06d" % i for i in range(100001)]
+        s, _, reply = self.troupe.request("POST", "/filter", dict(FILTER, NodeNames=names))
+        self.assertEqual(s, 400)
+        self.assertIn("at most 100000", reply["Error"])
+        s, _, reply = self.troupe.request("POST", "/filter", dict(FILTER, NodeNames=names[:-1]))
+        self.assertEqual(s, 200)
+        self.assertEqual(len(reply["FailedNodes"]), 100000)
+
+    def test_preempt_refuses_pdb_count_past_int64(self):
+        body = json.dumps({"Pod": POD4, "NodeNameToVictims": None, "NodeNameToMetaVictims": {
+            "gpu-a100-0": {"Pods": [{"UID": "v1"}], "NumPDBViolations": 0}}})
+        body = body.replace('"NumPDBViolations": 0', '"NumPDBViolations": 9223372036854775808')
+        s, _, reply = self.troupe.request("POST", "/preempt", body)
+        self.assertEqual(s, 400, reply)
+        self.assertIn("NumPDBViolations", reply["Error"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -152,6 +152,32 @@ static void test_quantity_parse_count_whole_only(void **state)
 	check_quantity_table(cases, ARRAY_SIZE(cases), true);
 }
 
+/* Fraction digits past what int64 carries round the result up once: the old
+ * code added one per dropped digit, which overflowed at INT64_MAX (undefined
+ * behaviour; the result came back negative) and over-rounded. */
+static void test_quantity_parse_milli_dropped_digits_round_once(void **state)
+{
+	static const struct {
+		const char *s;
+		int64_t want;
+	} cases[] = {
+		/* 0.9223372036854775799 and twenty dropped 9s: 922.33... milli */
+		{ "922337203685477579.999999999999999999999e-18", 923 },
+		{ "922337203685477580.9999999999e-18", 923 },
+		{ "922337203685477579.91e-15", 922338 },
+	};
+	int64_t v;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		v = 0;
+		assert_int_equal(quantity_parse_milli(cases[i].s, strlen(cases[i].s), &v), 0);
+		if (v != cases[i].want)
+			fail_msg("%s: got %lld, want %lld", cases[i].s, (long long)v,
+				 (long long)cases[i].want);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -159,6 +185,7 @@ int main(void)
 		cmocka_unit_test(test_quantity_parse_milli_rounds_up),
 		cmocka_unit_test(test_quantity_parse_milli_honours_len),
 		cmocka_unit_test(test_quantity_parse_count_whole_only),
+		cmocka_unit_test(test_quantity_parse_milli_dropped_digits_round_once),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,7 +18,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/strbuf.h"
 #include "common/util.h"
+
+#include <math.h>
 
 #include "fixture.h"
 
@@ -307,6 +310,232 @@ static void test_json_scanners_agree_with_byte_by_byte(void **state)
 	assert_true(unsafe > 1000 && unsafe < 19000);
 }
 
+/* json_find_invalid: every escape JSON does not allow, or that cJSON would
+ * decode to something else than was sent, is found at its backslash, with a
+ * reason; valid escapes, surrogate pairs included, pass. */
+static void test_json_find_invalid_refuses_bad_escapes(void **state)
+{
+	static const struct {
+		const char *text;
+		long want;
+		const char *why;        /* in the reason */
+	} cases[] = {
+		{ "{\"a\":\"gpu-a\\u00zz\"}", 11, "four hex digits" },
+		{ "{\"a\":\"\\u12\"}", 6, "four hex digits" },
+		{ "{\"a\":\"\\u0000\"}", 6, "u0000" },
+		{ "{\"a\":\"\\x41\"}", 6, "unknown escape" },
+		{ "{\"a\":\"\\'\"}", 6, "unknown escape" },
+		{ "{\"a\":\"\\uDC00\"}", 6, "low surrogate" },
+		{ "{\"a\":\"x\\uD83D\"}", 7, "high surrogate" },
+		{ "{\"a\":\"\\uD83D\\u0041\"}", 6, "high surrogate" },
+		{ "{\"a\":\"\\uD83D\\uD83D\"}", 6, "high surrogate" },
+		{ "{\"a\":\"b\tc\"}", 7, "control" },
+		{ "{\"a\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"}", -1, NULL },
+		{ "{\"a\":\"\\u00e9\\u00E9\\uFFFF\"}", -1, NULL },
+		{ "{\"a\":\"\\uD83D\\uDE00\"}", -1, NULL },     /* a valid pair */
+		{ "{\"\\u0041\":\"\\\\u00zz\"}", -1, NULL },    /* an escaped backslash */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const char *why = NULL;
+		long at = json_find_invalid(cases[i].text, strlen(cases[i].text), &why);
+
+		if (at != cases[i].want)
+			fail_msg("case %zu (%s): got %ld, want %ld", i, cases[i].text, at,
+				 cases[i].want);
+		if (cases[i].why && (!why || !strstr(why, cases[i].why)))
+			fail_msg("case %zu: reason \"%s\" does not say \"%s\"", i, why ? why : "",
+				 cases[i].why);
+		/* What it passes, cJSON reads; \u00zz would have been read too. */
+		if (at < 0) {
+			cJSON *j = cJSON_Parse(cases[i].text);
+
+			assert_non_null(j);
+			cJSON_Delete(j);
+		}
+	}
+	assert_int_equal(json_find_invalid("\"\\u00zz\"", 8, NULL), 1);
+}
+
+/* The byte-by-byte definition of json_find_invalid, for the random test. */
+static long ref_find_invalid(const char *buf, size_t len)
+{
+	bool in_str = false;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)buf[i];
+
+		if (c < 0x20 && (in_str || (c != ' ' && c != '\t' && c != '\n' && c != '\r')))
+			return (long)i;
+		if (!in_str) {
+			in_str = c == '"';
+			continue;
+		}
+		if (c == '"') {
+			in_str = false;
+		} else if (c == '\\') {
+			unsigned v = 0, lo = 0;
+
+			if (i + 1 >= len || !strchr("\"\\/bfnrtu", buf[i + 1]) || !buf[i + 1])
+				return (long)i;
+			if (buf[i + 1] != 'u') {
+				i++;
+				continue;
+			}
+			if (i + 6 > len || sscanf(buf + i + 2, "%4x", &v) != 1)
+				return (long)i;
+			for (int k = 2; k < 6; k++)
+				if (!strchr("0123456789abcdefABCDEF", buf[i + k]) || !buf[i + k])
+					return (long)i;
+			if (v == 0 || (v >= 0xdc00 && v <= 0xdfff))
+				return (long)i;
+			if (v >= 0xd800 && v <= 0xdbff) {
+				if (i + 12 > len || buf[i + 6] != '\\' || buf[i + 7] != 'u')
+					return (long)i;
+				for (int k = 8; k < 12; k++)
+					if (!strchr("0123456789abcdefABCDEF", buf[i + k]) || !buf[i + k])
+						return (long)i;
+				sscanf(buf + i + 8, "%4x", &lo);
+				if (lo < 0xdc00 || lo > 0xdfff)
+					return (long)i;
+				i += 11;
+			} else {
+				i += 5;
+			}
+		}
+	}
+	return -1;
+}
+
+/* Random texts of escapes, good and bad, around the 16-byte blocks: the fast
+ * scanner and the definition agree, at every alignment. */
+static void test_json_find_invalid_agrees_with_byte_by_byte(void **state)
+{
+	static const char *const pieces[] = { "a", "\"", "\\", "\\\"", "\\n", "\\q", "\\u",
+					      "\\u0041", "\\u00zz", "\\u0000", "\\uD83D",
+					      "\\uDE00", "\\uD83D\\uDE00", "\t", "\xc3\xa9",
+					      "xyzxyzxyzxyzxyzxyz", "00", "DE" };
+	unsigned seed = 7, bad = 0;
+	char text[256];
+
+	(void)state;
+	for (unsigned round = 0; round < 20000; round++) {
+		size_t len = 1;
+		unsigned n = (unsigned)rand_r(&seed) % 20;
+
+		text[0] = '"';
+		for (unsigned k = 0; k < n; k++) {
+			const char *p = pieces[rand_r(&seed) % ARRAY_SIZE(pieces)];
+			size_t pl = strlen(p);
+
+			if (len + pl >= sizeof(text))
+				break;
+			memcpy(text + len, p, pl);
+			len += pl;
+		}
+		for (size_t k = 0; k < 16 && k <= len; k++)
+			if (json_find_invalid(text + k, len - k, NULL) !=
+			    ref_find_invalid(text + k, len - k))
+				fail_msg("round %u at +%zu: fast %ld, by bytes %ld: %.*s", round, k,
+					 json_find_invalid(text + k, len - k, NULL),
+					 ref_find_invalid(text + k, len - k), (int)len, text);
+		bad += ref_find_invalid(text, len) >= 0;
+	}
+	assert_true(bad > 1000 && bad < 19000);
+}
+
+/* A key given twice means its last value, as Go reads it: json_get and the
+ * accessors on it, and json_dedupe in every object (small ones pair by pair,
+ * large ones hashed), leaving the members in their order. */
+static void test_json_duplicate_keys_take_the_last(void **state)
+{
+	cJSON *j = cJSON_Parse("{\"a\":\"1\",\"b\":{\"x\":1},\"a\":\"2\",\"b\":{\"x\":2,\"x\":3},"
+			       "\"l\":[{\"k\":1,\"k\":2}],\"a\":\"3\"}");
+	struct strbuf sb = STRBUF_INIT;
+	char *s;
+
+	(void)state;
+	assert_non_null(j);
+	assert_string_equal(json_str(j, "a"), "3");
+	assert_int_equal(json_get(json_obj(j, "b"), "x")->valuedouble, 3);
+	assert_null(json_get(json_get(j, "a"), "a"));   /* not an object */
+	assert_int_equal(json_dedupe(j), 5);
+	s = cJSON_PrintUnformatted(j);
+	assert_string_equal(s, "{\"b\":{\"x\":3},\"l\":[{\"k\":2}],\"a\":\"3\"}");
+	cJSON_free(s);
+	cJSON_Delete(j);
+
+	/* 500 members, each key given twice (k0..k249, then again with other
+	 * values), and a nested object given three times. */
+	strbuf_putc(&sb, '{');
+	for (int i = 0; i < 500; i++)
+		strbuf_printf(&sb, "%s\"k%d\":%d", i ? "," : "", i % 250, i);
+	strbuf_puts(&sb, ",\"o\":1,\"o\":2,\"o\":{\"z\":1,\"z\":4}}");
+	j = cJSON_Parse(sb.buf);
+	assert_non_null(j);
+	assert_int_equal(json_dedupe(j), 250 + 2 + 1);
+	assert_int_equal(cJSON_GetArraySize(j), 251);
+	for (int i = 0; i < 250; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "k%d", i);
+		assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, key)->valuedouble, 250 + i);
+	}
+	assert_int_equal(json_get(json_obj(j, "o"), "z")->valuedouble, 4);
+	assert_int_equal(cJSON_GetArraySize(json_obj(j, "o")), 1);
+	cJSON_Delete(j);
+	strbuf_fini(&sb);
+	assert_int_equal(json_dedupe(NULL), 0);
+}
+
+/* json_int_in_range: whole numbers in range only; NaN, infinities, fractions,
+ * out-of-range values and values past 2^53 are refused, never cast. */
+static void test_json_int_in_range_refuses_what_a_cast_would_break(void **state)
+{
+	static const struct {
+		const char *text;
+		int64_t min, max;
+		int want;
+		int64_t value;
+	} cases[] = {
+		{ "0", 0, INT64_MAX, 0, 0 },
+		{ "7", 0, 10, 0, 7 },
+		{ "-2147483648", INT32_MIN, INT32_MAX, 0, INT32_MIN },
+		{ "2147483648", INT32_MIN, INT32_MAX, -ERANGE, 0 },
+		{ "9007199254740992", 0, INT64_MAX, 0, 9007199254740992LL },
+		{ "9007199254740994", 0, INT64_MAX, -ERANGE, 0 },
+		{ "9223372036854775808", 0, INT64_MAX, -ERANGE, 0 },     /* 2^63 */
+		{ "-9223372036854775809", INT64_MIN, 0, -ERANGE, 0 },
+		{ "1e999", 0, INT64_MAX, -ERANGE, 0 },                   /* cJSON: infinity */
+		{ "-1e999", INT64_MIN, 0, -ERANGE, 0 },
+		{ "1.5", 0, 10, -EINVAL, 0 },
+		{ "-1", 0, 10, -ERANGE, 0 },
+		{ "1e2", 0, 1000, 0, 100 },
+		{ "\"3\"", 0, 10, -EINVAL, 0 },
+		{ "null", 0, 10, -EINVAL, 0 },
+	};
+	cJSON *nan = cJSON_CreateNumber(NAN);
+	int64_t v;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		cJSON *j = cJSON_Parse(cases[i].text);
+		int ret;
+
+		assert_non_null(j);
+		v = -12345;
+		ret = json_int_in_range(j, cases[i].min, cases[i].max, &v);
+		if (ret != cases[i].want || (ret == 0 && v != cases[i].value) ||
+		    (ret != 0 && v != -12345))
+			fail_msg("case %zu (%s): got %d, %" PRId64, i, cases[i].text, ret, v);
+		cJSON_Delete(j);
+	}
+	assert_int_equal(json_int_in_range(nan, INT64_MIN, INT64_MAX, &v), -ERANGE);
+	assert_int_equal(json_int_in_range(NULL, 0, 1, &v), -EINVAL);
+	cJSON_Delete(nan);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -319,6 +548,10 @@ int main(void)
 		cmocka_unit_test(test_json_accessors_check_types),
 		cmocka_unit_test(test_json_quantity_milli_strings_and_numbers),
 		cmocka_unit_test(test_json_quantity_milli_uses_yaml_number_text),
+		cmocka_unit_test(test_json_find_invalid_refuses_bad_escapes),
+		cmocka_unit_test(test_json_find_invalid_agrees_with_byte_by_byte),
+		cmocka_unit_test(test_json_duplicate_keys_take_the_last),
+		cmocka_unit_test(test_json_int_in_range_refuses_what_a_cast_would_break),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

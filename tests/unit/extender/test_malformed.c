@@ -16,6 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/limits.h"
+#include "common/strbuf.h"
+
 #include "fixture.h"
 
 /* Call every verb with <len> bytes of <body> in an exact-size buffer; each must
@@ -372,6 +375,262 @@ static void test_ext_verbs_escaped_nul_does_not_alias(void **state)
 	expect_pod(f, LLM_UID, CACHE_POD_STATE_UNACCOUNTED, "", 0);
 }
 
+/* A filter body for a one-GPU pod, with <tail> after the pod (the node part
+ * of the request, with its leading comma). Caller frees. */
+static char *filter_with(const char *tail)
+{
+	static const char pod[] =
+		"{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\",\"uid\":\"uid-strict\"},"
+		"\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+		"{\"nvidia.com/gpu\":\"1\"}}}]}}";
+	char *b = malloc(strlen(pod) + strlen(tail) + 2);
+
+	assert_non_null(b);
+	sprintf(b, "%s%s}", pod, tail);
+	return b;
+}
+
+/* Every node a filter reply names (passed, failed, unresolvable, full-mode
+ * items), for "it answered about no node it was not asked about". */
+static bool reply_names(const cJSON *j, const char *name)
+{
+	static const char *const maps[] = { "FailedNodes", "FailedAndUnresolvableNodes" };
+	const cJSON *it;
+
+	if (names_has(j, name))
+		return true;
+	for (size_t m = 0; m < 2; m++)
+		if (cJSON_GetObjectItemCaseSensitive(item(j, maps[m]), name))
+			return true;
+	cJSON_ArrayForEach(it, item(item(j, "Nodes"), "items")) {
+		const cJSON *n = item(item(it, "metadata"), "name");
+
+		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* An escape JSON does not allow, or one cJSON would decode to something else
+ * than was sent, refuses the body with 400 and says what and where: cJSON read
+ * "gpu-a100-1\u00zz" as "gpu-a100-1" (bad hex is 0, and NUL ends the name), so
+ * filter answered about a node it was not asked about. */
+static void test_ext_verbs_reject_invalid_escapes(void **state)
+{
+	struct fx *f = *state;
+	static const struct {
+		const char *esc, *why;
+	} escs[] = {
+		{ "\\u00zz", "four hex digits" },
+		{ "\\u00", "four hex digits" },
+		{ "\\q", "unknown escape" },
+		{ "\\uDC00", "low surrogate" },
+		{ "\\uD800", "high surrogate" },
+		{ "\\uD800\\u0041", "high surrogate" },
+	};
+	struct cluster_state before, after;
+
+	state_take(f, &before);
+	for (size_t i = 0; i < sizeof(escs) / sizeof(escs[0]); i++) {
+		char tail[128], bind[512], preempt[512];
+		char *body;
+		unsigned status = 0;
+		cJSON *j;
+
+		snprintf(tail, sizeof(tail), ",\"NodeNames\":[\"gpu-a100-1%s\"]", escs[i].esc);
+		body = filter_with(tail);
+		for (int v = 0; v < 2; v++) {
+			j = call(v ? ext_prioritize : ext_filter, f, body, &status);
+			if (status != 400 || !strstr(error_of(j), escs[i].why) ||
+			    !strstr(error_of(j), "byte"))
+				fail_msg("%s with %s: status %u, %s", v ? "prioritize" : "filter",
+					 escs[i].esc, status, cJSON_PrintUnformatted(j));
+			cJSON_Delete(j);
+		}
+		free(body);
+		snprintf(bind, sizeof(bind), "{\"PodName\":\"llm-worker-0\",\"PodNamespace\":\"ml\","
+			 "\"PodUID\":\"" LLM_UID "\",\"Node\":\"gpu-a100-1%s\"}", escs[i].esc);
+		j = call(bind_sync, f, bind, &status);
+		assert_int_equal(status, 400);
+		assert_contains(error_of(j), escs[i].why);
+		cJSON_Delete(j);
+		snprintf(preempt, sizeof(preempt), "{\"Pod\":{},\"NodeNameToMetaVictims\":{"
+			 "\"gpu-a100-1%s\":{\"Pods\":[{\"UID\":\"x\"}],\"NumPDBViolations\":0}}}",
+			 escs[i].esc);
+		j = call(ext_preempt, f, preempt, &status);
+		assert_int_equal(status, 400);
+		assert_contains(error_of(j), escs[i].why);
+		cJSON_Delete(j);
+	}
+	state_take(f, &after);
+	assert_state_same(&before, &after, true, "invalid escapes");
+}
+
+/* A key given twice means its last value, as kube-scheduler (Go) reads it:
+ * cJSON's lookups, the NodeNames fast path and the full-mode echo all took the
+ * first. */
+static void test_ext_filter_duplicate_keys_take_the_last(void **state)
+{
+	struct fx *f = *state;
+	static const char node_fmt[] =
+		"{\"metadata\":{\"name\":\"%s\"},\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"8\"},"
+		"\"allocatable\":{\"nvidia.com/gpu\":\"8\"},\"conditions\":[{\"type\":\"Ready\","
+		"\"status\":\"True\"}]}}";
+	static const char *const tails[] = {
+		/* the fast path: plain names */
+		",\"NodeNames\":[\"gpu-a100-1\"],\"NodeNames\":[\"gpu-h100-1\"]",
+		/* the second spelt with an escape: the same key once decoded */
+		",\"NodeNames\":[\"gpu-a100-1\"],\"Node\\u004eames\":[\"gpu-h100-1\"]",
+		/* the general path (an escaped name) */
+		",\"NodeNames\":[\"gpu-\\u0061100-1\"],\"Nodes\":null,\"NodeNames\":[\"gpu-h100-1\"]",
+		/* null, then the list, and the list, then null (no node) */
+		",\"NodeNames\":null,\"NodeNames\":[\"gpu-h100-1\"]",
+	};
+	char full[1024], a[300], b[300];
+	unsigned status = 0;
+	char *body;
+	cJSON *j;
+
+	for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
+		body = filter_with(tails[i]);
+		j = call(ext_filter, f, body, &status);
+		assert_int_equal(status, 200);
+		if (!reply_names(j, "gpu-h100-1") || reply_names(j, "gpu-a100-1"))
+			fail_msg("case %zu: answered %s", i, cJSON_PrintUnformatted(j));
+		cJSON_Delete(j);
+		free(body);
+	}
+	body = filter_with(",\"NodeNames\":[\"gpu-h100-1\"],\"NodeNames\":null");
+	j = call(ext_filter, f, body, &status);
+	assert_int_equal(status, 200);
+	assert_false(reply_names(j, "gpu-h100-1"));
+	cJSON_Delete(j);
+	free(body);
+
+	/* Full mode: the second Nodes is the one answered, and echoed as sent. */
+	snprintf(a, sizeof(a), node_fmt, "first-node");
+	snprintf(b, sizeof(b), node_fmt, "second-node");
+	snprintf(full, sizeof(full), ",\"Nodes\":{\"items\":[%s]},\"Nodes\":{\"metadata\":{},"
+		 "\"items\":[%s]},\"NodeNames\":null", a, b);
+	body = filter_with(full);
+	j = call(ext_filter, f, body, &status);
+	assert_int_equal(status, 200);
+	if (!reply_names(j, "second-node") || reply_names(j, "first-node"))
+		fail_msg("full mode: answered %s", cJSON_PrintUnformatted(j));
+	cJSON_Delete(j);
+	free(body);
+
+	/* The pod: the second one asks for one GPU, the first for 100. */
+	j = call(ext_filter, f, "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\"},"
+		 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+		 "{\"nvidia.com/gpu\":\"100\"}}}]}},\"Pod\":{\"metadata\":{\"name\":\"p\","
+		 "\"namespace\":\"ml\",\"uid\":\"uid-dup\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+		 "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}},"
+		 "\"NodeNames\":[\"gpu-h100-1\"]}", &status);
+	assert_int_equal(status, 200);
+	assert_false(is_error_reply(status, j));
+	cJSON_Delete(j);
+}
+
+/* A body of <n> names, the first of them escaped when <escaped> (which takes
+ * the general path). Caller frees. */
+static char *many_names(size_t n, bool escaped)
+{
+	struct strbuf sb = STRBUF_INIT;
+	char *body;
+
+	strbuf_puts(&sb, ",\"NodeNames\":[");
+	for (size_t i = 0; i < n; i++)
+		strbuf_printf(&sb, "%s\"%sn-%zu\"", i ? "," : "", !i && escaped ? "\\u0041" : "",
+			      i);
+	strbuf_putc(&sb, ']');
+	assert_false(sb.failed);
+	body = filter_with(sb.buf);
+	strbuf_fini(&sb);
+	return body;
+}
+
+/* More than TROUPE_MAX_NODE_NAMES nodes in one request are refused with 400,
+ * naming the limit, in either path and either mode; that many are answered. */
+static void test_ext_verbs_refuse_too_many_node_names(void **state)
+{
+	struct fx *f = *state;
+	char limit[32];
+	unsigned status = 0;
+	struct strbuf sb = STRBUF_INIT;
+	char *body;
+	cJSON *j;
+
+	snprintf(limit, sizeof(limit), "at most %d", TROUPE_MAX_NODE_NAMES);
+	for (int escaped = 0; escaped < 2; escaped++) {
+		body = many_names(TROUPE_MAX_NODE_NAMES + 1, escaped);
+		for (int v = 0; v < 2; v++) {
+			j = call(v ? ext_prioritize : ext_filter, f, body, &status);
+			assert_int_equal(status, 400);
+			assert_contains(error_of(j), limit);
+			cJSON_Delete(j);
+		}
+		free(body);
+	}
+	body = many_names(TROUPE_MAX_NODE_NAMES, false);
+	j = call(ext_filter, f, body, &status);
+	assert_int_equal(status, 200);
+	assert_int_equal(cJSON_GetArraySize(item(j, "FailedNodes")), TROUPE_MAX_NODE_NAMES);
+	cJSON_Delete(j);
+	free(body);
+
+	/* Full mode, and preempt's candidate nodes. */
+	strbuf_puts(&sb, ",\"Nodes\":{\"items\":[");
+	for (size_t i = 0; i <= TROUPE_MAX_NODE_NAMES; i++)
+		strbuf_printf(&sb, "%s{\"metadata\":{\"name\":\"n-%zu\"}}", i ? "," : "", i);
+	strbuf_puts(&sb, "]}");
+	body = filter_with(sb.buf);
+	j = call(ext_filter, f, body, &status);
+	assert_int_equal(status, 400);
+	assert_contains(error_of(j), limit);
+	cJSON_Delete(j);
+	free(body);
+	strbuf_fini(&sb);
+	strbuf_puts(&sb, "{\"Pod\":{},\"NodeNameToMetaVictims\":{");
+	for (size_t i = 0; i <= TROUPE_MAX_NODE_NAMES; i++)
+		strbuf_printf(&sb, "%s\"n-%zu\":{\"Pods\":[{\"UID\":\"x\"}]}", i ? "," : "", i);
+	strbuf_puts(&sb, "}}");
+	j = call(ext_preempt, f, sb.buf, &status);
+	assert_int_equal(status, 400);
+	assert_contains(error_of(j), limit);
+	cJSON_Delete(j);
+	strbuf_fini(&sb);
+}
+
+/* spec.priority is an int32: a value outside it, or a fraction, refuses the pod
+ * with a reason (it was ignored out of range, and truncated when fractional). */
+static void test_ext_filter_refuses_a_pod_priority_no_int32_holds(void **state)
+{
+	struct fx *f = *state;
+	static const char *const bad[] = { "2147483648", "-2147483649", "1.5", "1e999", "\"7\"" };
+	char body[512];
+	unsigned status = 0;
+	cJSON *j;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(body, sizeof(body), "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":"
+			 "\"ml\",\"uid\":\"uid-prio\"},\"spec\":{\"priority\":%s,\"containers\":[{"
+			 "\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}},"
+			 "\"NodeNames\":[\"gpu-h100-1\"]}", bad[i]);
+		j = call(ext_filter, f, body, &status);
+		if (!is_error_reply(status, j) || !strstr(error_of(j), "spec.priority"))
+			fail_msg("priority %s: status %u, %s", bad[i], status, cJSON_PrintUnformatted(j));
+		cJSON_Delete(j);
+	}
+	snprintf(body, sizeof(body), "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\","
+		 "\"uid\":\"uid-prio\"},\"spec\":{\"priority\":-2147483648,\"containers\":[{"
+		 "\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}},"
+		 "\"NodeNames\":[\"gpu-h100-1\"]}");
+	j = call(ext_filter, f, body, &status);
+	assert_false(is_error_reply(status, j));
+	cJSON_Delete(j);
+}
+
 int main(void)
 {
 #define FX(t) cmocka_unit_test_setup_teardown(t, fx_setup, fx_teardown)
@@ -384,6 +643,10 @@ int main(void)
 		FX(test_ext_verbs_reject_nul_between_tokens),
 		FX(test_ext_verbs_reject_nul_inside_strings),
 		FX(test_ext_verbs_escaped_nul_does_not_alias),
+		FX(test_ext_verbs_reject_invalid_escapes),
+		FX(test_ext_filter_duplicate_keys_take_the_last),
+		FX(test_ext_verbs_refuse_too_many_node_names),
+		FX(test_ext_filter_refuses_a_pod_priority_no_int32_holds),
 	};
 #undef FX
 

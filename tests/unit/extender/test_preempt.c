@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/strbuf.h"
+
 #include "fixture.h"
 
 static void test_ext_preempt_passes_meta_victims_through(void **state)
@@ -160,6 +162,126 @@ static void test_ext_preempt_never_splits_a_bound_gang(void **state)
 	cJSON_Delete(out);
 }
 
+/* A preempt body for an 8-GPU pod with <victims> as its meta victim map, any
+ * size. Caller frees. */
+static char *preempt_body(const char *victims)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_printf(&sb, "{\"Pod\":{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\","
+		      "\"uid\":\"u-big\"},\"spec\":{\"containers\":[{\"name\":\"w\",\"resources\":"
+		      "{\"limits\":{\"nvidia.com/gpu\":\"8\"}}}]}},\"NodeNameToVictims\":null,"
+		      "\"NodeNameToMetaVictims\":%s}", victims);
+	assert_false(sb.failed);
+	return sb.buf;
+}
+
+/* NumPDBViolations is an int64 in Go: a value no int64 holds exactly (2^63 was
+ * cast to int64, undefined behaviour), a fraction, a negative count or a
+ * string is refused with 400; null or absent is 0. */
+static void test_ext_preempt_refuses_bad_pdb_counts(void **state)
+{
+	struct fx *f = *state;
+	static const char *const bad[] = { "9223372036854775808", "1e999", "-1e999", "1.5", "-1",
+					   "\"2\"", "true", "{}" };
+	static const char *const good[][2] = { { "null", "0" }, { "", "0" }, { "3", "3" },
+					       { "123456789012", "123456789012" } };
+	char victims[256];
+	unsigned status = 0;
+	char *body;
+	cJSON *j;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(victims, sizeof(victims), "{\"gpu-h100-0\":{\"Pods\":[{\"UID\":"
+			 "\"6f1c2a3e-0000-4000-8000-000000000002\"}],\"NumPDBViolations\":%s}}", bad[i]);
+		body = preempt_body(victims);
+		j = call(ext_preempt, f, body, &status);
+		if (status != 400 || !strstr(error_of(j), "NumPDBViolations"))
+			fail_msg("NumPDBViolations %s: status %u", bad[i], status);
+		cJSON_Delete(j);
+		free(body);
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		char *out;
+
+		snprintf(victims, sizeof(victims), "{\"gpu-h100-0\":{\"Pods\":[{\"UID\":"
+			 "\"6f1c2a3e-0000-4000-8000-000000000002\"}]%s%s}}",
+			 good[i][0][0] ? ",\"NumPDBViolations\":" : "", good[i][0]);
+		body = preempt_body(victims);
+		j = call(ext_preempt, f, body, &status);
+		assert_int_equal(status, 200);
+		out = cJSON_PrintUnformatted(item(item(item(j, "NodeNameToMetaVictims"),
+						       "gpu-h100-0"), "NumPDBViolations"));
+		assert_non_null(out);
+		assert_string_equal(out, good[i][1]);
+		cJSON_free(out);
+		cJSON_Delete(j);
+		free(body);
+	}
+}
+
+/* A victim troupe knows to run on another node frees nothing on this one:
+ * the candidate is dropped (resnet-0 runs on gpu-a100-0; listed under
+ * gpu-h100-0, its devices were subtracted from gpu-h100-0's, which then
+ * looked empty). Whatever the preemptor asks for. */
+static void test_ext_preempt_drops_a_victim_listed_under_another_node(void **state)
+{
+	struct fx *f = *state;
+	static const char victims[] =
+		"{\"gpu-h100-0\":{\"Pods\":[{\"UID\":\"6f1c2a3e-0000-4000-8000-000000000001\"},"
+		"{\"UID\":\"6f1c2a3e-0000-4000-8000-000000000002\"}],\"NumPDBViolations\":0},"
+		"\"gpu-a100-0\":{\"Pods\":[{\"UID\":\"6f1c2a3e-0000-4000-8000-000000000001\"}],"
+		"\"NumPDBViolations\":0}}";
+	char *body = preempt_body(victims);
+	unsigned status = 0;
+	cJSON *j = call(ext_preempt, f, body, &status);
+
+	assert_int_equal(status, 200);
+	assert_null(item(item(j, "NodeNameToMetaVictims"), "gpu-h100-0"));
+	assert_non_null(item(item(j, "NodeNameToMetaVictims"), "gpu-a100-0"));
+	cJSON_Delete(j);
+	free(body);
+
+	/* A preemptor asking for no GPU: not judged, but still not on a wrong node. */
+	j = call(ext_preempt, f, "{\"Pod\":{\"metadata\":{\"name\":\"c\",\"namespace\":\"ml\"}},"
+		 "\"NodeNameToMetaVictims\":{\"gpu-h100-0\":{\"Pods\":[{\"UID\":"
+		 "\"6f1c2a3e-0000-4000-8000-000000000001\"}]},\"gpu-a100-0\":{\"Pods\":[{\"UID\":"
+		 "\"6f1c2a3e-0000-4000-8000-000000000001\"}]}}}", &status);
+	assert_int_equal(status, 200);
+	assert_null(item(item(j, "NodeNameToMetaVictims"), "gpu-h100-0"));
+	assert_non_null(item(item(j, "NodeNameToMetaVictims"), "gpu-a100-0"));
+	cJSON_Delete(j);
+}
+
+/* Every victim is read and answered: the first 256 were, and the rest were
+ * dropped silently (here bert-finetune, the one whose eviction makes room, so
+ * the candidate was refused). */
+static void test_ext_preempt_reads_every_victim(void **state)
+{
+	struct fx *f = *state;
+	struct strbuf sb = STRBUF_INIT;
+	unsigned status = 0;
+	const cJSON *pods;
+	char *body;
+	cJSON *j;
+
+	strbuf_puts(&sb, "{\"gpu-h100-0\":{\"Pods\":[");
+	for (int i = 0; i < 999; i++)
+		strbuf_printf(&sb, "{\"UID\":\"not-known-%d\"},", i);
+	strbuf_puts(&sb, "{\"UID\":\"6f1c2a3e-0000-4000-8000-000000000002\"}],"
+			 "\"NumPDBViolations\":0}}");
+	body = preempt_body(sb.buf);
+	j = call(ext_preempt, f, body, &status);
+	assert_int_equal(status, 200);
+	pods = item(item(item(j, "NodeNameToMetaVictims"), "gpu-h100-0"), "Pods");
+	assert_int_equal(cJSON_GetArraySize(pods), 1000);
+	assert_string_equal(item(cJSON_GetArrayItem(pods, 999), "UID")->valuestring,
+			    "6f1c2a3e-0000-4000-8000-000000000002");
+	cJSON_Delete(j);
+	free(body);
+	strbuf_fini(&sb);
+}
+
 int main(void)
 {
 #define FX(t) cmocka_unit_test_setup_teardown(t, fx_setup, fx_teardown)
@@ -169,6 +291,9 @@ int main(void)
 		FX(test_ext_preempt_passes_meta_victims_through),
 		FX(test_ext_preempt_full_victims_come_back_as_uids),
 		FX(test_ext_preempt_without_victims_is_empty_map),
+		FX(test_ext_preempt_refuses_bad_pdb_counts),
+		FX(test_ext_preempt_drops_a_victim_listed_under_another_node),
+		FX(test_ext_preempt_reads_every_victim),
 	};
 #undef FX
 
