@@ -117,6 +117,7 @@ class TLSTest(unittest.TestCase):
         """kube-scheduler's view: filter, then bind; the server must show the
         pod on the node with troupe's device annotation."""
         pod = srv.create("pods", pending_pod(name, gpus))
+        t.wait_seen(pod)
         s, _, f = t.request("POST", "/filter", {"Pod": pod, "Nodes": None, "NodeNames": [node]})
         self.assertEqual(s, 200)
         self.assertEqual((f["Error"], f["NodeNames"]), ("", [node]), f)

@@ -153,6 +153,18 @@ class Troupe:
         assert status == 200, (status, body)
         return body
 
+    def wait_seen(self, *pods, timeout=20.0):
+        """Wait until troupe's watch shows <pods> (objects with metadata.uid):
+        kube-scheduler binds only pods its own watch has shown it, and troupe
+        refuses to bind a pod its watch has not."""
+        uids = {p["metadata"]["uid"] for p in pods}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if uids <= {p["uid"] for p in self.cache()["pods"] if p["fromAPI"]}:
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"troupe's watch did not show {sorted(uids)} in {timeout}s")
+
     def state(self):
         status, _, body = self.ops_request("GET", "/debug/state")
         assert status == 200, (status, body)
