@@ -6,8 +6,10 @@
  *   log_level: info
  *   http:
  *     threads: 0                    # one per core
- *     connection_limit: 1024
- *     connection_timeout_seconds: 30
+ *     connection_limit: 1024        # the longest-idle one makes room
+ *     connection_timeout_seconds: 30 # no request in progress (bytes don't count)
+ *     connections_per_client: 0     # 0: a quarter of connection_limit
+ *     request_deadline_seconds: 10  # headers to the end of the body
  *     max_body_bytes: 67108864
  *     body_budget_bytes: 268435456  # all buffered request bodies together
  *     path_prefix: ""
@@ -67,6 +69,8 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->threads = 0;
 	cfg->connection_limit = 1024;
 	cfg->connection_timeout_s = 30;
+	cfg->connections_per_client = 0;        /* a quarter of connection_limit */
+	cfg->request_deadline_s = 10;
 	cfg->max_body_bytes = 64u * 1024 * 1024;
 	snprintf(cfg->gpu_names[0], sizeof(cfg->gpu_names[0]), "nvidia.com/gpu");
 	cfg->cache.gpu_resources[0] = cfg->gpu_names[0];
@@ -149,6 +153,10 @@ static const struct key keys[] = {
 	{ "http.threads", K_UINT, F(threads), 0 },
 	{ "http.connection_limit", K_UINT, F(connection_limit), 0 },
 	{ "http.connection_timeout_seconds", K_UINT, F(connection_timeout_s), 0 },
+	{ "http.connections_per_client", K_UINT, F(connections_per_client), 0 },
+	{ "http.request_deadline_seconds", K_UINT, F(request_deadline_s), 0 },
+	{ "cache.max_filter_only_pods", K_SIZE, F(cache.max_filter_only_pods), 0 },
+	{ "gang.max_entries", K_UINT, F(gang.max_entries), 0 },
 	{ "http.max_body_bytes", K_SIZE, F(max_body_bytes), 0 },
 	{ "http.path_prefix", K_STRING, F(path_prefix), S(path_prefix) },
 	{ "resources", K_MAP, 0, 0 },
@@ -570,6 +578,16 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 	}
 	if (cfg->connection_limit < 4) {
 		snprintf(err, errlen, "http.connection_limit must be at least 4");
+		return -EINVAL;
+	}
+	if (cfg->connections_per_client > cfg->connection_limit) {
+		snprintf(err, errlen, "http.connections_per_client must be at most "
+			 "http.connection_limit (%u); 0 means a quarter of it", cfg->connection_limit);
+		return -EINVAL;
+	}
+	if (cfg->connection_timeout_s < 1 || cfg->request_deadline_s < 1) {
+		snprintf(err, errlen, "http.connection_timeout_seconds and "
+			 "http.request_deadline_seconds must be at least 1");
 		return -EINVAL;
 	}
 	if (cfg->threads > 256) {

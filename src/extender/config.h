@@ -50,7 +50,9 @@ struct ext_config {
 	enum log_level log_level;
 	unsigned threads;               /* HTTP worker threads; 0: one per core */
 	unsigned connection_limit;
-	unsigned connection_timeout_s;  /* idle keep-alive connections close after this */
+	unsigned connection_timeout_s;  /* no request in progress: closed after this */
+	unsigned connections_per_client; /* of connection_limit, from one address; 0: 1/4 */
+	unsigned request_deadline_s;    /* a request's headers to the end of its body */
 	size_t max_body_bytes;
 	char path_prefix[128];          /* e.g. "/sched": verbs at /sched/filter */
 	struct cache_opts cache;        /* managed GPU resource names */

@@ -258,7 +258,14 @@ void conn_guard_body_done(struct conn_guard *g, struct conn_guard_conn *c)
 
 void conn_guard_request_end(struct conn_guard *g, struct conn_guard_conn *c)
 {
-	move(g, c, C_IDLE);
+	/* Idle afresh from now, also when the request was answered at once
+	 * (an error before its body) and the record never left idle. */
+	if (!c)
+		return;
+	pthread_mutex_lock(&g->lock);
+	if (c->state != C_CLOSING)
+		enter(g, c, C_IDLE);
+	pthread_mutex_unlock(&g->lock);
 }
 
 void conn_guard_sweep(struct conn_guard *g)

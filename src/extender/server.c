@@ -43,8 +43,10 @@
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 
+#include "common/cpus.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "extender/conn_guard.h"
 #include "troupe_version.h"
 
 struct ext_server {
@@ -54,11 +56,18 @@ struct ext_server {
 	struct ext_tls *tls;            /* NULL: plain HTTP */
 	struct ext_budget budget;       /* http.body_budget_bytes */
 	struct ext_log_limit busy_log, denied_log, mhd_log;
+	struct conn_guard *guard;       /* deadlines and slots (conn_guard.h) */
+	pthread_t sweeper;              /* runs conn_guard_sweep once a second */
+	pthread_mutex_t stop_lock;
+	pthread_cond_t stop_cond;
+	bool stopping;                  /* guarded by stop_lock */
+	bool sweeping;                  /* the sweeper was started */
 };
 
-/* Per connection (libmicrohttpd's socket context), TLS listeners only. */
+/* Per connection (libmicrohttpd's socket context). */
 struct conn_state {
 	struct ext_server *s;
+	struct conn_guard_conn *guard;  /* NULL: not tracked (out of memory) */
 	bool decided;                   /* peer holds the verdict (connection's thread) */
 	struct ext_tls_peer peer;
 };
@@ -347,17 +356,45 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 	struct conn_state *cs;
 
 	if (code != MHD_CONNECTION_NOTIFY_STARTED) {
-		free(*socket_context);
+		cs = *socket_context;
+		/* Before libmicrohttpd closes the descriptor (conn_guard.h). */
+		if (cs)
+			conn_guard_closed(s->guard, cs->guard);
+		free(cs);
 		*socket_context = NULL;
 		return;
 	}
 	cs = calloc(1, sizeof(*cs));
-	if (cs)
+	if (cs) {
+		const union MHD_ConnectionInfo *fd, *addr;
+
 		cs->s = s;
+		fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		addr = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (fd)
+			cs->guard = conn_guard_open(s->guard, fd->connect_fd,
+						    addr ? addr->client_addr : NULL,
+						    addr && addr->client_addr &&
+						    addr->client_addr->sa_family == AF_INET6 ?
+						    sizeof(struct sockaddr_in6) :
+						    sizeof(struct sockaddr_in));
+	}
 	*socket_context = cs;   /* NULL: retrieve_cert fails the handshake */
+	if (!s->tls)
+		return;
 	session = session_of(conn);
 	if (session)
 		ext_tls_session_start(s->tls, session);
+}
+
+/* The connection's guard record, or NULL. */
+static struct conn_guard_conn *guard_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *info =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	const struct conn_state *cs = info ? info->socket_context : NULL;
+
+	return cs ? cs->guard : NULL;
 }
 
 /* GnuTLS asks for the server's certificate (connection's thread). */
@@ -433,6 +470,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	enum MHD_Result ret;
 
 	(void)version;
+	if (!rq)
+		conn_guard_request_begin(s->guard, guard_of(conn));  /* headers are in */
 	normalise_path(url, svc->cfg->path_prefix, path, sizeof(path));
 	if (!rq && s->tls && ext_tls_wants_client_cert(s->tls) &&
 	    !client_allowed(s, conn, method, path, &ret))
@@ -500,6 +539,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	/* The body is in: the verb runs, and the guard leaves the connection to
+	 * the verb's own timeouts. */
+	conn_guard_body_done(s->guard, guard_of(conn));
 	if (rq->body_error == EXT_BODY_TOO_LARGE) {
 		log_warn("http", "%s %s: chunked body exceeded %zu bytes; refused", method, path,
 			 svc->cfg->max_body_bytes);
@@ -556,7 +598,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	struct ext_server *s = cls;
 	struct request *rq = *con_cls;
 
-	(void)conn;
+	conn_guard_request_end(s->guard, guard_of(conn));
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK &&
 	    toe != MHD_REQUEST_TERMINATED_CLIENT_ABORT && rq)
 		log_debug("http", "request ended early (code %d)", (int)toe);
@@ -608,6 +650,76 @@ static int start_tls(struct ext_server *s, const struct ext_config *cfg, char *e
 	return 0;
 }
 
+/* libmicrohttpd's own connection limit sits this far above the guard's, so
+ * that the guard, not a refusal, decides who goes. */
+enum { GUARD_MARGIN = 64 };
+
+static void *sweep_main(void *arg)
+{
+	struct ext_server *s = arg;
+
+	pthread_mutex_lock(&s->stop_lock);
+	while (!s->stopping) {
+		struct timespec ts;
+
+		pthread_mutex_unlock(&s->stop_lock);
+		conn_guard_sweep(s->guard);
+		pthread_mutex_lock(&s->stop_lock);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		if (!s->stopping)
+			pthread_cond_timedwait(&s->stop_cond, &s->stop_lock, &ts);
+	}
+	pthread_mutex_unlock(&s->stop_lock);
+	return NULL;
+}
+
+/* http.connections_per_client, 0 meaning a quarter of the connection limit. */
+static unsigned ext_server_per_client(const struct ext_config *cfg)
+{
+	unsigned q = cfg->connection_limit / 4;
+
+	return cfg->connections_per_client ? cfg->connections_per_client : q ? q : 1;
+}
+
+static int start_guard(struct ext_server *s, const struct ext_config *cfg)
+{
+	struct conn_guard_config gc = {
+		.slots = cfg->connection_limit,
+		.per_client = ext_server_per_client(cfg),
+		.idle_s = cfg->connection_timeout_s,
+		.request_s = cfg->request_deadline_s,
+	};
+
+	s->guard = conn_guard_new(&gc);
+	if (!s->guard)
+		return -1;
+	pthread_mutex_init(&s->stop_lock, NULL);
+	pthread_cond_init(&s->stop_cond, NULL);
+	if (pthread_create(&s->sweeper, NULL, sweep_main, s) != 0)
+		return -1;
+	s->sweeping = true;
+	return 0;
+}
+
+static void stop_guard(struct ext_server *s)
+{
+	if (!s->guard)
+		return;
+	if (s->sweeping) {
+		pthread_mutex_lock(&s->stop_lock);
+		s->stopping = true;
+		pthread_cond_signal(&s->stop_cond);
+		pthread_mutex_unlock(&s->stop_lock);
+		pthread_join(s->sweeper, NULL);
+		s->sweeping = false;
+	}
+	pthread_mutex_destroy(&s->stop_lock);
+	pthread_cond_destroy(&s->stop_cond);
+	conn_guard_free(s->guard);
+	s->guard = NULL;
+}
+
 struct ext_server *ext_server_start(const struct ext_service *svc, char *err, size_t errlen)
 {
 	const struct ext_config *cfg = svc->cfg;
@@ -617,13 +729,17 @@ struct ext_server *ext_server_start(const struct ext_service *svc, char *err, si
 	unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
 			     MHD_ALLOW_SUSPEND_RESUME;
 	unsigned threads = cfg->threads;
-	char port[8];
+	struct cpu_limit cpus;
+	char port[8], why[sizeof(cpus.where) + 64] = "";
 	int rc;
 
 	if (threads == 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-		threads = n > 0 ? (unsigned)n : 1;
+		cpu_limit_get(&cpus);
+		threads = cpus.cpus;
+		snprintf(why, sizeof(why), " (one per CPU troupe may use: %s%s)",
+			 cpus.source == CPU_LIMIT_CGROUP ? "the cgroup quota in " :
+			 cpus.source == CPU_LIMIT_AFFINITY ? "its affinity mask" : "the host's cores",
+			 cpus.source == CPU_LIMIT_CGROUP ? cpus.where : "");
 	}
 	snprintf(port, sizeof(port), "%u", cfg->listen_port);
 	hints.ai_family = AF_UNSPEC;
@@ -649,6 +765,10 @@ struct ext_server *ext_server_start(const struct ext_service *svc, char *err, si
 	s->mhd_log.per_second = LOG_BURST;
 	if (cfg->tls.cert_file[0] && start_tls(s, cfg, err, errlen) < 0)
 		goto fail;
+	if (start_guard(s, cfg) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	{
 		/* The options both modes share; libmicrohttpd wants the logger first,
 		 * and a callback with its argument as (intptr_t, pointer). */
@@ -656,7 +776,10 @@ struct ext_server *ext_server_start(const struct ext_service *svc, char *err, si
 			{ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, s },
 			{ MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr },
 			{ MHD_OPTION_THREAD_POOL_SIZE, threads, NULL },
-			{ MHD_OPTION_CONNECTION_LIMIT, cfg->connection_limit, NULL },
+			/* The guard keeps connection_limit; libmicrohttpd's own limit,
+			 * which refuses, is only a backstop above it. */
+			{ MHD_OPTION_CONNECTION_LIMIT, cfg->connection_limit + GUARD_MARGIN, NULL },
+			{ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s },
 			{ MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout_s, NULL },
 			{ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s },
 			{ MHD_OPTION_END, 0, NULL },
@@ -666,7 +789,6 @@ struct ext_server *ext_server_start(const struct ext_service *svc, char *err, si
 			s->daemon = MHD_start_daemon(flags | MHD_USE_TLS, cfg->listen_port, NULL, NULL,
 						     on_request, s, MHD_OPTION_ARRAY, common,
 						     MHD_OPTION_HTTPS_CERT_CALLBACK2, retrieve_cert,
-						     MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 						     MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES,
 						     MHD_OPTION_END);
 		else
@@ -681,16 +803,19 @@ struct ext_server *ext_server_start(const struct ext_service *svc, char *err, si
 	info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = info ? info->port : cfg->listen_port;
 	freeaddrinfo(ai);
-	log_info("http", "serving with %u threads, connection limit %u, idle timeout %us, "
-		 "body limit %zu bytes, %zu bytes for all bodies at once", threads,
-		 cfg->connection_limit, cfg->connection_timeout_s, cfg->max_body_bytes,
-		 cfg->body_budget_bytes);
+	log_info("http", "serving with %u threads%s; %u connections at most (%u per client), "
+		 "closed after %us with no request or %us for a request's body; body limit %zu "
+		 "bytes, %zu bytes for all bodies at once", threads, why, cfg->connection_limit,
+		 ext_server_per_client(cfg), cfg->connection_timeout_s, cfg->request_deadline_s,
+		 cfg->max_body_bytes, cfg->body_budget_bytes);
 	return s;
 fail:
 	if (ai)
 		freeaddrinfo(ai);
-	if (s)
+	if (s) {
+		stop_guard(s);
 		ext_tls_free(s->tls);
+	}
 	free(s);
 	return NULL;
 }
@@ -719,7 +844,13 @@ void ext_server_stop(struct ext_server *s)
 {
 	if (!s)
 		return;
-	MHD_stop_daemon(s->daemon);
+	MHD_stop_daemon(s->daemon);     /* reports every connection closed */
+	stop_guard(s);
 	ext_tls_free(s->tls);
 	free(s);
+}
+
+void ext_server_guard_stats(struct ext_server *s, struct conn_guard_stats *out)
+{
+	conn_guard_get_stats(s->guard, out);
 }

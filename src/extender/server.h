@@ -1,5 +1,5 @@
 /* The HTTP server: libmicrohttpd in its internal epoll thread-pool mode, routing
- * the extender verbs and the operational endpoints, over HTTPS when tls.* is
+ * the extender verbs (the ops endpoints are ops_server.c's), over HTTPS when tls.* is
  * set (with client certificates checked when tls.client_ca_file is).
  */
 #ifndef TROUPE_EXTENDER_SERVER_H
@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "extender/conn_guard.h"
 #include "extender/verbs.h"
 
 struct ext_server;
@@ -23,6 +24,8 @@ uint16_t ext_server_port(const struct ext_server *s);
 /* Wait (at most <timeout_ms>) until every bind whose answer came later has been
  * sent: call after answering them (gang and binder shutdown), before stopping. */
 void ext_server_drain(struct ext_server *s, unsigned timeout_ms);
+/* The connection guard's counters (conn_guard.h). */
+void ext_server_guard_stats(struct ext_server *s, struct conn_guard_stats *out);
 /* Stop accepting, finish in-flight requests, free. */
 void ext_server_stop(struct ext_server *s);
 
