@@ -9,6 +9,7 @@
  */
 #include "extender/internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,14 +212,21 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 	/* Full mode: find each node's text, so a passing one is echoed as sent. */
 	if (a.full_nodes)
 		ext_args_find_item_texts(&a, body, len);
-	if (pod->demand.gpus > 0 && !cache_pod_known(svc->cache, pod->uid)) {
-		/* Remember (a copy of) the pod first: bind needs its demand, and a
-		 * gang counts its members from the cache. A pod the cache knows
-		 * (the watch, an earlier filter) is not parsed again. */
+	if (!svc->informer && pod->demand.gpus > 0 && !cache_pod_known(svc->cache, pod->uid)) {
+		/* On a snapshot, remember (a copy of) the pod first: bind needs its
+		 * demand, and a gang counts its members from the cache. A pod the
+		 * cache knows (an earlier filter) is not parsed again. With a live
+		 * cluster the watch brings every pod kube-scheduler can filter, and
+		 * bind takes only those: a pod known from a filter alone would let
+		 * any caller invent gang members (fake gangs planned, GPUs held). */
 		struct cache_pod *copy = cache_pod_parse(a.pod, cache_get_opts(svc->cache), err,
 							 sizeof(err));
+		int rc = copy ? cache_pod_remember(svc->cache, copy) : -ENOMEM;
 
-		if (!copy || cache_pod_remember(svc->cache, copy) < 0)
+		if (rc == -ENOSPC)
+			log_debug("extender", "filter: pod %s/%s not remembered: "
+				  "cache.max_filter_only_pods reached", pod->ns, pod->name);
+		else if (rc < 0)
 			log_warn("extender", "filter: out of memory remembering a pod");
 	}
 	if (pod->demand.gpus == 0) {

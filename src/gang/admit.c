@@ -471,6 +471,12 @@ again:
 		goto out;
 	}
 	g = gang__get(m, mb->ns, mb->group, true);
+	if (!g && errno == ENOSPC) {
+		snprintf(reason, reasonlen, "troupe: gang %s/%s cannot be admitted now: troupe "
+			 "keeps state for gang.max_entries pod groups and every one is waiting, "
+			 "planned or binding", mb->ns, mb->group);
+		goto out;
+	}
 	if (!g) {
 		snprintf(reason, reasonlen, "troupe: out of memory admitting gang %s/%s", mb->ns,
 			 mb->group);

@@ -55,12 +55,13 @@ class BindChecksTest(LiveCase):
         cpu_uid, gpu_uid = self.cpu["metadata"]["uid"], self.gpu["metadata"]["uid"]
         # Never seen anywhere.
         self.assert_refused("nobody", "uid-nobody", "gpu-a100-1", "unknown to troupe")
-        # Named only by a filter call: not in the cluster state.
+        # Named only by a filter call: with a live cluster troupe does not
+        # remember it, so it is unknown too.
         made_up = gpu_pod("ml", "made-up", "uid-made-up", 1)
         s, _, f = self.t.request("POST", "/filter", {"Pod": made_up, "Nodes": None,
                                                      "NodeNames": ["gpu-a100-1"]})
         self.assertEqual((s, f["NodeNames"]), (200, ["gpu-a100-1"]))
-        self.assert_refused("made-up", "uid-made-up", "gpu-a100-1", "not in the cluster state")
+        self.assert_refused("made-up", "uid-made-up", "gpu-a100-1", "unknown to troupe")
         # A CPU pod to a cordoned node, a NotReady one, an unknown one.
         self.assert_refused("cpu-p", cpu_uid, "gpu-l4-0", "node is cordoned")
         self.assert_refused("cpu-p", cpu_uid, "gpu-t4-0", "node is not Ready")

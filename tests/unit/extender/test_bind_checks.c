@@ -99,8 +99,9 @@ struct hostile {
 static const struct hostile hostile[] = {
 	/* Never seen anywhere. */
 	{ "ml", "ghost", "uid-ghost", "gpu-a100-1", "is unknown to troupe" },
-	/* Seen only in a filter call: not in the cluster troupe watches. */
-	{ "ml", "filtered", "uid-filtered", "gpu-a100-1", "not in the cluster state" },
+	/* Seen only in a filter call: with a live cluster troupe does not even
+	 * remember it (filter.c), so it is as unknown as one never seen. */
+	{ "ml", "filtered", "uid-filtered", "gpu-a100-1", "is unknown to troupe" },
 	/* A CPU pod to a cordoned node, a NotReady one, one troupe does not know. */
 	{ "ml", "cpu-pending", "uid-cpu-pending", "gpu-l4-0", "node is cordoned" },
 	{ "ml", "cpu-pending", "uid-cpu-pending", "gpu-t4-0", "node is not Ready" },
