@@ -140,4 +140,15 @@ void cache_lease_holder(const struct cache_lease *l, char *out, size_t len);
  * attempt, within the renew deadline). Frees <l>. */
 void cache_lease_stop(struct cache_lease *l);
 
+/* ---- The binder's gate ---------------------------------------------------------- */
+
+/* Make <b> post only while <lease> leads: a Binding queued or retried after
+ * this replica lost its Lease completes with -ECANCELED ("not the leader")
+ * and is never posted. Call once, before anything is submitted; NULL: no gate.
+ * (Declared here, not in api.h, because only leader election needs it.) */
+void cache_binder_set_gate(struct cache_binder *b, const struct cache_lease *lease);
+/* The gate given, or NULL (none, or <b> NULL): /readyz asks it whether this
+ * replica leads. Thread: any. */
+const struct cache_lease *cache_binder_gate(const struct cache_binder *b);
+
 #endif

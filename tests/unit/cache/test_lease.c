@@ -18,6 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "cache/lease.h"
 #include "common/log.h"
 
@@ -384,6 +390,84 @@ static void test_lease_two_electors_one_leader(void **state)
 	assert_string_equal(st.rec.holder, "a");
 }
 
+/* ---- The binder's gate ------------------------------------------------------------ */
+
+struct bind_seen {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int result;
+	char msg[256];
+};
+
+static void bind_done(void *arg, int result, const char *msg, unsigned retry_after_ms)
+{
+	struct bind_seen *b = arg;
+
+	(void)retry_after_ms;
+	pthread_mutex_lock(&b->lock);
+	b->done = true;
+	b->result = result;
+	snprintf(b->msg, sizeof(b->msg), "%s", msg);
+	pthread_cond_signal(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+/* A port nothing listens on: bound, then closed. */
+static unsigned closed_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* A binder gated by a Lease this replica does not hold posts nothing: the
+ * Binding completes with -ECANCELED saying why (without the gate it would be
+ * posted and fail to connect, -EIO). */
+static void test_lease_gate_stops_bindings(void **state)
+{
+	struct cache_binding bd = { "ns", "pod-0", "uid-0", "node-0", NULL };
+	struct bind_seen seen = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, "" };
+	struct cache_lease_opts o;
+	struct cache_binder *b;
+	struct cache_lease *l;
+	struct cache_api *api;
+	char url[64], err[256];
+
+	(void)state;
+	cache_api_global_init();
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u", closed_port());
+	api = cache_api_from_url(url, NULL, err, sizeof(err));
+	assert_non_null(api);
+	cache_lease_opts_defaults(&o);
+	o.identity = "test_1";
+	l = cache_lease_start(api, &o, NULL, NULL, err, sizeof(err));
+	assert_non_null(l);
+	b = cache_binder_start(api, 2000, err, sizeof(err));
+	assert_non_null(b);
+	assert_null(cache_binder_gate(b));
+	cache_binder_set_gate(b, l);
+	assert_ptr_equal(cache_binder_gate(b), l);
+	assert_false(cache_lease_is_leader(l));
+	assert_int_equal(cache_binder_submit(b, &bd, bind_done, &seen), 0);
+	pthread_mutex_lock(&seen.lock);
+	while (!seen.done)
+		pthread_cond_wait(&seen.cond, &seen.lock);
+	pthread_mutex_unlock(&seen.lock);
+	assert_int_equal(seen.result, -ECANCELED);
+	assert_non_null(strstr(seen.msg, "not the leader"));
+	cache_binder_free(b);
+	cache_lease_stop(l);
+	cache_api_free(api);
+	cache_api_global_cleanup();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -400,6 +484,7 @@ int main(void)
 		cmocka_unit_test(test_lease_parse_and_spec),
 		cmocka_unit_test(test_lease_opts_rules),
 		cmocka_unit_test(test_lease_two_electors_one_leader),
+		cmocka_unit_test(test_lease_gate_stops_bindings),
 	};
 
 	log_set_level(LOG_ERROR);
