@@ -479,9 +479,9 @@ static void publish(struct cache_lease *l, const char *why)
 			 "serving verbs and posting Bindings", l->me, l->ns, l->name,
 			 l->view.rec.transitions);
 	} else if (!leading && was) {
-		log_warn("lease", "no longer leading: Lease %s/%s not renewed within %u s (%s); "
-			 "standing by: not ready, no more Bindings", l->ns, l->name, l->deadline_s,
-			 why);
+		log_warn("lease", "no longer leading: Lease %s/%s not renewed within %u s (%s; "
+			 "holder as last seen: %s); standing by: not ready, no more Bindings", l->ns,
+			 l->name, l->deadline_s, why, holder[0] ? holder : "nobody");
 	} else if (!leading && holder_changed) {
 		log_info("lease", "standing by: Lease %s/%s is held by %s", l->ns, l->name,
 			 holder[0] ? holder : "nobody (released)");
