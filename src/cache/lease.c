@@ -281,6 +281,7 @@ struct cache_lease {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	bool stop;                      /* guarded by lock */
+	bool stopped;                   /* cache_lease_stop's caller only */
 	/* What other threads read, guarded by lock: */
 	bool leading;                   /* the thread's last word */
 	uint64_t renewed_ns;            /* cache_lease_is_leader's deadline base */
@@ -612,8 +613,9 @@ void cache_lease_stop(struct cache_lease *l)
 	char why[LEASE_WHY_BUF] = "";
 	bool leading;
 
-	if (!l)
+	if (!l || l->stopped)
 		return;
+	l->stopped = true;
 	pthread_mutex_lock(&l->lock);
 	l->stop = true;
 	/* Stop leading now: nothing may be posted while the release is written. */
@@ -630,6 +632,13 @@ void cache_lease_stop(struct cache_lease *l)
 			log_warn("lease", "could not release Lease %s/%s (%s); a standby takes over "
 				 "once it expires", l->ns, l->name, why[0] ? why : "no longer held");
 	}
+}
+
+void cache_lease_free(struct cache_lease *l)
+{
+	if (!l)
+		return;
+	cache_lease_stop(l);
 	curl_easy_cleanup(l->easy);
 	pthread_cond_destroy(&l->wake);
 	pthread_mutex_destroy(&l->lock);

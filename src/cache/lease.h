@@ -136,9 +136,13 @@ struct cache_lease *cache_lease_start(struct cache_api *api, const struct cache_
 bool cache_lease_is_leader(const struct cache_lease *l);
 /* Who holds the Lease as last seen ("" nobody, or not read yet). Thread: any. */
 void cache_lease_holder(const struct cache_lease *l, char *out, size_t len);
-/* Stop the thread; when leading, stop at once and release the Lease (one
- * attempt, within the renew deadline). Frees <l>. */
+/* Stop the thread; when leading, stop leading at once and release the Lease
+ * (one attempt, within the renew deadline). <l> stays valid, never leading, so
+ * the binder and /readyz may still ask it until cache_lease_free. A second
+ * call does nothing. */
 void cache_lease_stop(struct cache_lease *l);
+/* Stop (if not yet) and free; after every thread that could ask has stopped. */
+void cache_lease_free(struct cache_lease *l);
 
 /* ---- The binder's gate ---------------------------------------------------------- */
 

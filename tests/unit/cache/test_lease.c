@@ -464,6 +464,8 @@ static void test_lease_gate_stops_bindings(void **state)
 	assert_non_null(strstr(seen.msg, "not the leader"));
 	cache_binder_free(b);
 	cache_lease_stop(l);
+	assert_false(cache_lease_is_leader(l));
+	cache_lease_free(l);
 	cache_api_free(api);
 	cache_api_global_cleanup();
 }
