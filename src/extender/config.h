@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "cache/api.h"
 #include "cache/cache.h"
+#include "cache/lease.h"
 #include "gang/gang.h"
 #include "placement/placement.h"
 
@@ -37,6 +38,16 @@ struct ext_config {
 	unsigned filter_only_pod_s;     /* cache.filter_only_pod_seconds */
 	struct cache_informer_opts informer;    /* api.* list/watch tuning */
 	struct gang_config gang;        /* gang.* */
+	/* leader_election.*: replicas share a Lease and only its holder serves
+	 * (cache/lease.h); "" namespace or identity: filled in at start (the
+	 * service account's namespace or kube-system; host name and pid). */
+	struct {
+		bool enabled;
+		char ns[K8S_NAMESPACE_BUF];
+		char name[K8S_NAME_BUF];
+		char identity[CACHE_LEASE_HOLDER_BUF];
+		unsigned lease_duration_s, renew_deadline_s, retry_period_s;
+	} leader_election;
 };
 
 /* Fill in the defaults. */
