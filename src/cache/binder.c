@@ -266,12 +266,15 @@ static void *binder_main(void *arg)
 				continue;
 			}
 			if (!stopping && b->gate && !cache_lease_is_leader(b->gate)) {
-				/* A replica that lost its Lease posts nothing more,
-				 * retries included: the new leader decides now. */
-				log_warn("binder", "not posting %s -> node %s: this replica is not "
-					 "the leader (it lost its Lease)", q->path, q->node);
+				/* A standby, or a replica that lost its Lease,
+				 * posts nothing, retries included: the leader
+				 * decides. */
+				log_warn("binder", "not posting %s -> node %s: this replica does not "
+					 "hold the Lease (a standby, or its lease ran out)", q->path,
+					 q->node);
 				q->done(q->arg, -ECANCELED, "troupe is not the leader: this replica "
-					"lost its Lease, so the Binding was not posted", 0);
+					"does not hold the Lease (a standby, or its lease ran out), so "
+					"the Binding was not posted", 0);
 				job_free(q);
 				continue;
 			}
