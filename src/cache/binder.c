@@ -269,12 +269,12 @@ static void *binder_main(void *arg)
 				/* A standby, or a replica that lost its Lease,
 				 * posts nothing, retries included: the leader
 				 * decides. */
-				log_warn("binder", "not posting %s -> node %s: this replica does not "
-					 "hold the Lease (a standby, or its lease ran out)", q->path,
-					 q->node);
-				q->done(q->arg, -ECANCELED, "troupe is not the leader: this replica "
-					"does not hold the Lease (a standby, or its lease ran out), so "
-					"the Binding was not posted", 0);
+				log_warn("binder", "not posting %s -> node %s: this replica "
+					 "does not hold the Lease (a standby, or its lease ran "
+					 "out)", q->path, q->node);
+				q->done(q->arg, -ECANCELED, "troupe is not the leader: this "
+					"replica does not hold the Lease (a standby, or its "
+					"lease ran out), so the Binding was not posted", 0);
 				job_free(q);
 				continue;
 			}

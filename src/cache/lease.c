@@ -348,8 +348,8 @@ static void request(struct cache_lease *l, const char *method, const char *path,
 		if (*status == 401)
 			cache__api_refresh_token(l->api, true);
 		cache__status_message(resp->buf ? resp->buf : "", resp->len, msg, sizeof(msg));
-		snprintf(err, errlen, "%s %s: HTTP %ld%s%s", method, path, *status, msg[0] ? ": " : "",
-			 msg);
+		snprintf(err, errlen, "%s %s: HTTP %ld%s%s", method, path, *status,
+			 msg[0] ? ": " : "", msg);
 	}
 	curl_easy_setopt(l->easy, CURLOPT_ERRORBUFFER, NULL);
 	curl_slist_free_all(headers);

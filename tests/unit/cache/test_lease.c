@@ -433,7 +433,8 @@ static unsigned closed_port(void)
 static void test_lease_gate_stops_bindings(void **state)
 {
 	struct cache_binding bd = { "ns", "pod-0", "uid-0", "node-0", NULL };
-	struct bind_seen seen = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, "" };
+	struct bind_seen seen = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0,
+				  "" };
 	struct cache_lease_opts o;
 	struct cache_binder *b;
 	struct cache_lease *l;
