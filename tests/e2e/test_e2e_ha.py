@@ -21,6 +21,12 @@ the proxy only, as it would talk to the Service.
   test_failover_after_sigterm    the leader stopped cleanly, RUNS times: it
                                  releases the Lease, so the standby takes over
                                  at its next attempt; the times are printed
+  test_gang_whole_after_leader_killed_mid_quorum
+                                 the leader killed with SIGKILL as it posts a
+                                 gang's held Bindings, GANG_RUNS times: no GPU is in
+                                 two live pods at the kill, and the new leader
+                                 finishes every gang (kube-scheduler retries the
+                                 members whose binds died with the leader)
 
 troupe's RBAC (config/deploy/rbac.yaml) has no rule for Leases yet; this module
 grants get, create and update on Leases in kube-system to troupe's service
@@ -28,6 +34,7 @@ account before the replicas start (HaCluster._bootstrap).
 """
 import json
 import os
+import random
 import select
 import socket
 import statistics
@@ -44,6 +51,8 @@ import invariants               # noqa: E402
 from e2e_common import E2E, FAST_TROUPE, gpu_pod, gpu_ids, wait_until  # noqa: E402
 
 RUNS = int(os.environ.get("TROUPE_E2E_HA_RUNS", "3"))
+GANG_RUNS = int(os.environ.get("TROUPE_E2E_HA_GANG_RUNS", "4"))
+GANG = 8                        # members of 1 GPU: their Bindings take a while to post
 PROBE_S = 0.5                   # the proxy's readiness probe period
 LEASE_S, RENEW_S, RETRY_S = 15, 10, 2       # troupe's defaults
 REPLICAS = ("troupe-a", "troupe-b")
@@ -316,6 +325,44 @@ class Ha(E2E):
 
     def test_failover_after_sigterm(self):
         self.report("SIGTERM", self.failover("stop", RUNS))
+
+    def test_gang_whole_after_leader_killed_mid_quorum(self):
+        rnd = random.Random(int(os.environ.get("TROUPE_E2E_SEED", str(int(time.time())))))
+        label = "scheduling.x-k8s.io/pod-group"
+        partly = 0
+        for k in range(GANG_RUNS):
+            leader = self.leader()
+            new = [n for n in REPLICAS if n != leader][0]
+            name = "gang-%d" % k
+            mark = len(self.c.log(leader))
+            self.podgroup(name, GANG)
+            for i in range(GANG):
+                self.create(gpu_pod("%s-%d" % (name, i), 1, labels={label: name}))
+            # Strike as the leader starts posting the gang's held Bindings:
+            # some may be committed, some not yet.
+            wait_until(lambda: "%s/%s: quorum of" % (self.ns, name) in self.c.log(leader)[mark:],
+                       timeout=60, interval=0.01, what="the leader posting the gang")
+            time.sleep(rnd.uniform(0.0, 0.006))
+            self.c.kill(leader)
+            bound = sum(1 for p in self.pods(selector=label + "=" + name)
+                        if p["spec"].get("nodeName"))
+            partly += 0 < bound < GANG
+            # At the kill point the gang may be partly bound (that is the
+            # point); no GPU may be in two live pods, ever.
+            self.assertEqual([v for v in invariants.violations(self.c) if v.startswith("GPU ")],
+                             [])
+            wait_until(lambda: readyz(self.c.replica_port(new))[0] == 200, timeout=90,
+                       what="%s ready" % new)
+            wait_until(lambda: all(p["spec"].get("nodeName") for p in self.pods(
+                selector=label + "=" + name)), timeout=400, what="gang %s whole" % name)
+            print("\ngang %d: %d of %d bound when %s was killed; %s finished it" % (
+                k, bound, GANG, leader, new), file=sys.stderr)
+            invariants.assert_holds(self.c, settle=10)
+            self.c.start_replica(leader)
+            self.c.request("DELETE", "/api/v1/namespaces/%s/pods" % self.ns)
+            wait_until(lambda: not self.pods(), timeout=60, what="pods deleted")
+        print("\nkills that left a gang partly bound: %d of %d" % (partly, GANG_RUNS),
+              file=sys.stderr)
 
 
 if __name__ == "__main__":
