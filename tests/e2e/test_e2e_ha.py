@@ -21,6 +21,11 @@ the proxy only, as it would talk to the Service.
   test_failover_after_sigterm    the leader stopped cleanly, RUNS times: it
                                  releases the Lease, so the standby takes over
                                  at its next attempt; the times are printed
+  test_frozen_leader_wakes_as_standby
+                                 the leader frozen (SIGSTOP) past its lease: the
+                                 standby takes over; thawed, the old leader is
+                                 a standby from its first answer (its lease is
+                                 judged on its own clock, not by its thread)
   test_gang_whole_after_leader_killed_mid_quorum
                                  the leader killed with SIGKILL as it posts a
                                  gang's held Bindings, GANG_RUNS times: no GPU is in
@@ -36,6 +41,7 @@ import json
 import os
 import random
 import select
+import signal
 import socket
 import statistics
 import sys
@@ -325,6 +331,30 @@ class Ha(E2E):
 
     def test_failover_after_sigterm(self):
         self.report("SIGTERM", self.failover("stop", RUNS))
+
+    def test_frozen_leader_wakes_as_standby(self):
+        old = self.leader()
+        new = [n for n in REPLICAS if n != old][0]
+        self.c.signal(old, signal.SIGSTOP)
+        try:
+            wait_until(lambda: readyz(self.c.replica_port(new))[0] == 200, timeout=90,
+                       interval=0.05, what="%s ready while %s is frozen" % (new, old))
+        finally:
+            self.c.signal(old, signal.SIGCONT)
+        # From its first answer on, the thawed replica stands by: never two ready.
+        seen = []
+        for _ in range(40):
+            status, body = readyz(self.c.replica_port(old))
+            seen.append((status, body.get("status") if isinstance(body, dict) else body))
+            self.assertEqual(readyz(self.c.replica_port(new))[0], 200)
+            time.sleep(0.05)
+        self.assertTrue(all(st == (503, "standby") for st in seen if st[0]), seen)
+        self.assertTrue(any(st[0] for st in seen), "%s never answered after SIGCONT" % old)
+        self.assertEqual(self.leader(), new)
+        wait_until(lambda: "no longer leading" in self.c.log(old).rpartition("==== ")[2],
+                   timeout=30, what="%s to log that it no longer leads" % old)
+        self.create(gpu_pod("after-thaw", 1))
+        self.assertIsNotNone(gpu_ids(self.wait_bound("after-thaw", timeout=120)))
 
     def test_gang_whole_after_leader_killed_mid_quorum(self):
         rnd = random.Random(int(os.environ.get("TROUPE_E2E_SEED", str(int(time.time())))))
