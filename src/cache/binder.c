@@ -1,7 +1,9 @@
 /* The binder: posts pod bindings to the API server from one thread that
  * drives every request concurrently through a curl multi handle, so a slow
  * API server delays each bind by its own latency, never by a queue behind a
- * lock. Connections are reused across bindings by the multi handle.
+ * lock. Connections are reused across bindings by the multi handle. With
+ * leader election (lease.h) a gate is checked as each post starts: a replica
+ * that is not the leader posts nothing.
  *
  * What the API server's answers mean (pkg/registry/core/pod/storage):
  *   201                  bound.
@@ -13,6 +15,7 @@
  *   404                  the pod is gone.
  */
 #include "cache/api_internal.h"
+#include "cache/lease.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -50,6 +53,9 @@ struct cache_binder {
 	struct job *inflight;           /* started; binder thread only */
 	struct job *deferred;           /* waiting for not_before_ns; binder thread only */
 	bool stop;                      /* guarded by lock */
+	/* Leader election: posts only while this replica leads; NULL: always.
+	 * Set once, before anything is submitted. */
+	const struct cache_lease *gate;
 };
 
 static size_t on_data(char *ptr, size_t size, size_t n, void *arg)
@@ -259,6 +265,19 @@ static void *binder_main(void *arg)
 					wait_ms = (int)((q->not_before_ns - now) / 1000000u + 1);
 				continue;
 			}
+			if (!stopping && b->gate && !cache_lease_is_leader(b->gate)) {
+				/* A standby, or a replica that lost its Lease,
+				 * posts nothing, retries included: the leader
+				 * decides. */
+				log_warn("binder", "not posting %s -> node %s: this replica "
+					 "does not hold the Lease (a standby, or its lease ran "
+					 "out)", q->path, q->node);
+				q->done(q->arg, -ECANCELED, "troupe is not the leader: this "
+					"replica does not hold the Lease (a standby, or its "
+					"lease ran out), so the Binding was not posted", 0);
+				job_free(q);
+				continue;
+			}
 			if (stopping || job_start(b, q) < 0) {
 				q->done(q->arg, stopping ? -ECANCELED : -ENOMEM,
 					stopping ? "troupe is stopping" : "out of memory", 0);
@@ -325,6 +344,16 @@ struct cache_binder *cache_binder_start(struct cache_api *api, unsigned timeout_
 		return NULL;
 	}
 	return b;
+}
+
+void cache_binder_set_gate(struct cache_binder *b, const struct cache_lease *lease)
+{
+	b->gate = lease;
+}
+
+const struct cache_lease *cache_binder_gate(const struct cache_binder *b)
+{
+	return b ? b->gate : NULL;
 }
 
 void cache_binder_shutdown(struct cache_binder *b)

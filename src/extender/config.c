@@ -41,6 +41,14 @@
  *     key_file: ""
  *     client_ca_file: ""            # set: client certificates required
  *     allowed_subjects: []          # CNs, or RFC 4514 DNs (entries holding '=')
+ *   leader_election:                # replicas behind one Service (docs/ha.md)
+ *     enabled: false
+ *     namespace: ""                 # the service account's, else kube-system
+ *     name: troupe                  # the Lease
+ *     identity: ""                  # host name and pid
+ *     lease_duration_seconds: 15
+ *     renew_deadline_seconds: 10
+ *     retry_period_seconds: 2
  */
 #include "extender/config.h"
 
@@ -92,6 +100,16 @@ void ext_config_defaults(struct ext_config *cfg)
 	 * four max-size bodies at once, with room left for what decoding them
 	 * costs. */
 	cfg->body_budget_bytes = 256u * 1024 * 1024;
+	{
+		struct cache_lease_opts lo;
+
+		cache_lease_opts_defaults(&lo);
+		snprintf(cfg->leader_election.name, sizeof(cfg->leader_election.name), "%s",
+			 lo.name);
+		cfg->leader_election.lease_duration_s = lo.lease_duration_s;
+		cfg->leader_election.renew_deadline_s = lo.renew_deadline_s;
+		cfg->leader_election.retry_period_s = lo.retry_period_s;
+	}
 }
 
 int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen)
@@ -201,6 +219,15 @@ static const struct key keys[] = {
 	{ "tls.key_file", K_STRING, F(tls.key_file), S(tls.key_file) },
 	{ "tls.client_ca_file", K_STRING, F(tls.client_ca_file), S(tls.client_ca_file) },
 	{ "tls.allowed_subjects", K_SUBJECTS, 0, 0 },
+	{ "leader_election", K_MAP, 0, 0 },
+	{ "leader_election.enabled", K_BOOL, F(leader_election.enabled), 0 },
+	{ "leader_election.namespace", K_STRING, F(leader_election.ns), S(leader_election.ns) },
+	{ "leader_election.name", K_STRING, F(leader_election.name), S(leader_election.name) },
+	{ "leader_election.identity", K_STRING, F(leader_election.identity),
+	  S(leader_election.identity) },
+	{ "leader_election.lease_duration_seconds", K_UINT, F(leader_election.lease_duration_s), 0 },
+	{ "leader_election.renew_deadline_seconds", K_UINT, F(leader_election.renew_deadline_s), 0 },
+	{ "leader_election.retry_period_seconds", K_UINT, F(leader_election.retry_period_s), 0 },
 };
 
 static const struct key *key_find(const char *path)
@@ -623,6 +650,21 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "cache.filter_only_pod_seconds must be at least 1 (how long "
 			 "a pod seen only in filter calls is remembered)");
 		return -EINVAL;
+	}
+	if (cfg->leader_election.enabled) {
+		/* The namespace and identity left empty are filled in at start. */
+		const struct cache_lease_opts lo = {
+			cfg->leader_election.ns[0] ? cfg->leader_election.ns : "kube-system",
+			cfg->leader_election.name,
+			cfg->leader_election.identity[0] ? cfg->leader_election.identity : "-",
+			cfg->leader_election.lease_duration_s, cfg->leader_election.renew_deadline_s,
+			cfg->leader_election.retry_period_s };
+		char lerr[EXT_ERR_LEN - 32];
+
+		if (cache_lease_opts_check(&lo, lerr, sizeof(lerr)) < 0) {
+			snprintf(err, errlen, "leader_election: %s", lerr);
+			return -EINVAL;
+		}
 	}
 	if (cfg->path_prefix[0] && cfg->path_prefix[0] != '/') {
 		snprintf(err, errlen, "http.path_prefix must start with / (e.g. /sched)");

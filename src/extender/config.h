@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "cache/api.h"
 #include "cache/cache.h"
+#include "cache/lease.h"
 #include "gang/gang.h"
 #include "placement/placement.h"
 #include "extender/ops_server.h"
@@ -71,6 +72,16 @@ struct ext_config {
 	/* ---- TLS and the body budget ---- */
 	struct ext_tls_config tls;      /* tls.* */
 	size_t body_budget_bytes;       /* http.body_budget_bytes: all buffered bodies together */
+	/* leader_election.*: replicas share a Lease and only its holder serves
+	 * (cache/lease.h); "" namespace or identity: filled in at start (the
+	 * service account's namespace or kube-system; host name and pid). */
+	struct {
+		bool enabled;
+		char ns[K8S_NAMESPACE_BUF];
+		char name[K8S_NAME_BUF];
+		char identity[CACHE_LEASE_HOLDER_BUF];
+		unsigned lease_duration_s, renew_deadline_s, retry_period_s;
+	} leader_election;
 };
 
 /* Fill in the defaults. */

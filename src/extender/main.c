@@ -8,10 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cache/api.h"
 #include "cache/cache.h"
+#include "cache/lease.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "extender/config.h"
 #include "extender/cycle.h"
 #include "placement/placement.h"
@@ -75,6 +78,12 @@ static void usage(FILE *out)
 		"                             writes it (O=system,CN=kube-scheduler); repeat\n"
 		"                             for more\n"
 		"\n"
+		"  --leader-elect       run as one of several replicas behind a Service: only\n"
+		"                       the holder of the Lease (leader_election.namespace/name,\n"
+		"                       default kube-system/troupe) is ready and binds\n"
+		"  --leader-elect-identity ID\n"
+		"                       this replica's holder identity (default host name and\n"
+		"                       pid)\n"
 		"  -h, --help           show this help and exit\n"
 		"  --version            print the version and exit\n"
 		"\n"
@@ -122,6 +131,40 @@ static int apply_tls_flags(struct ext_config *cfg, const struct tls_flags *f, ch
 	return ret;
 }
 
+/* Leader election's namespace and identity where the settings leave them
+ * empty: the pod's service-account namespace (else kube-system), and the host
+ * name with the pid, as client-go's users make theirs. */
+static void leader_election_fill(struct ext_config *cfg)
+{
+	const char *dir = getenv("TROUPE_SERVICEACCOUNT_DIR");     /* tests only */
+	char path[512], host[256] = "troupe", *buf = NULL;
+	size_t len, n;
+
+	if (!cfg->leader_election.ns[0]) {
+		snprintf(path, sizeof(path), "%s/namespace",
+			 dir ? dir : "/var/run/secrets/kubernetes.io/serviceaccount");
+		n = 0;
+		if (util_read_file(path, 4096, &buf, &len) == 0) {
+			while (n < len && buf[n] != '\n' && buf[n] != ' ' && buf[n] != '\r')
+				n++;
+			if (n && n < sizeof(cfg->leader_election.ns))
+				snprintf(cfg->leader_election.ns, sizeof(cfg->leader_election.ns),
+					 "%.*s", (int)n, buf);
+		}
+		free(buf);
+		if (!cfg->leader_election.ns[0])
+			snprintf(cfg->leader_election.ns, sizeof(cfg->leader_election.ns),
+				 "kube-system");
+	}
+	if (!cfg->leader_election.identity[0]) {
+		if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
+			snprintf(host, sizeof(host), "troupe");
+		host[sizeof(host) - 1] = '\0';
+		snprintf(cfg->leader_election.identity, sizeof(cfg->leader_election.identity),
+			 "%.200s_%ld", host, (long)getpid());
+	}
+}
+
 /* Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or settings. */
 int main(int argc, char **argv)
 {
@@ -135,6 +178,8 @@ int main(int argc, char **argv)
 		{ "token-file", required_argument, NULL, 't' },
 		{ "config", required_argument, NULL, 'f' },
 		{ "log-level", required_argument, NULL, 'v' },
+		{ "leader-elect", no_argument, NULL, 'L' },
+		{ "leader-elect-identity", required_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		/* ---- TLS ---- */
@@ -148,6 +193,9 @@ int main(int argc, char **argv)
 	const char *kubeconfig = NULL, *context = NULL, *api_url = NULL, *token_file = NULL;
 	const char *ops_address = NULL;
 	struct ext_ops_server *ops = NULL;
+	const char *le_identity = NULL;
+	bool le_flag = false;
+	struct cache_lease *lease = NULL;
 	struct cache_api *api = NULL;
 	struct cache_informer *informer = NULL;
 	struct cache_binder *binder = NULL;
@@ -177,6 +225,8 @@ int main(int argc, char **argv)
 		case 't': token_file = optarg; break;
 		case 'f': config = optarg; break;
 		case 'v': level = optarg; break;
+		case 'L': le_flag = true; break;
+		case 'I': le_identity = optarg; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("troupe %s\n", TROUPE_VERSION); return 0;
 		/* ---- TLS ---- */
@@ -223,6 +273,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "troupe: %s\n", err);
 		return 2;
 	}
+	if (le_flag)
+		cfg.leader_election.enabled = true;
+	if (le_identity && snprintf(cfg.leader_election.identity,
+				    sizeof(cfg.leader_election.identity), "%s", le_identity) >=
+			   (int)sizeof(cfg.leader_election.identity)) {
+		fprintf(stderr, "troupe: --leader-elect-identity is too long\n");
+		return 2;
+	}
 	if (ext_config_validate(&cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "troupe: %s%s\n", config ? "config: " : "", err);
 		return 2;
@@ -239,6 +297,10 @@ int main(int argc, char **argv)
 	}
 	if (token_file && !api_url) {
 		fprintf(stderr, "troupe: --token-file goes with --api-server\n");
+		return 2;
+	}
+	if (cluster && cfg.leader_election.enabled) {
+		fprintf(stderr, "troupe: leader election needs an API server, not --cluster\n");
 		return 2;
 	}
 	if (sources == 0 && !cache_api_in_cluster_available()) {
@@ -305,12 +367,33 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		log_info("main", "cluster state from the API server at %s", source);
+		if (cfg.leader_election.enabled) {
+			/* A standby keeps its informer running (a warm cache for a
+			 * takeover) but is not ready and posts nothing. */
+			struct cache_lease_opts lo;
+
+			leader_election_fill(&cfg);
+			cache_lease_opts_defaults(&lo);
+			lo.ns = cfg.leader_election.ns;
+			lo.name = cfg.leader_election.name;
+			lo.identity = cfg.leader_election.identity;
+			lo.lease_duration_s = cfg.leader_election.lease_duration_s;
+			lo.renew_deadline_s = cfg.leader_election.renew_deadline_s;
+			lo.retry_period_s = cfg.leader_election.retry_period_s;
+			lease = cache_lease_start(api, &lo, NULL, NULL, err, sizeof(err));
+			if (!lease) {
+				log_error("main", "leader election: %s", err);
+				goto out;
+			}
+			cache_binder_set_gate(binder, lease);
+		}
 	}
 	svc.cache = cache;
 	svc.cfg = &cfg;
 	svc.score = placement_score_find(cfg.score_policy);
 	svc.source = source;
 	svc.binder = binder;
+	svc.lease = lease;
 	svc.informer = informer;
 	svc.registry = registry;
 	gangs = gang_manager_new(cache, &cfg.gang);
@@ -357,6 +440,10 @@ int main(int argc, char **argv)
 	}
 	log_info("main", "received %s; stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	ret = 0;
+	/* Stop leading first and release the Lease, so a standby takes over
+	 * at its next attempt instead of after a lease duration; the binder
+	 * posts nothing from here on. */
+	cache_lease_stop(lease);
 out:
 	/* Held gang binds and the binder first: they answer every bind still
 	 * waiting, which resumes their connections, so the server can then close
@@ -370,6 +457,7 @@ out:
 	gang_manager_free(gangs);
 	ext_cycle_free(svc.cycle);
 	cache_binder_free(binder);
+	cache_lease_free(lease);
 	cache_informer_stop(informer);
 	cache_free(cache);
 	placement_registry_free(registry);

@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "cache/lease.h"
 #include "extender/cycle.h"
 
 /* ---- debug ------------------------------------------------------------- */
@@ -152,9 +153,22 @@ static void readiness_get(const struct ext_service *svc, struct cache_readiness 
 
 void ext_readyz(const struct ext_service *svc, struct ext_reply *r)
 {
+	const struct cache_lease *lease = svc->lease;
 	struct cache_readiness rd;
 	const char *sep = "";
 
+	/* Leader election: a standby is not ready, so the Service sends it
+	 * nothing; its informer keeps its cache warm for a takeover. */
+	if (lease && !cache_lease_is_leader(lease)) {
+		char holder[CACHE_LEASE_HOLDER_BUF];
+
+		cache_lease_holder(lease, holder, sizeof(holder));
+		r->status = 503;
+		strbuf_puts(&r->body, "{\"status\":\"standby\",\"leader\":");
+		strbuf_put_json_str(&r->body, holder, strlen(holder));
+		strbuf_putc(&r->body, '}');
+		return;
+	}
 	readiness_get(svc, &rd);
 	if (rd.state != CACHE_READY)
 		r->status = 503;

@@ -43,6 +43,7 @@
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 
+#include "cache/lease.h"
 #include "common/cpus.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -555,6 +556,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				  "troupe: out of memory reading the request");
 
 	ext_reply_init(&reply);
+	if (post && svc->lease && !cache_lease_is_leader(svc->lease)) {
+		/* A standby: the Service should not have sent this (it is not
+		 * ready); kube-scheduler retries, and reaches the leader. */
+		char holder[CACHE_LEASE_HOLDER_BUF];
+
+		cache_lease_holder(svc->lease, holder, sizeof(holder));
+		ext_reply_fini(&reply);
+		return send_error(conn, 503, MHD_HTTP_HEADER_RETRY_AFTER, "1",
+				  "troupe: this replica is a standby; the leader is %s",
+				  holder[0] ? holder : "(none yet)");
+	}
 	if (svc->baseline && post) {
 		/* The benchmarks' L0/L1: the same server, body and reply path, no
 		 * verb. */

@@ -29,6 +29,9 @@ struct ext_service {
 	struct gang_manager *gangs;             /* gang admission; NULL disables it */
 	struct ext_counters *counters;          /* request counters for /metrics; may be NULL */
 	struct ext_cycle *cycle;        /* filter's scores for prioritize (cycle.h); NULL: off */
+	/* Leader election (cache/lease.h): only the holder serves the verbs and
+	 * answers ready; NULL without leader election. */
+	const struct cache_lease *lease;
 	/* Benchmarks only (bench/http_baseline): answer every POST verb with
 	 * <reply> after reading the body (level 0), or after also parsing it with
 	 * cJSON (level 1); NULL in troupe. */
