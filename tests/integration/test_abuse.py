@@ -156,9 +156,10 @@ class AbuseTest(unittest.TestCase):
             a.close()
         self.assertEqual(failed, [], f"filters failed under the flood ({ok} answered)")
         self.assertGreater(ok, 20)
-        # Never more than the slots (plus the few descriptors troupe has anyway
-        # and connections being closed right now).
-        self.assertLess(self.most_fds - baseline_fds, SLOTS + 64)
+        # Never more than the slots, plus connections being closed right now:
+        # libmicrohttpd's own limit sits 64 above the guard's (GUARD_MARGIN in
+        # server.c) and holds those until it has let go of them.
+        self.assertLessEqual(self.most_fds - baseline_fds, SLOTS + 64 + 8)
         self.assertGreater(a.closed_by_server, 1000, "troupe closed no attacker connection")
         self.assertIn("to make room for new ones", self.t.log())
 
