@@ -345,8 +345,7 @@ static enum gang_bind_result bind_gang(const struct ext_service *svc,
  * does not pass it on (docs: bind.md). */
 static const char *bind_caller(const struct ext_async *async)
 {
-	(void)async;
-	return "a client the server does not name";
+	return async && async->peer ? async->peer : "a client the server does not name";
 }
 
 /* Refuse the bind: log who asked and why, and answer with the reason in the

@@ -266,30 +266,6 @@ static enum MHD_Result send_pending(struct MHD_Connection *conn, struct request 
 	return ret;
 }
 
-/* Run bind; suspend the connection when its answer comes later. */
-static enum MHD_Result start_bind(struct MHD_Connection *conn, const struct ext_service *svc,
-				  struct request *rq, const char *path)
-{
-	struct ext_async async = { request_done, rq };
-	bool ready;
-
-	ext_reply_init(&rq->reply);
-	rq->conn = conn;
-	rq->counters = svc->counters;
-	rq->pending = true;
-	__atomic_add_fetch(&pending_total, 1, __ATOMIC_RELAXED);
-	if (ext_bind(svc, rq->body.buf, rq->body.len, &rq->reply, &async))
-		return send_pending(conn, rq, path);
-	pthread_mutex_lock(&rq->lock);
-	ready = rq->done;
-	if (!ready) {
-		rq->suspended = true;
-		MHD_suspend_connection(conn);
-	}
-	pthread_mutex_unlock(&rq->lock);
-	return ready ? send_pending(conn, rq, path) : MHD_YES;
-}
-
 /* ---- Client names, the body budget ---------------------------------------- */
 
 static void peer_name(struct MHD_Connection *conn, char *out, size_t len)
@@ -313,6 +289,35 @@ static void peer_name(struct MHD_Connection *conn, char *out, size_t len)
 		snprintf(out, len, "an unknown address");
 	}
 }
+
+/* Run bind; suspend the connection when its answer comes later. */
+static enum MHD_Result start_bind(struct MHD_Connection *conn, const struct ext_service *svc,
+				  struct request *rq, const char *path)
+{
+	struct ext_async async = { request_done, rq, NULL };
+	char who[INET6_ADDRSTRLEN + 16];
+	bool ready;
+
+	peer_name(conn, who, sizeof(who));
+	async.peer = who;
+
+	ext_reply_init(&rq->reply);
+	rq->conn = conn;
+	rq->counters = svc->counters;
+	rq->pending = true;
+	__atomic_add_fetch(&pending_total, 1, __ATOMIC_RELAXED);
+	if (ext_bind(svc, rq->body.buf, rq->body.len, &rq->reply, &async))
+		return send_pending(conn, rq, path);
+	pthread_mutex_lock(&rq->lock);
+	ready = rq->done;
+	if (!ready) {
+		rq->suspended = true;
+		MHD_suspend_connection(conn);
+	}
+	pthread_mutex_unlock(&rq->lock);
+	return ready ? send_pending(conn, rq, path) : MHD_YES;
+}
+
 
 static enum MHD_Result refuse_busy(struct ext_server *s, struct MHD_Connection *conn,
 				   const char *method, const char *path, const char *size)

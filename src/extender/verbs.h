@@ -61,6 +61,9 @@ void ext_count(struct ext_counters *c, enum ext_counter_verb verb, bool error);
 struct ext_async {
 	void (*done)(void *ctx);
 	void *ctx;
+	/* Who asked ("10.0.0.7:51234"), for refusals' log lines; NULL: not
+	 * known. Read only during the call. */
+	const char *peer;
 };
 
 struct ext_reply {

@@ -50,6 +50,9 @@ class BindChecksTest(LiveCase):
         self.assertIn(why, err, f"bind {ns}/{name} ({uid}) to {node}")
         self.assertEqual(len(self.srv.bindings), before,
                          f"bind {ns}/{name} to {node} was refused but a Binding was posted")
+        # The log names who asked: the client's address and port.
+        self.assertRegex(self.t.log(), r"bind: refused pod %s/%s \(uid %s\) -> node %s, asked by "
+                         r"127\.0\.0\.1:\d+: " % (ns, name, uid, node))
 
     def test_hostile_binds_are_refused_and_post_nothing(self):
         cpu_uid, gpu_uid = self.cpu["metadata"]["uid"], self.gpu["metadata"]["uid"]

@@ -240,7 +240,7 @@ static void flag_set(void *ctx)
 
 void bind_start(struct gfx *g, struct pending_bind *pb, const char *name, const char *node)
 {
-	struct ext_async async = { flag_set, &pb->flag };
+	struct ext_async async = { flag_set, &pb->flag, NULL };
 	char uid[K8S_UID_BUF];
 	char *body;
 

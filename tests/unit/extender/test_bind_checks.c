@@ -154,7 +154,7 @@ static void test_bind_checks_hostile_binds_post_nothing(void **state)
 
 		state_take(f, &before);
 		ext_reply_init(&r);
-		now = ext_bind(&f->svc, body, strlen(body), &r, &(struct ext_async){ NULL, NULL });
+		now = ext_bind(&f->svc, body, strlen(body), &r, &(struct ext_async){ NULL, NULL, "192.0.2.1:4242" });
 		free(body);
 		if (!now)
 			fail_msg("bind %s/%s to %s was posted; want refused (\"%s\")", c->ns,
