@@ -420,6 +420,7 @@ int main(int argc, char **argv)
 		 cache_is_synced(cache) ? "" : ", still syncing", cfg.score_policy);
 	/* After the line above: tests read the verbs' port from the first
 	 * "listening on" line. */
+	svc.server = server;
 	ops = ext_ops_server_start(&cfg.ops, &svc, api, err, sizeof(err));
 	if (!ops) {
 		log_error("main", "%s", err);

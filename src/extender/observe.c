@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cache/lease.h"
+#include "extender/server.h"
 #include "extender/cycle.h"
 
 /* ---- debug ------------------------------------------------------------- */
@@ -317,6 +318,43 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 		       "Member-sized GPU sets held for a starving gang", gs.held_sets);
 		metric(sb, "troupe_gang_entries", "gauge",
 		       "Pod groups the gang manager keeps state for", gs.entries);
+		metric(sb, "troupe_gang_entries_dropped_total", "counter",
+		       "Idle pod-group entries forgotten early to stay under gang.max_entries",
+		       gs.entries_dropped);
+		metric(sb, "troupe_gang_entries_refused_total", "counter",
+		       "Pod groups not admitted: gang.max_entries reached with every entry in flight",
+		       gs.entries_refused);
+	}
+	if (svc->server) {
+		struct conn_guard_stats cg;
+
+		ext_server_guard_stats(svc->server, &cg);
+		metric(sb, "troupe_http_connections", "gauge",
+		       "Connections the verbs listener keeps open", cg.open);
+		metric(sb, "troupe_http_connections_displaced_total", "counter",
+		       "Idle connections closed to make room for a new one (slots or a client's "
+		       "share full)", cg.displaced);
+		metric(sb, "troupe_http_connections_idle_expired_total", "counter",
+		       "Connections closed after http.connection_timeout_seconds with no request "
+		       "in progress", cg.idle_expired);
+		metric(sb, "troupe_http_connections_request_expired_total", "counter",
+		       "Connections closed: a request body not in within "
+		       "http.request_deadline_seconds", cg.request_expired);
+		metric(sb, "troupe_http_connections_refused_total", "counter",
+		       "New connections closed at once: every slot was mid-request", cg.refused);
+	}
+	{
+		struct cache_filter_only_stats fo;
+
+		cache_filter_only_get(svc->cache, &fo);
+		metric(sb, "troupe_filter_only_pods", "gauge",
+		       "Pods known only from filter calls (snapshot mode), occupying nothing", fo.pods);
+		metric(sb, "troupe_filter_only_pods_dropped_total", "counter",
+		       "Pods known only from filter calls dropped, oldest first, at "
+		       "cache.max_filter_only_pods", fo.dropped);
+		metric(sb, "troupe_filter_only_pods_refused_total", "counter",
+		       "Pods from filter calls not remembered: the cap was reached and none could go",
+		       fo.refused);
 	}
 	if (svc->registry) {
 		uint64_t classes, bad;

@@ -32,6 +32,9 @@ struct ext_service {
 	/* Leader election (cache/lease.h): only the holder serves the verbs and
 	 * answers ready; NULL without leader election. */
 	const struct cache_lease *lease;
+	/* The verbs' HTTP server, for /metrics (connection guard counters); set
+	 * once it runs, before the ops listener starts; NULL until then. */
+	struct ext_server *server;
 	/* Benchmarks only (bench/http_baseline): answer every POST verb with
 	 * <reply> after reading the body (level 0), or after also parsing it with
 	 * cJSON (level 1); NULL in troupe. */

@@ -9,6 +9,7 @@ pressure the whole time."""
 import http.client
 import json
 import os
+import re
 import resource
 import socket
 import threading
@@ -126,7 +127,7 @@ class AbuseTest(unittest.TestCase):
         """(answered, failures): a filter every 0.1 s for <seconds>; the most
         descriptors troupe had open meanwhile go to self.most_fds."""
         ok, failed = 0, []
-        self.most_fds = 0
+        self.most_fds = self.most_open = 0
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             try:
@@ -138,8 +139,16 @@ class AbuseTest(unittest.TestCase):
             except OSError as e:
                 failed.append(repr(e))
             self.most_fds = max(self.most_fds, self.open_descriptors())
+            self.most_open = max(self.most_open, self.metric("troupe_http_connections"))
             time.sleep(0.1)
         return ok, failed
+
+    def metric(self, name):
+        s, _, text = self.t.ops_request("GET", "/metrics")
+        self.assertEqual(s, 200)
+        m = re.search(r"^%s (\d+)$" % re.escape(name), text, re.M)
+        self.assertIsNotNone(m, name)
+        return int(m.group(1))
 
     def open_descriptors(self):
         return len(os.listdir(f"/proc/{self.t.proc.pid}/fd"))
@@ -162,6 +171,9 @@ class AbuseTest(unittest.TestCase):
         self.assertLessEqual(self.most_fds - baseline_fds, SLOTS + 64 + 8)
         self.assertGreater(a.closed_by_server, 1000, "troupe closed no attacker connection")
         self.assertIn("to make room for new ones", self.t.log())
+        # The guard's own count: never more than the slots.
+        self.assertLessEqual(self.most_open, SLOTS)
+        self.assertGreater(self.metric("troupe_http_connections_displaced_total"), 1000)
 
     def test_slowloris_alone_is_closed_at_the_idle_deadline(self):
         a = Attack(self.t.host, self.t.port, slow=20)
