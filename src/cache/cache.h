@@ -206,6 +206,11 @@ bool cache_writer_is_current(const struct cache *c);
 
 /* Mark the cache synced (every initial list applied) or not. Thread: any. */
 void cache_set_synced(struct cache *c, bool synced);
+/* An informer feeds <c> from now on: a pod known only from a filter call (a
+ * request's body, which any caller of the verbs can write) is then never
+ * counted as a member of its pod group, so no caller can invent gang members;
+ * the watch brings the real ones. Any thread. */
+void cache_set_live(struct cache *c);
 bool cache_is_synced(const struct cache *c);
 
 /* A node and its usage as a reader sees it. <node> is valid until the end of

@@ -215,13 +215,15 @@ struct group_scan {
 	const char *ns, *group;
 	void (*fn)(const struct cache_pod_info *, const char *uid, void *arg);
 	void *arg;
+	bool live;                      /* skip pods known only from filter calls */
 };
 
 static void group_scan_one(const struct cache_pod_info *p, const char *uid, void *arg)
 {
 	const struct group_scan *gs = arg;
 
-	if (!p->reservation && strcmp(p->group, gs->group) == 0 && strcmp(p->ns, gs->ns) == 0)
+	if (!p->reservation && strcmp(p->group, gs->group) == 0 && strcmp(p->ns, gs->ns) == 0 &&
+	    (p->from_api || !gs->live))
 		gs->fn(p, uid, gs->arg);
 }
 
@@ -232,7 +234,7 @@ void cache_group_foreach(struct cache *c, const char *ns, const char *group,
 	char key[K8S_KEY_BUF], **uids = NULL;
 	unsigned n = 0;
 	struct members *m;
-	bool lost;
+	bool lost, live = __atomic_load_n(&c->live, __ATOMIC_ACQUIRE);
 	int len = group_key(key, sizeof(key), ns, group);
 
 	pthread_mutex_lock(&c->members_lock);
@@ -248,7 +250,7 @@ void cache_group_foreach(struct cache *c, const char *ns, const char *group,
 	}
 	pthread_mutex_unlock(&c->members_lock);
 	if (lost) {
-		struct group_scan gs = { ns, group, fn, arg };
+		struct group_scan gs = { ns, group, fn, arg, live };
 
 		for (unsigned i = 0; i < n; i++)
 			free(uids[i]);
@@ -272,7 +274,7 @@ void cache_group_foreach(struct cache *c, const char *ns, const char *group,
 		if (member)
 			cache__pod_entry_info(e, &info);
 		pthread_mutex_unlock(&st->lock);
-		if (member)
+		if (member && (info.from_api || !live))
 			fn(&info, uids[i], arg);
 		free(uids[i]);
 	}

@@ -174,6 +174,7 @@ struct cache_informer *cache_informer_start(struct cache *c, struct cache_api *a
 		strmap_init(&inf->streams[k].seen);
 	}
 	cache_set_synced(c, false);
+	cache_set_live(c);
 	sem_init(&inf->claimed, 0, 0);
 	if (pthread_create(&inf->thread, NULL, informer_main, inf) != 0) {
 		snprintf(err, errlen, "cannot start the informer thread");

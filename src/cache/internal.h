@@ -110,6 +110,9 @@ struct cache {
 	unsigned int n_tombstones;      /* entries with no record; writer only */
 	unsigned long n_retired;        /* records retired so far; writer only */
 	bool synced;                    /* relaxed atomic */
+	/* An informer feeds this cache (relaxed atomic): pods known only from
+	 * filter calls then never count as pod-group members. */
+	bool live;
 	pthread_mutex_t readers_lock;
 	struct reader_rec *readers;     /* guarded by readers_lock */
 	struct stripe pods[POD_STRIPES];

@@ -97,6 +97,11 @@ void cache_set_synced(struct cache *c, bool synced)
 	__atomic_store_n(&c->synced, synced, __ATOMIC_RELEASE);
 }
 
+void cache_set_live(struct cache *c)
+{
+	__atomic_store_n(&c->live, true, __ATOMIC_RELEASE);
+}
+
 bool cache_is_synced(const struct cache *c)
 {
 	return __atomic_load_n(&c->synced, __ATOMIC_ACQUIRE);

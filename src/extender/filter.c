@@ -212,13 +212,14 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 	/* Full mode: find each node's text, so a passing one is echoed as sent. */
 	if (a.full_nodes)
 		ext_args_find_item_texts(&a, body, len);
-	if (!svc->informer && pod->demand.gpus > 0 && !cache_pod_known(svc->cache, pod->uid)) {
-		/* On a snapshot, remember (a copy of) the pod first: bind needs its
-		 * demand, and a gang counts its members from the cache. A pod the
-		 * cache knows (an earlier filter) is not parsed again. With a live
-		 * cluster the watch brings every pod kube-scheduler can filter, and
-		 * bind takes only those: a pod known from a filter alone would let
-		 * any caller invent gang members (fake gangs planned, GPUs held). */
+	if (pod->demand.gpus > 0 && !cache_pod_known(svc->cache, pod->uid)) {
+		/* Remember (a copy of) the pod first: bind needs its demand when it
+		 * comes before troupe's watch shows the pod (measured on the real
+		 * control plane: kube-scheduler binds tens of milliseconds after it
+		 * sees a pod, often before troupe's watch delivers it). A pod the
+		 * cache knows (the watch, an earlier filter) is not parsed again.
+		 * With a live cluster such a pod never counts as a gang member
+		 * (cache_set_live): a request's body cannot invent gang members. */
 		struct cache_pod *copy = cache_pod_parse(a.pod, cache_get_opts(svc->cache), err,
 							 sizeof(err));
 		int rc = copy ? cache_pod_remember(svc->cache, copy) : -ENOMEM;

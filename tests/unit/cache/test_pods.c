@@ -228,6 +228,47 @@ static void test_cache_remember_cap_concurrent(void **state)
 	cache_free(c);
 }
 
+/* A pod of group "g" in namespace ml, as the watch or a filter body gives it. */
+static struct cache_pod *member(const char *uid)
+{
+	char json[512], err[CACHE_ERR_LEN];
+	struct cache_pod *p;
+	cJSON *o;
+
+	snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\","
+		 "\"uid\":\"%s\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"g\"}},"
+		 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+		 "{\"nvidia.com/gpu\":\"1\"}}}]}}", uid, uid);
+	o = cJSON_Parse(json);
+	assert_non_null(o);
+	p = cache_pod_parse(o, &OPTS, err, sizeof(err));
+	cJSON_Delete(o);
+	assert_non_null(p);
+	return p;
+}
+
+/* Fed by an informer, a cache counts only watched pods as group members: a
+ * filter call's body cannot invent gang members. On a snapshot (no watch)
+ * the pods remembered from filter are all there is, and they count. */
+static void test_cache_live_groups_count_only_watched_pods(void **state)
+{
+	struct cache *c = cache_new(&OPTS);
+	unsigned exist, bound;
+
+	(void)state;
+	assert_non_null(c);
+	assert_int_equal(cache_pod_remember(c, member("from-filter")), 0);
+	cache_group_count(c, "ml", "g", &exist, &bound);
+	assert_int_equal(exist, 1);
+	cache_set_live(c);
+	cache_group_count(c, "ml", "g", &exist, &bound);
+	assert_int_equal(exist, 0);
+	assert_int_equal(cache_pod_apply(c, member("from-watch")), 0);
+	cache_group_count(c, "ml", "g", &exist, &bound);
+	assert_int_equal(exist, 1);
+	cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -237,6 +278,7 @@ int main(void)
 		cmocka_unit_test(test_cache_remember_cap_spares_watched_bound_and_reserved),
 		cmocka_unit_test(test_cache_remember_cap_count_follows_delete_and_expire),
 		cmocka_unit_test(test_cache_remember_cap_concurrent),
+		cmocka_unit_test(test_cache_live_groups_count_only_watched_pods),
 	};
 
 	/* The cap's drops are logged as warnings; keep the output to the results. */

@@ -99,9 +99,8 @@ struct hostile {
 static const struct hostile hostile[] = {
 	/* Never seen anywhere. */
 	{ "ml", "ghost", "uid-ghost", "gpu-a100-1", "is unknown to troupe" },
-	/* Seen only in a filter call: with a live cluster troupe does not even
-	 * remember it (filter.c), so it is as unknown as one never seen. */
-	{ "ml", "filtered", "uid-filtered", "gpu-a100-1", "is unknown to troupe" },
+	/* Seen in a filter call, but bound under another name. */
+	{ "ml", "not-filtered", "uid-filtered", "gpu-a100-1", "belongs to pod ml/filtered" },
 	/* A CPU pod to a cordoned node, a NotReady one, one troupe does not know. */
 	{ "ml", "cpu-pending", "uid-cpu-pending", "gpu-l4-0", "node is cordoned" },
 	{ "ml", "cpu-pending", "uid-cpu-pending", "gpu-t4-0", "node is not Ready" },
@@ -290,7 +289,7 @@ static bool prop_may_bind(struct fx *f, const char *ns, const char *name, const 
 	struct cache_node_view v;
 	bool ok;
 
-	if (cache_pod_get(f->cache, uid, &info) < 0 || info.reservation || !info.from_api ||
+	if (cache_pod_get(f->cache, uid, &info) < 0 || info.reservation ||
 	    strcmp(info.ns, ns) != 0 || strcmp(info.name, name) != 0)
 		return false;
 	if (info.node[0])
