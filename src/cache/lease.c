@@ -516,15 +516,27 @@ static void *lease_main(void *arg)
 {
 	struct cache_lease *l = arg;
 	unsigned seed = (unsigned)util_now_ns() ^ (unsigned)getpid();
-	char why[LEASE_WHY_BUF];
+	char why[LEASE_WHY_BUF], last[LEASE_WHY_BUF] = "";
 	unsigned delay;
 
 	do {
 		bool leading;
 
 		why[0] = '\0';
-		if (!attempt(l, false, why, sizeof(why)) && !strstr(why, "held by"))
-			log_debug("lease", "Lease %s/%s: attempt failed: %s", l->ns, l->name, why);
+		/* A failure is a warning the first time it reads so (a missing
+		 * permission on Leases would otherwise leave a replica standing by
+		 * in silence), then debug while it repeats. */
+		if (!attempt(l, false, why, sizeof(why)) && !strstr(why, "held by")) {
+			if (strcmp(why, last) != 0)
+				log_warn("lease", "Lease %s/%s: attempt failed: %s (logged again "
+					 "only when the reason changes)", l->ns, l->name, why);
+			else
+				log_debug("lease", "Lease %s/%s: attempt failed: %s", l->ns, l->name,
+					  why);
+			snprintf(last, sizeof(last), "%s", why);
+		} else {
+			last[0] = '\0';
+		}
 		publish(l, why);
 		leading = cache_lease_leading(&l->view, l->me, util_now_ns(), l->deadline_s);
 		/* A leader renews every retry period; candidates add up to 1.2

@@ -242,7 +242,11 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 	       cache_is_synced(svc->cache));
 	metric(sb, "troupe_ready", "gauge",
 	       "1 while /readyz answers 200: synced, the API server reachable, no permission "
-	       "missing", rd.state == CACHE_READY);
+	       "missing, and the leader when leader election is on",
+	       rd.state == CACHE_READY && (!svc->lease || cache_lease_is_leader(svc->lease)));
+	if (svc->lease)
+		metric(sb, "troupe_leader", "gauge", "1 while this replica holds the Lease",
+		       cache_lease_is_leader(svc->lease));
 	metric(sb, "troupe_nodes", "gauge", "Nodes in the cache", st.nodes);
 	metric(sb, "troupe_pods", "gauge", "Pods in the cache", st.pods);
 	metric(sb, "troupe_pods_holding_gpus", "gauge", "Pods holding GPUs", st.pods_holding);
@@ -348,7 +352,7 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 
 		cache_filter_only_get(svc->cache, &fo);
 		metric(sb, "troupe_filter_only_pods", "gauge",
-		       "Pods known only from filter calls (snapshot mode), occupying nothing", fo.pods);
+		       "Pods known only from filter calls, occupying nothing", fo.pods);
 		metric(sb, "troupe_filter_only_pods_dropped_total", "counter",
 		       "Pods known only from filter calls dropped, oldest first, at "
 		       "cache.max_filter_only_pods", fo.dropped);

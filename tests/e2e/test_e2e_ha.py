@@ -272,9 +272,15 @@ class Ha(E2E):
         req = urllib.request.Request("http://127.0.0.1:%d/bind" % self.c.replica_port(standby),
                                      data=json.dumps(args).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            answer = json.loads(r.read())
-        self.assertIn("not the leader", answer.get("Error", ""), answer)
+        # The standby answers every POST verb 503 (Retry-After) naming the
+        # leader; its binder would refuse too ("not the leader").
+        with self.assertRaises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(req, timeout=30)
+        self.assertEqual(caught.exception.code, 503)
+        self.assertEqual(caught.exception.headers.get("Retry-After"), "1")
+        answer = json.loads(caught.exception.read())
+        self.assertIn("this replica is a standby; the leader is " + leader,
+                      answer.get("Error", ""), answer)
         self.assertFalse(self.pod("by-hand")["spec"].get("nodeName"))
         # Through the Service, kube-scheduler binds with the leader.
         self.create(gpu_pod("through-service", 1))

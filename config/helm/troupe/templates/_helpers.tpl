@@ -86,6 +86,15 @@ the mode: loopback beside the scheduler, every address behind the Service.
 {{- $_ := set $c "listen" (printf "127.0.0.1:%d" (int .Values.ports.verbs)) -}}
 {{- else -}}
 {{- $_ := set $c "listen" (printf "0.0.0.0:%d" (int .Values.ports.verbs)) -}}
+{{- /* Several replicas behind the Service: only the Lease's holder is ready
+       and binds (docs/ha.md). config.leader_election.* still wins. */ -}}
+{{- if gt (int .Values.service.replicas) 1 -}}
+{{- $le := deepCopy (default (dict) $c.leader_election) -}}
+{{- if not (hasKey $le "enabled") -}}{{- $_ := set $le "enabled" true -}}{{- end -}}
+{{- if not (hasKey $le "namespace") -}}{{- $_ := set $le "namespace" .Release.Namespace -}}{{- end -}}
+{{- if not (hasKey $le "name") -}}{{- $_ := set $le "name" (include "troupe.fullname" .) -}}{{- end -}}
+{{- $_ := set $c "leader_election" $le -}}
+{{- end -}}
 {{- end -}}
 {{- if include "troupe.tls" . -}}
 {{- $_ := set $c "tls" (dict
