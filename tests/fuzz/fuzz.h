@@ -41,6 +41,10 @@ struct fuzz_target {
 extern const struct fuzz_target fuzz_target_filter, fuzz_target_prioritize, fuzz_target_bind,
 	fuzz_target_preempt, fuzz_target_objects, fuzz_target_watch, fuzz_target_list;
 
+/* --verbose: the parsers log at debug level and the targets print each
+ * answer (for replaying one saved input). */
+extern bool fuzz_verbose;
+
 /* xorshift64*: small, deterministic, good enough to pick mutations. */
 uint64_t fuzz_rand(uint64_t *s);
 /* Uniform in [0, n); 0 when n is 0. */

@@ -27,12 +27,31 @@
 
 #include "common/log.h"
 
+/* ---- The driver's own target --------------------------------------------------- */
+
+/* canary: breaks on purpose, so tests/fuzz/test_driver.py can check that a
+ * failure is caught and its input saved, and that a seed replays: an input
+ * whose member "canary" is no longer 1 breaks the invariant, one holding
+ * "segv" dies of a signal. */
+static void run_canary(const uint8_t *data, size_t len)
+{
+	const char *trap = "segv";
+
+	if (len >= 4 && memmem(data, len, trap, 4))
+		raise(SIGSEGV);
+	if (len >= 12 && memcmp(data, "{\"canary\":", 10) == 0)
+		FUZZ_CHECK(memcmp(data + 10, "1}", 2) == 0 || data[10] == ' ',
+			   "canary: %.20s", (const char *)data + 10);
+}
+
+static const struct fuzz_target fuzz_target_canary = { "canary", NULL, NULL, run_canary, NULL };
+
 static const struct fuzz_target *const targets[] = {
 	&fuzz_target_filter, &fuzz_target_prioritize, &fuzz_target_bind, &fuzz_target_preempt,
-	&fuzz_target_objects, &fuzz_target_watch, &fuzz_target_list,
+	&fuzz_target_objects, &fuzz_target_watch, &fuzz_target_list, &fuzz_target_canary,
 };
 
-enum { POOL_MAX = 256, CRASH_PATH_BUF = 4096 };
+enum { POOL_MAX = 256, CRASH_PATH_BUF = 4096, PROGRESS_EVERY = 100000 };
 
 /* ---- Saving the input that broke something ---------------------------------- */
 
@@ -41,6 +60,7 @@ static const struct fuzz_target *cur_target;
 static const uint8_t *cur_data;
 static size_t cur_len;
 static const char *crash_dir = FUZZ_CRASH_DIR;
+bool fuzz_verbose;
 
 static uint64_t fnv1a(const uint8_t *d, size_t n)
 {
@@ -141,15 +161,21 @@ const char *__ubsan_default_options(void)
 }
 #endif
 
+/* Under AddressSanitizer its own handler must keep the fatal signals (its
+ * report has the stack) and tells us through the death callback; abort()
+ * stays ours, for fuzz_fail and UndefinedBehaviorSanitizer. */
 static void arm_crash_handlers(void)
 {
+#if defined(__SANITIZE_ADDRESS__)
+	static const int sigs[] = { SIGABRT };
+
+	__sanitizer_set_death_callback(save_current);
+#else
 	static const int sigs[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT };
+#endif
 
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		signal(sigs[i], on_fatal_signal);
-#if defined(__SANITIZE_ADDRESS__)
-	__sanitizer_set_death_callback(save_current);
-#endif
 }
 
 /* ---- The corpus --------------------------------------------------------------- */
@@ -200,7 +226,8 @@ static size_t load_corpus(const char *dir, struct fuzz_buf **out)
 		names[n++] = strdup(e->d_name);
 	}
 	closedir(d);
-	qsort(names, n, sizeof(*names), name_cmp);
+	if (n)
+		qsort(names, n, sizeof(*names), name_cmp);
 	*out = calloc(n ? n : 1, sizeof(**out));
 	for (size_t i = 0; i < n; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
@@ -250,22 +277,22 @@ int main(int argc, char **argv)
 	const char *corpus_dir = NULL;
 	char dir[CRASH_PATH_BUF];
 	struct fuzz_buf *corpus, pool[POOL_MAX] = { { 0 } }, cur = { 0 };
-	bool verbose = false;
 	int first_input = 0;
-	uint64_t rng;
+	uint64_t rng, digest = 0;
+	int rc = 0;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(a, "--list") == 0) {
-			for (size_t k = 0; k < sizeof(targets) / sizeof(targets[0]); k++)
+			for (size_t k = 0; k + 1 < sizeof(targets) / sizeof(targets[0]); k++)
 				printf("%s\n", targets[k]->name);
 			return 0;
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			usage(stdout);
 			return 0;
 		} else if (strcmp(a, "--verbose") == 0) {
-			verbose = true;
+			fuzz_verbose = true;
 		} else if (strcmp(a, "--input") == 0) {
 			first_input = i + 1;
 			break;
@@ -303,7 +330,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* The parsers log every refusal; a million refusals say nothing. */
-	log_set_level(verbose ? LOG_DEBUG : LOG_ERROR);
+	log_set_level(fuzz_verbose ? LOG_DEBUG : LOG_ERROR);
 	cur_target = t;
 	arm_crash_handlers();
 	if (t->init && t->init() < 0) {
@@ -314,7 +341,8 @@ int main(int argc, char **argv)
 		for (int i = first_input; i < argc; i++) {
 			if (read_file(argv[i], &cur) < 0) {
 				fprintf(stderr, "fuzz: cannot read %s: %s\n", argv[i], strerror(errno));
-				return 1;
+				rc = 1;
+				goto out;
 			}
 			run_one(t, &cur);
 			printf("fuzz: %s: %s: ok\n", t->name, argv[i]);
@@ -328,7 +356,9 @@ int main(int argc, char **argv)
 	n_corpus = load_corpus(corpus_dir, &corpus);
 	if (!n_corpus) {
 		fprintf(stderr, "fuzz: %s: the corpus %s is empty\n", t->name, corpus_dir);
-		return 1;
+		free(corpus);
+		rc = 1;
+		goto out;
 	}
 	for (size_t i = 0; i < n_corpus; i++)
 		run_one(t, &corpus[i]);
@@ -340,7 +370,12 @@ int main(int argc, char **argv)
 
 		fuzz_buf_set(&cur, from->data, from->len);
 		fuzz_mutate(&cur, other, t->dict, max_len, &rng);
+		digest = digest * 31 + fnv1a(cur.data, cur.len);
 		run_one(t, &cur);
+		if ((it + 1) % PROGRESS_EVERY == 0) {
+			printf("fuzz: %s: %llu inputs\n", t->name, it + 1);
+			fflush(stdout);
+		}
 		/* One in four survivors is kept for further mutation (the pool
 		 * turns over, so chains stay a few steps long). */
 		if (fuzz_below(&rng, 4) == 0) {
@@ -350,8 +385,10 @@ int main(int argc, char **argv)
 				n_pool++;
 		}
 	}
-	printf("fuzz: %s: %zu corpus entries and %llu mutated inputs (seed %llu): no failure\n",
-	       t->name, n_corpus, iterations, seed);
+	/* The digest of every input run: the same seed must give the same one. */
+	printf("fuzz: %s: %zu corpus entries and %llu mutated inputs (seed %llu, digest "
+	       "%016llx): no failure\n", t->name, n_corpus, iterations, seed,
+	       (unsigned long long)digest);
 	for (size_t i = 0; i < n_corpus; i++)
 		fuzz_buf_fini(&corpus[i]);
 	free(corpus);
@@ -361,5 +398,5 @@ out:
 	fuzz_buf_fini(&cur);
 	if (t->fini)
 		t->fini();
-	return 0;
+	return rc;
 }
