@@ -230,8 +230,9 @@ static size_t load_corpus(const char *dir, struct fuzz_buf **out)
 		qsort(names, n, sizeof(*names), name_cmp);
 	*out = calloc(n ? n : 1, sizeof(**out));
 	for (size_t i = 0; i < n; i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		if (read_file(path, &(*out)[kept]) == 0)
+		int w = snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+
+		if (w > 0 && (size_t)w < sizeof(path) && read_file(path, &(*out)[kept]) == 0)
 			kept++;
 		free(names[i]);
 	}
@@ -273,7 +274,7 @@ int main(int argc, char **argv)
 {
 	const struct fuzz_target *t = NULL;
 	unsigned long long iterations = 1000, seed = 1;
-	size_t max_len = 256 * 1024, n_corpus, n_pool = 0, next_pool = 0;
+	size_t max_len = 64 * 1024, n_corpus, n_pool = 0, next_pool = 0;
 	const char *corpus_dir = NULL;
 	char dir[CRASH_PATH_BUF];
 	struct fuzz_buf *corpus, pool[POOL_MAX] = { { 0 } }, cur = { 0 };

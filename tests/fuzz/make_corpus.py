@@ -21,7 +21,9 @@ names = [n["metadata"]["name"] for n in nodes]
 
 
 def dump(o):
-    return json.dumps(o, separators=(",", ":"))
+    # Python writes float("inf") as Infinity, which is no JSON: 1e309 is, and
+    # reads as infinity.
+    return json.dumps(o, separators=(",", ":")).replace("Infinity", "1e309")
 
 
 def pod(name, gpus, extra_meta=None, spec_extra=None):

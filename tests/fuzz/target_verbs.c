@@ -260,6 +260,46 @@ static void check_named(const char *verb, const struct names *req, const char *n
 		   "request did not", verb, name);
 }
 
+/* The request's NodeNames as cJSON reads them, when there is no doubt what
+ * they are: one top-level NodeNames, an array of strings. NULL otherwise
+ * (duplicate keys are another matter: what a body with two means is for the
+ * codec to refuse). */
+static const cJSON *plain_node_names(const cJSON *tree)
+{
+	const cJSON *it, *names = NULL;
+
+	cJSON_ArrayForEach(it, tree) {
+		if (!it->string || strcmp(it->string, "NodeNames") != 0)
+			continue;
+		if (names)
+			return NULL;
+		names = it;
+	}
+	if (!cJSON_IsArray(names))
+		return NULL;
+	cJSON_ArrayForEach(it, names)
+		if (!cJSON_IsString(it))
+			return NULL;
+	return names;
+}
+
+/* Every name the request asked about is answered: passed, failed or
+ * unresolvable. What the fast NodeNames reader (codec.c: cut_names) took
+ * must be what cJSON reads. */
+static void check_complete(const char *verb, const cJSON *tree, const struct names *answered)
+{
+	const cJSON *names = plain_node_names(tree), *it;
+
+	cJSON_ArrayForEach(it, names) {
+		char *want = as_answered(it->valuestring);
+
+		FUZZ_CHECK(!want || names_has(answered, want),
+			   "%s: node \"%.100s\" of the request is not in the answer", verb,
+			   it->valuestring);
+		free(want);
+	}
+}
+
 static void run_filter(const uint8_t *data, size_t len)
 {
 	struct ext_reply r;
@@ -294,6 +334,13 @@ static void run_filter(const uint8_t *data, size_t len)
 		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(a,
 				   "FailedAndUnresolvableNodes"))
 			check_named("filter", &req, it->string);
+		if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(a, "NodeNames"))) {
+			struct names ans;
+
+			names_of(&ans, a);
+			check_complete("filter", tree, &ans);
+			names_fini(&ans);
+		}
 	}
 	state_take(&after);
 	state_same(&before, &after, false, "filter");
@@ -334,6 +381,13 @@ static void run_prioritize(const uint8_t *data, size_t len)
 				   score->valuedouble <= MAX_EXTENDER_PRIORITY &&
 				   score->valuedouble == (double)(int)score->valuedouble,
 				   "prioritize: a Score out of 0..%d", MAX_EXTENDER_PRIORITY);
+		}
+		if (cJSON_GetArraySize(a) > 0) {
+			struct names ans;
+
+			names_of(&ans, a);
+			check_complete("prioritize", tree, &ans);
+			names_fini(&ans);
 		}
 	} else {
 		FUZZ_CHECK(refused(&r, a), "prioritize: an object that is not an error");
