@@ -28,13 +28,15 @@ void fuzz_buf_fini(struct fuzz_buf *b);
 /* One parser under test. <run> feeds it one input and checks the invariants,
  * calling fuzz_fail when one does not hold; it must leave no state behind that
  * changes how the next input is handled (or replaying one saved input would
- * not reproduce). <dict>: NULL-terminated words the mutator inserts (the
- * target's key names and typical values). */
+ * not reproduce). It returns true when the input got past the JSON syntax to
+ * the parser's own checks: only such inputs are worth mutating further (the
+ * driver's one piece of feedback). <dict>: NULL-terminated words the mutator
+ * inserts (the target's key names and typical values). */
 struct fuzz_target {
 	const char *name;
 	const char *const *dict;
 	int (*init)(void);
-	void (*run)(const uint8_t *data, size_t len);
+	bool (*run)(const uint8_t *data, size_t len);
 	void (*fini)(void);
 };
 

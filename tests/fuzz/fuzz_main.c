@@ -33,7 +33,7 @@
  * failure is caught and its input saved, and that a seed replays: an input
  * whose member "canary" is no longer 1 breaks the invariant, one holding
  * "segv" dies of a signal. */
-static void run_canary(const uint8_t *data, size_t len)
+static bool run_canary(const uint8_t *data, size_t len)
 {
 	const char *trap = "segv";
 
@@ -42,6 +42,7 @@ static void run_canary(const uint8_t *data, size_t len)
 	if (len >= 12 && memcmp(data, "{\"canary\":", 10) == 0)
 		FUZZ_CHECK(memcmp(data + 10, "1}", 2) == 0 || data[10] == ' ',
 			   "canary: %.20s", (const char *)data + 10);
+	return true;
 }
 
 static const struct fuzz_target fuzz_target_canary = { "canary", NULL, NULL, run_canary, NULL };
@@ -242,12 +243,15 @@ static size_t load_corpus(const char *dir, struct fuzz_buf **out)
 
 /* ---- Running ------------------------------------------------------------------- */
 
-static void run_one(const struct fuzz_target *t, const struct fuzz_buf *b)
+static bool run_one(const struct fuzz_target *t, const struct fuzz_buf *b)
 {
+	bool deep;
+
 	cur_data = b->data;
 	cur_len = b->len;
-	t->run(b->data, b->len);
+	deep = t->run(b->data, b->len);
 	cur_data = NULL;
+	return deep;
 }
 
 static const struct fuzz_target *find_target(const char *name)
@@ -273,7 +277,7 @@ static void usage(FILE *to)
 int main(int argc, char **argv)
 {
 	const struct fuzz_target *t = NULL;
-	unsigned long long iterations = 1000, seed = 1;
+	unsigned long long iterations = 1000, seed = 1, n_deep = 0;
 	size_t max_len = 64 * 1024, n_corpus, n_pool = 0, next_pool = 0;
 	const char *corpus_dir = NULL;
 	char dir[CRASH_PATH_BUF];
@@ -281,6 +285,7 @@ int main(int argc, char **argv)
 	int first_input = 0;
 	uint64_t rng, digest = 0;
 	int rc = 0;
+	bool deep;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -372,14 +377,17 @@ int main(int argc, char **argv)
 		fuzz_buf_set(&cur, from->data, from->len);
 		fuzz_mutate(&cur, other, t->dict, max_len, &rng);
 		digest = digest * 31 + fnv1a(cur.data, cur.len);
-		run_one(t, &cur);
+		deep = run_one(t, &cur);
+		n_deep += deep;
 		if ((it + 1) % PROGRESS_EVERY == 0) {
-			printf("fuzz: %s: %llu inputs\n", t->name, it + 1);
+			printf("fuzz: %s: %llu inputs, %llu past the JSON syntax\n", t->name, it + 1,
+			       n_deep);
 			fflush(stdout);
 		}
-		/* One in four survivors is kept for further mutation (the pool
-		 * turns over, so chains stay a few steps long). */
-		if (fuzz_below(&rng, 4) == 0) {
+		/* One in four inputs that reached the parser's own checks is kept
+		 * for further mutation (the pool turns over, so chains stay a few
+		 * steps long); malformed JSON would only breed more of itself. */
+		if (deep && fuzz_below(&rng, 4) == 0) {
 			fuzz_buf_set(&pool[next_pool], cur.data, cur.len);
 			next_pool = (next_pool + 1) % POOL_MAX;
 			if (n_pool < POOL_MAX)
@@ -387,9 +395,9 @@ int main(int argc, char **argv)
 		}
 	}
 	/* The digest of every input run: the same seed must give the same one. */
-	printf("fuzz: %s: %zu corpus entries and %llu mutated inputs (seed %llu, digest "
-	       "%016llx): no failure\n", t->name, n_corpus, iterations, seed,
-	       (unsigned long long)digest);
+	printf("fuzz: %s: %zu corpus entries and %llu mutated inputs (%llu past the JSON "
+	       "syntax; seed %llu, digest %016llx): no failure\n", t->name, n_corpus, iterations,
+	       n_deep, seed, (unsigned long long)digest);
 	for (size_t i = 0; i < n_corpus; i++)
 		fuzz_buf_fini(&corpus[i]);
 	free(corpus);

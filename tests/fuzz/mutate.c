@@ -465,14 +465,16 @@ static void mutate_bytes(struct fuzz_buf *b, const struct fuzz_buf *other, uint6
 void fuzz_mutate(struct fuzz_buf *b, const struct fuzz_buf *other, const char *const *dict,
 		 size_t max_len, uint64_t *rng)
 {
-	size_t stack = 1 + fuzz_below(rng, 4);
+	/* Mostly one mutation, sometimes a few: each one more is likelier to
+	 * break the syntax than to reach somewhere new. */
+	size_t roll = fuzz_below(rng, 10), stack = roll < 5 ? 1 : roll < 8 ? 2 : 3 + roll % 2;
 	struct fuzz_buf keep = { 0 };
 
 	for (size_t s = 0; s < stack; s++) {
 		fuzz_buf_set(&keep, b->data, b->len);
 		/* Mostly structure-aware: byte noise alone rarely gets past the JSON
 		 * parser, but some must, to test the parser's own edges. */
-		if (fuzz_below(rng, 3) == 0 || !mutate_json(b, dict, rng))
+		if (fuzz_below(rng, 5) == 0 || !mutate_json(b, dict, rng))
 			mutate_bytes(b, other, rng);
 		if (b->len > max_len)
 			fuzz_buf_set(b, keep.data, keep.len);

@@ -109,7 +109,7 @@ static void check_pod(const struct cache_pod *p)
 	touch(p->gang_topology);
 }
 
-static void run_objects(const uint8_t *data, size_t len)
+static bool run_objects(const uint8_t *data, size_t len)
 {
 	cJSON *obj = len ? cJSON_ParseWithLength((const char *)data, len) : NULL;
 	char err[CACHE_ERR_LEN];
@@ -118,7 +118,7 @@ static void run_objects(const uint8_t *data, size_t len)
 	struct cache_podgroup *pg;
 
 	if (!obj)
-		return;
+		return false;
 	err[0] = '\0';
 	n = cache_node_parse(obj, &opts, err, sizeof(err));
 	FUZZ_CHECK(n || err[0], "node: refused without a reason");
@@ -141,6 +141,7 @@ static void run_objects(const uint8_t *data, size_t len)
 			   pg->name ? pg->name : "?", pg->min_member, pg->timeout_s);
 	cache_podgroup_free(pg);
 	cJSON_Delete(obj);
+	return true;
 }
 
 /* ---- The cache after a stream or a page ------------------------------------------------ */
@@ -207,9 +208,10 @@ static uint64_t hash(const uint8_t *d, size_t n)
 	return h;
 }
 
-static void run_watch(const uint8_t *data, size_t len)
+static bool run_watch(const uint8_t *data, size_t len)
 {
 	static const char *const names[K_COUNT] = { "node watch", "pod watch", "pod group watch" };
+	bool deep = false;
 
 	for (int k = 0; k < K_COUNT; k++) {
 		struct cache *c = cluster_new();
@@ -245,10 +247,12 @@ static void run_watch(const uint8_t *data, size_t len)
 		FUZZ_CHECK(memchr(s.rv, '\0', sizeof(s.rv)), "%s: resourceVersion not terminated",
 			   names[k]);
 		check_cache(c, names[k]);
+		deep |= inf.stats.events > 0;
 		stream_fini(&s);
 		free(copy);
 		cache_free(c);
 	}
+	return deep;
 }
 
 /* ---- list ---------------------------------------------------------------------------------- */
@@ -300,7 +304,7 @@ static void check_group_listed(const struct cache_podgroup *pg, void *arg)
 	}
 }
 
-static void run_list(const uint8_t *data, size_t len)
+static bool run_list(const uint8_t *data, size_t len)
 {
 	static const char *const names[K_COUNT] = { "node list", "pod list", "pod group list" };
 	cJSON *root = len ? cJSON_ParseWithLength((const char *)data, len) : NULL;
@@ -309,7 +313,7 @@ static void run_list(const uint8_t *data, size_t len)
 	/* What list_page_done refuses before applying anything. */
 	if (!root || (items && !cJSON_IsArray(items) && !cJSON_IsNull(items))) {
 		cJSON_Delete(root);
-		return;
+		return false;
 	}
 	meta = json_obj(root, "metadata");
 	for (int k = 0; k < K_COUNT; k++) {
@@ -346,6 +350,7 @@ static void run_list(const uint8_t *data, size_t len)
 		cache_free(c);
 	}
 	cJSON_Delete(root);
+	return true;
 }
 
 /* ---- The targets ------------------------------------------------------------------------ */

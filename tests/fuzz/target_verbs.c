@@ -300,12 +300,13 @@ static void check_complete(const char *verb, const cJSON *tree, const struct nam
 	}
 }
 
-static void run_filter(const uint8_t *data, size_t len)
+static bool run_filter(const uint8_t *data, size_t len)
 {
 	struct ext_reply r;
 	struct state before, after;
 	struct names req;
 	cJSON *a, *tree = request_tree(data, len);
+	bool deep;
 	const cJSON *it;
 
 	names_of(&req, tree);
@@ -313,6 +314,7 @@ static void run_filter(const uint8_t *data, size_t len)
 	ext_reply_init(&r);
 	ext_filter(&svc, (const char *)data, len, &r);
 	a = answer("filter", &r);
+	deep = r.status == 200;
 	FUZZ_CHECK(cJSON_IsObject(a), "filter: the answer is not an object");
 	FUZZ_CHECK(cJSON_GetObjectItemCaseSensitive(a, "Error"), "filter: the answer has no Error");
 	if (!refused(&r, a)) {
@@ -350,16 +352,18 @@ static void run_filter(const uint8_t *data, size_t len)
 	ext_reply_fini(&r);
 	names_fini(&req);
 	cJSON_Delete(tree);
+	return deep;
 }
 
 /* ---- prioritize -------------------------------------------------------------------- */
 
-static void run_prioritize(const uint8_t *data, size_t len)
+static bool run_prioritize(const uint8_t *data, size_t len)
 {
 	struct ext_reply r;
 	struct state before, after;
 	struct names req;
 	cJSON *a, *tree = request_tree(data, len);
+	bool deep;
 	const cJSON *it;
 
 	names_of(&req, tree);
@@ -367,6 +371,7 @@ static void run_prioritize(const uint8_t *data, size_t len)
 	ext_reply_init(&r);
 	ext_prioritize(&svc, (const char *)data, len, &r);
 	a = answer("prioritize", &r);
+	deep = r.status == 200;
 	if (cJSON_IsArray(a)) {
 		/* A pod troupe cannot read is answered [] (kube-scheduler ignores
 		 * prioritize errors), counted as an error. */
@@ -400,6 +405,7 @@ static void run_prioritize(const uint8_t *data, size_t len)
 	ext_reply_fini(&r);
 	names_fini(&req);
 	cJSON_Delete(tree);
+	return deep;
 }
 
 /* ---- bind ---------------------------------------------------------------------------- */
@@ -416,11 +422,12 @@ static bool some_member_is(const cJSON *obj, const char *key, const char *s)
 	return false;
 }
 
-static void run_bind(const uint8_t *data, size_t len)
+static bool run_bind(const uint8_t *data, size_t len)
 {
 	struct ext_reply r;
 	struct state before, after;
 	cJSON *a, *tree = request_tree(data, len);
+	bool deep;
 	const cJSON *uid;
 
 	state_take(&before);
@@ -428,6 +435,7 @@ static void run_bind(const uint8_t *data, size_t len)
 	FUZZ_CHECK(ext_bind(&svc, (const char *)data, len, &r, NULL),
 		   "bind: not answered at once without an API server");
 	a = answer("bind", &r);
+	deep = r.status == 200;
 	FUZZ_CHECK(cJSON_IsObject(a) && error_of(a), "bind: the answer has no string Error");
 	state_take(&after);
 	if (refused(&r, a)) {
@@ -453,16 +461,18 @@ static void run_bind(const uint8_t *data, size_t len)
 	cJSON_Delete(a);
 	ext_reply_fini(&r);
 	cJSON_Delete(tree);
+	return deep;
 }
 
 /* ---- preempt ------------------------------------------------------------------------- */
 
-static void run_preempt(const uint8_t *data, size_t len)
+static bool run_preempt(const uint8_t *data, size_t len)
 {
 	struct ext_reply r;
 	struct state before, after;
 	struct names req;
 	cJSON *a, *tree = request_tree(data, len);
+	bool deep;
 	const cJSON *node, *p;
 
 	names_of(&req, tree);
@@ -470,6 +480,7 @@ static void run_preempt(const uint8_t *data, size_t len)
 	ext_reply_init(&r);
 	ext_preempt(&svc, (const char *)data, len, &r);
 	a = answer("preempt", &r);
+	deep = r.status == 200;
 	FUZZ_CHECK(cJSON_IsObject(a), "preempt: the answer is not an object");
 	if (!refused(&r, a)) {
 		const cJSON *m = cJSON_GetObjectItemCaseSensitive(a, "NodeNameToMetaVictims");
@@ -498,6 +509,7 @@ static void run_preempt(const uint8_t *data, size_t len)
 	ext_reply_fini(&r);
 	names_fini(&req);
 	cJSON_Delete(tree);
+	return deep;
 }
 
 /* ---- The targets -------------------------------------------------------------------- */
