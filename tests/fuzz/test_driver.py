@@ -16,7 +16,8 @@ FUZZ = sys.argv.pop(1) if len(sys.argv) > 1 else "build/tests/fuzz/fuzz"
 
 
 def fuzz(*args):
-    return subprocess.run([FUZZ, *args], capture_output=True, text=True, timeout=240)
+    return subprocess.run([FUZZ, *args], capture_output=True, text=True, errors="replace",
+                          timeout=240)
 
 
 class Driver(unittest.TestCase):
