@@ -1,7 +1,8 @@
 /* The fuzzer's driver: load a target's corpus (tests/data/fuzz/<target>/),
  * run every entry as it is, then a fixed number of mutated inputs drawn from a
- * seeded generator, so a run replays exactly. Mutated inputs that survive join
- * a small pool and are mutated again, for chains of mutations.
+ * seeded generator, so a run replays exactly. Mutated inputs that got past the
+ * JSON syntax (the target says so) join a small pool and are mutated again,
+ * for chains of mutations; there is no coverage feedback.
  *
  * Each input is kept where a crash can reach it: a broken invariant
  * (fuzz_fail), a sanitizer's report (its death callback) or a fatal signal
