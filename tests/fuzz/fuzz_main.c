@@ -50,7 +50,8 @@ static const struct fuzz_target fuzz_target_canary = { "canary", NULL, NULL, run
 
 static const struct fuzz_target *const targets[] = {
 	&fuzz_target_filter, &fuzz_target_prioritize, &fuzz_target_bind, &fuzz_target_preempt,
-	&fuzz_target_objects, &fuzz_target_watch, &fuzz_target_list, &fuzz_target_canary,
+	&fuzz_target_objects, &fuzz_target_watch, &fuzz_target_list, &fuzz_target_topo,
+	&fuzz_target_canary,
 };
 
 enum { POOL_MAX = 256, CRASH_PATH_BUF = 4096, PROGRESS_EVERY = 100000 };
@@ -381,7 +382,7 @@ int main(int argc, char **argv)
 		deep = run_one(t, &cur);
 		n_deep += deep;
 		if ((it + 1) % PROGRESS_EVERY == 0) {
-			printf("fuzz: %s: %llu inputs, %llu past the JSON syntax\n", t->name, it + 1,
+			printf("fuzz: %s: %llu inputs, %llu past the syntax\n", t->name, it + 1,
 			       n_deep);
 			fflush(stdout);
 		}
@@ -396,7 +397,7 @@ int main(int argc, char **argv)
 		}
 	}
 	/* The digest of every input run: the same seed must give the same one. */
-	printf("fuzz: %s: %zu corpus entries and %llu mutated inputs (%llu past the JSON "
+	printf("fuzz: %s: %zu corpus entries and %llu mutated inputs (%llu past the "
 	       "syntax; seed %llu, digest %016llx): no failure\n", t->name, n_corpus, iterations,
 	       n_deep, seed, (unsigned long long)digest);
 	for (size_t i = 0; i < n_corpus; i++)

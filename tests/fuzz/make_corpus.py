@@ -152,7 +152,13 @@ def event(t, o):
     return dump({"type": t, "object": o})
 
 
+topo_text = (ROOT / "tests" / "data" / "topo" / "dgx-a100.txt").read_text()
+node_topo = json.loads(dump(nodes[0]))
+node_topo["metadata"]["annotations"] = {"troupe.io/gpu-topology": topo_text,
+                                        "troupe.io/gpu-unhealthy": "3"}
+
 watch = {
+    "node-topology": event("MODIFIED", node_topo) + "\n",
     "nodes": "\n".join(event("MODIFIED", n) for n in nodes[:3]) + "\n" +
              event("DELETED", nodes[4]) + "\n" +
              event("BOOKMARK", {"metadata": {"resourceVersion": "2001"}}) + "\n",
@@ -175,12 +181,16 @@ lists = {
                        "items": pods[:4]}),
     "empty": dump({"metadata": {"resourceVersion": "7"}, "items": None}),
     "dup": dump({"metadata": {}, "items": [nodes[0], nodes[0], pods[0], pods[0]]}),
+    "node-topology": dump({"metadata": {"resourceVersion": "8"}, "items": [node_topo]}),
 }
 
-for target, files in [("filter", verbs), ("prioritize", verbs), ("bind", bind),
+# The topology target's seeds are the topology parser's own test data.
+topo = {p.stem: p.read_text() for p in sorted((ROOT / "tests" / "data" / "topo").glob("*.txt"))}
+
+for target, files in [("topo", topo), ("filter", verbs), ("prioritize", verbs), ("bind", bind),
                       ("preempt", preempt), ("objects", objects), ("watch", watch),
                       ("list", lists)]:
     d = OUT / target
     d.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
-        (d / (name + ".json")).write_text(text)
+        (d / (name + (".txt" if target == "topo" else ".json"))).write_text(text)

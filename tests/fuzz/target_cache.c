@@ -28,11 +28,14 @@
 #include "cache/cache.h"
 #include "cache/informer.h"
 #include "common/util.h"
+#include "placement/placement.h"
+#include "placement/topology.h"
 
 #define CLUSTER TROUPE_SOURCE_ROOT "/tests/data/cluster.json"
 
 static const char *const gpu_names[] = { "nvidia.com/gpu", "amd.com/gpu" };
 static struct cache_opts opts;
+static struct placement_registry *registry;
 
 static struct cache *cluster_new(void)
 {
@@ -45,13 +48,28 @@ static struct cache *cluster_new(void)
 	return c;
 }
 
+/* As the daemon's cache is: two GPU kinds, and each node's topology derived
+ * by placement's hooks (the annotation troupe.io/gpu-topology parsed) as the
+ * informer applies it. */
 static int opts_init(void)
 {
 	memset(&opts, 0, sizeof(opts));
 	opts.gpu_resources[0] = gpu_names[0];
 	opts.gpu_resources[1] = gpu_names[1];
 	opts.n_gpu_resources = 2;
+	registry = placement_registry_new();
+	if (!registry)
+		return -1;
+	opts.node_derive = placement_topo_derive;
+	opts.node_release = placement_topo_release;
+	opts.hook_ctx = registry;
 	return 0;
+}
+
+static void opts_fini(void)
+{
+	placement_registry_free(registry);
+	registry = NULL;
 }
 
 /* ---- objects ---------------------------------------------------------------------- */
@@ -353,6 +371,36 @@ static bool run_list(const uint8_t *data, size_t len)
 	return true;
 }
 
+/* ---- topo ---------------------------------------------------------------------------------- */
+
+/* The text of `nvidia-smi topo -m` a node carries in its annotation
+ * troupe.io/gpu-topology (placement_topo_parse): a refusal says why and
+ * leaves the result untouched; a topology is symmetric, its diagonal 0, its
+ * size within PLACEMENT_TOPO_MAX. */
+static bool run_topo(const uint8_t *data, size_t len)
+{
+	static struct placement_topo t, before;
+	char err[CACHE_ERR_LEN] = "";
+	int rc;
+
+	memset(&t, 0x5a, sizeof(t));
+	before = t;
+	rc = placement_topo_parse((const char *)data, len, &t, err, sizeof(err));
+	if (rc < 0) {
+		FUZZ_CHECK(err[0], "topo: refused without a reason");
+		FUZZ_CHECK(memcmp(&t, &before, sizeof(t)) == 0, "topo: a refusal changed the result");
+		return false;
+	}
+	FUZZ_CHECK(rc == 0 && t.known && t.n <= PLACEMENT_TOPO_MAX, "topo: %d devices", t.n);
+	for (unsigned i = 0; i < t.n; i++) {
+		FUZZ_CHECK(t.link[i][i] == 0, "topo: device %u linked to itself", i);
+		for (unsigned j = 0; j < t.n; j++)
+			FUZZ_CHECK(t.link[i][j] == t.link[j][i], "topo: link %u-%u not symmetric",
+				   i, j);
+	}
+	return true;
+}
+
 /* ---- The targets ------------------------------------------------------------------------ */
 
 static const char *const object_dict[] = {
@@ -371,16 +419,23 @@ static const char *const object_dict[] = {
 	"code", "message", "continue", "Status", NULL,
 };
 
-static void no_fini(void)
-{
-}
-
 const struct fuzz_target fuzz_target_objects = {
-	"objects", object_dict, opts_init, run_objects, no_fini,
+	"objects", object_dict, opts_init, run_objects, opts_fini,
 };
 const struct fuzz_target fuzz_target_watch = {
-	"watch", object_dict, opts_init, run_watch, no_fini,
+	"watch", object_dict, opts_init, run_watch, opts_fini,
 };
 const struct fuzz_target fuzz_target_list = {
-	"list", object_dict, opts_init, run_list, no_fini,
+	"list", object_dict, opts_init, run_list, opts_fini,
+};
+
+/* The words of nvidia-smi's matrix. */
+static const char *const topo_dict[] = {
+	"GPU0", "GPU1", "GPU7", "GPU63", "GPU64", "NIC0", "mlx5_0", "X", "NV1", "NV12", "NV18",
+	"NV255", "NV256", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC", "CPU Affinity",
+	"NUMA Affinity", "GPU NUMA ID", "0-23", "N/A", "Legend:", "\t", "\r\n", NULL,
+};
+
+const struct fuzz_target fuzz_target_topo = {
+	"topo", topo_dict, NULL, run_topo, NULL,
 };

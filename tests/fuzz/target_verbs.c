@@ -37,23 +37,34 @@ enum { MAX_EXTENDER_PRIORITY = 10 };
 
 static struct ext_config cfg;
 static struct cache *cache;
+static struct placement_registry *registry;
 static struct ext_service svc;
 
+static void service_fini(void);
+
+/* As main.c builds it: each node's GPU topology derived (from its annotation
+ * troupe.io/gpu-topology, else a profile) on the cache's writer. */
 static int service_init(void)
 {
 	char err[CACHE_ERR_LEN] = "";
 
 	memset(&svc, 0, sizeof(svc));
 	ext_config_defaults(&cfg);
+	registry = placement_registry_new();
+	if (!registry)
+		return -1;
+	cfg.cache.node_derive = placement_topo_derive;
+	cfg.cache.node_release = placement_topo_release;
+	cfg.cache.hook_ctx = registry;
 	cache = cache_new(&cfg.cache);
 	if (!cache || cache_snapshot_load(cache, CLUSTER, err, sizeof(err)) < 0) {
 		fprintf(stderr, "fuzz: cannot load %s: %s\n", CLUSTER, err);
-		cache_free(cache);
-		cache = NULL;
+		service_fini();
 		return -1;
 	}
 	cache_set_synced(cache, true);
 	svc.cache = cache;
+	svc.registry = registry;
 	svc.cfg = &cfg;
 	svc.score = placement_score_find("binpack");
 	svc.source = "fuzz";
@@ -64,6 +75,8 @@ static void service_fini(void)
 {
 	cache_free(cache);
 	cache = NULL;
+	placement_registry_free(registry);
+	registry = NULL;
 }
 
 static void service_reset(void)
