@@ -2,10 +2,11 @@
  *   objects  one Node, Pod or PodGroup object: cache_node_parse,
  *            cache_pod_parse and cache_podgroup_parse on cJSON of the input
  *            (each parser gets every input);
- *   watch    a watch stream: the input's bytes cut into chunks (where, is
- *            drawn from the input itself, so it replays) and fed to the
- *            informer's write callback (cache__inf_on_watch_data) of a node, a
- *            pod and a pod-group stream in turn, over the test cluster;
+ *   watch    a watch stream: the input's bytes fed to the informer's write
+ *            callback (cache__inf_on_watch_data) of a node, a pod and a
+ *            pod-group stream in turn, over the test cluster, once whole and
+ *            once cut into chunks (where, is drawn from the input itself, so
+ *            it replays), which must come to the same;
  *   list     a list page: its items applied as list_page_done does
  *            (cache__inf_apply_object with the key kept for the sweep, then
  *            cache__inf_sweep), for each kind. The page's envelope parsing in
@@ -226,49 +227,85 @@ static uint64_t hash(const uint8_t *d, size_t n)
 	return h;
 }
 
+/* What a stream left: to compare one delivery of it with another. */
+struct stream_result {
+	char rv[RV_LEN];
+	uint64_t events;
+	bool relist, broken;
+	size_t pending;                 /* bytes of a line not yet complete */
+	struct cache_stats stats;
+};
+
+/* Feed <data> to a fresh stream of <kind> over the test cluster, in chunks
+ * drawn from <rng> (or whole when <rng> is NULL), as curl would: until the
+ * callback takes less than it was given, which ends the transfer. */
+static void feed(const char *what, enum kind kind, const uint8_t *data, size_t len,
+		 uint64_t *rng, struct stream_result *out)
+{
+	static const size_t sizes[] = { 1, 2, 7, 64, 512, 4096 };
+	struct cache *c = cluster_new();
+	struct cache_informer inf;
+	struct stream s;
+	size_t off = 0;
+	char *copy = malloc(len ? len : 1);
+
+	if (!copy)
+		abort();
+	memcpy(copy, data, len);
+	stream_init(&inf, &s, c, kind);
+	while (off < len) {
+		size_t n = rng ? 1 + fuzz_below(rng, sizes[fuzz_below(rng, 6)]) : len;
+		size_t took;
+
+		if (n > len - off)
+			n = len - off;
+		took = cache__inf_on_watch_data(copy + off, 1, n, &s);
+		if (took != n) {
+			FUZZ_CHECK(took == 0 && (s.relist || s.broken),
+				   "%s: took %zu of %zu bytes without a reason", what, took, n);
+			break;  /* curl ends the transfer here */
+		}
+		FUZZ_CHECK(!s.relist && !s.broken, "%s: a stream to abort was not aborted", what);
+		off += n;
+	}
+	FUZZ_CHECK(memchr(s.rv, '\0', sizeof(s.rv)), "%s: resourceVersion not terminated", what);
+	check_cache(c, what);
+	memcpy(out->rv, s.rv, sizeof(out->rv));
+	out->events = inf.stats.events;
+	out->relist = s.relist;
+	out->broken = s.broken;
+	out->pending = s.line.len;
+	cache_get_stats(c, &out->stats);
+	stream_fini(&s);
+	free(copy);
+	cache_free(c);
+}
+
+/* The stream in chunks of 1 byte to 4 KiB, as a TCP stream may deliver it,
+ * must have the very effect of the stream in one piece: where the reads fall
+ * cannot change which events are applied. */
 static bool run_watch(const uint8_t *data, size_t len)
 {
 	static const char *const names[K_COUNT] = { "node watch", "pod watch", "pod group watch" };
 	bool deep = false;
 
 	for (int k = 0; k < K_COUNT; k++) {
-		struct cache *c = cluster_new();
-		struct cache_informer inf;
-		struct stream s;
+		struct stream_result whole, cut;
 		uint64_t rng = hash(data, len) + (uint64_t)k;
-		size_t off = 0;
-		char *copy = malloc(len ? len : 1);
 
-		if (!copy)
-			abort();
-		memcpy(copy, data, len);
-		stream_init(&inf, &s, c, (enum kind)k);
-		/* Chunks of 1 byte to 4 KiB, as a TCP stream may deliver them. */
-		while (off < len) {
-			static const size_t sizes[] = { 1, 2, 7, 64, 512, 4096 };
-			size_t n = 1 + fuzz_below(&rng, sizes[fuzz_below(&rng, 6)]);
-			size_t took;
-
-			if (n > len - off)
-				n = len - off;
-			took = cache__inf_on_watch_data(copy + off, 1, n, &s);
-			if (took != n) {
-				FUZZ_CHECK(took == 0 && (s.relist || s.broken),
-					   "%s: took %zu of %zu bytes without a reason", names[k],
-					   took, n);
-				break;  /* curl ends the transfer here */
-			}
-			FUZZ_CHECK(!s.relist && !s.broken, "%s: a stream to abort was not aborted",
-				   names[k]);
-			off += n;
-		}
-		FUZZ_CHECK(memchr(s.rv, '\0', sizeof(s.rv)), "%s: resourceVersion not terminated",
-			   names[k]);
-		check_cache(c, names[k]);
-		deep |= inf.stats.events > 0;
-		stream_fini(&s);
-		free(copy);
-		cache_free(c);
+		feed(names[k], (enum kind)k, data, len, NULL, &whole);
+		feed(names[k], (enum kind)k, data, len, &rng, &cut);
+		FUZZ_CHECK(strcmp(whole.rv, cut.rv) == 0 && whole.events == cut.events &&
+			   whole.relist == cut.relist && whole.broken == cut.broken &&
+			   (whole.relist || whole.broken || whole.pending == cut.pending) &&
+			   whole.stats.nodes == cut.stats.nodes && whole.stats.pods == cut.stats.pods &&
+			   whole.stats.podgroups == cut.stats.podgroups &&
+			   whole.stats.gpus_held == cut.stats.gpus_held,
+			   "%s: cut into chunks it did not do what it did whole (events %llu / %llu, "
+			   "resourceVersion %s / %s, pods %zu / %zu)", names[k],
+			   (unsigned long long)whole.events, (unsigned long long)cut.events, whole.rv,
+			   cut.rv, whole.stats.pods, cut.stats.pods);
+		deep |= whole.events > 0;
 	}
 	return deep;
 }
