@@ -160,8 +160,15 @@ static void back_off(struct stream *s, enum phase next, const char *why)
 	unsigned ms = s->backoff_ms ? s->backoff_ms : inf->opts.backoff_initial_ms;
 	unsigned jittered = ms - ms / 4 + rand_between(inf, 0, ms / 2);
 
-	if (s->retry_after_s > 0 && (unsigned long)s->retry_after_s * 1000 > jittered)
-		jittered = (unsigned)(s->retry_after_s > 300 ? 300000 : s->retry_after_s * 1000);
+	/* Capped in seconds before it is made milliseconds: a Retry-After of
+	 * 2^64 / 1000 s or more would wrap the product to a few milliseconds, and
+	 * be ignored rather than capped. */
+	if (s->retry_after_s > 0) {
+		unsigned asked = s->retry_after_s > 300 ? 300000 : (unsigned)s->retry_after_s * 1000;
+
+		if (asked > jittered)
+			jittered = asked;
+	}
 	s->backoff_ms = ms * 2 > inf->opts.backoff_max_ms ? inf->opts.backoff_max_ms : ms * 2;
 	s->phase = next;
 	s->due_ns = util_now_ns() + (uint64_t)jittered * 1000000ULL;
