@@ -25,6 +25,7 @@
 #include <cjson/cJSON.h>
 
 #include "cache/cache.h"
+#include "common/util.h"
 #include "extender/config.h"
 #include "extender/verbs.h"
 #include "placement/placement.h"
@@ -265,9 +266,15 @@ static bool refused(const struct ext_reply *r, const cJSON *a)
 }
 
 /* The request as cJSON reads it (NULL when it does not), for what it named. */
+/* The request as troupe reads it: parsed, and with duplicate keys resolved
+ * as Go resolves them (the last wins; json_dedupe, as the verbs do). */
 static cJSON *request_tree(const uint8_t *data, size_t len)
 {
-	return len ? cJSON_ParseWithLength((const char *)data, len) : NULL;
+	cJSON *tree = len ? cJSON_ParseWithLength((const char *)data, len) : NULL;
+
+	if (tree)
+		(void)json_dedupe(tree);
+	return tree;
 }
 
 /* ---- filter --------------------------------------------------------------------------- */
