@@ -188,6 +188,7 @@ class HaCluster(rig.Cluster):
         self._save_state()
         self._spawn(name, [self.bin("troupe"), "--kubeconfig", kc, "--config", path,
                            "--listen", "127.0.0.1:%d" % self.replica_port(name),
+                           "--ops-address", "127.0.0.1:0",     # two replicas, one host
                            "--leader-elect-identity", name])
         self._wait(name + " listening", lambda: readyz(self.replica_port(name))[0] in (200, 503),
                    proc=name)

@@ -14,7 +14,7 @@ certificate of an allowed subject.
 The certificates come from tests/integration/tls_certs.py (openssl): one CA
 signs troupe's serving certificate (IP 127.0.0.1), kube-scheduler's client
 certificate (CN=kube-scheduler) and the test's own (CN=e2e-probe), with which
-it reads troupe's /readyz and /metrics.
+it reads troupe's /readyz (/metrics is on the plain ops listener).
 """
 import os
 import ssl
@@ -75,13 +75,6 @@ class TlsCluster(rig.Cluster):
             return e.code, e.read().decode()
         except OSError as e:
             return 0, str(e)
-
-    def metrics(self, component):
-        if component != "troupe":
-            return super().metrics(component)
-        with urllib.request.urlopen(self.troupe_url + "/metrics", timeout=10,
-                                    context=self._context()) as r:
-            return r.read().decode()
 
     def scheduler_config(self):
         text = super().scheduler_config()

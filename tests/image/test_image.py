@@ -389,7 +389,8 @@ class ImageRunTest(unittest.TestCase):
         self.assertIn("no cluster state", res.stderr)
 
     def test_serves_filter_as_uid_65532_on_a_read_only_root(self):
-        args = ["--cluster", CLUSTER_IN_IMAGE, "--listen", "127.0.0.1:0"]
+        args = ["--cluster", CLUSTER_IN_IMAGE, "--listen", "127.0.0.1:0",
+                "--ops-address", "127.0.0.1:0"]     # the network is the host's
         with Container(args) as c:
             self.assertEqual(c.request("GET", "/healthz"), (200, {"status": "ok"}))
             status, body = c.request("POST", "/filter", FILTER)
