@@ -11,13 +11,20 @@ from the first answer whether troupe took it (100 Continue) or refused it
 (503), and none has to race troupe closing the connection."""
 import json
 import socket
+import subprocess
 import threading
 import unittest
 
-from troupe_proc import Troupe
+from troupe_proc import Troupe, binary
 
 MiB = 1024 * 1024
 BUDGET = 64 * MiB
+
+
+def under_tsan():
+    """Whether the troupe under test is built with ThreadSanitizer."""
+    out = subprocess.run(["ldd", binary()], capture_output=True, text=True).stdout
+    return "libtsan" in out
 MAX_BODY = 16 * MiB
 UPLOAD = 8 * MiB
 UPLOADS = 50
@@ -150,8 +157,12 @@ class BodyBudgetTest(unittest.TestCase):
         self.assertEqual(set(during), {200})
         self.assertGreater(len(loop), 0)
         self.assertEqual(set(loop), {200})
-        self.assertLessEqual(peak, baseline + BUDGET + SLACK,
-                             f"VmHWM {peak / MiB:.0f} MiB, idle VmRSS {baseline / MiB:.0f} MiB")
+        # ThreadSanitizer keeps shadow memory for every byte touched, several
+        # times its size: RSS says nothing of troupe's own use there. The
+        # counts above (taken within three quarters of the budget) still hold.
+        if not under_tsan():
+            self.assertLessEqual(peak, baseline + BUDGET + SLACK,
+                                 f"VmHWM {peak / MiB:.0f} MiB, idle VmRSS {baseline / MiB:.0f} MiB")
         self.assertIn("refused with 503: the budget for request bodies is in use",
                       self.troupe.log())
         # The budget is all given back: a large body fits again.
