@@ -7,7 +7,7 @@
  * until the gang's quorum; then every parked bind is released and posted.
  *
  * Before any of that, every bind is checked against troupe's own view
- * (bind_check_pod, bind_check_node): troupe posts Bindings with its own
+ * (bind_check_pod, ext__bind_check_node): troupe posts Bindings with its own
  * cluster-wide permission, so a request it did not expect from kube-scheduler
  * must not make it bind anything. The pod must be in the cache (from the watch
  * when troupe watches a cluster), be the pod the request names, be neither
@@ -65,8 +65,9 @@ static void bind_record_devices(const struct cache_node_view *v, uint64_t device
 }
 
 /* The Binding's annotations as JSON (the caller frees it), or NULL without
- * memory. The API server copies them onto the pod. */
-static char *binding_annotations(const struct bind_record *rec)
+ * memory. The API server copies them onto the pod. <plan>: a gang member's
+ * plan record (gang/record.c), or NULL. */
+static char *binding_annotations(const struct bind_record *rec, const char *plan)
 {
 	struct strbuf ann = STRBUF_INIT;
 
@@ -80,8 +81,31 @@ static char *binding_annotations(const struct bind_record *rec)
 		strbuf_puts(&ann, ",\"troupe.io/gpu-uuids\":");
 		strbuf_put_json_str(&ann, rec->uuids, strlen(rec->uuids));
 	}
+	if (plan) {
+		strbuf_puts(&ann, ",\"" CACHE_GANG_PLAN_ANNOTATION "\":");
+		strbuf_put_json_str(&ann, plan, strlen(plan));
+	}
 	strbuf_putc(&ann, '}');
+	if (strbuf_failed(&ann)) {
+		strbuf_fini(&ann);
+		return NULL;
+	}
 	return strbuf_take(&ann, NULL);
+}
+
+char *ext__binding_annotations(const struct ext_service *svc, const char *node,
+			       uint64_t devices, const char *plan, char *ids, size_t idslen)
+{
+	struct cache_node_view v;
+	struct bind_record rec = { .ids = "" };
+
+	cache_devices_format(devices, rec.ids, sizeof(rec.ids));
+	snprintf(ids, idslen, "%s", rec.ids);
+	cache_read_begin(svc->cache);
+	if (cache_node_lookup(svc->cache, node, strlen(node), &v))
+		bind_record_devices(&v, devices, &rec);
+	cache_read_end(svc->cache);
+	return binding_annotations(&rec, plan);
 }
 
 /* ---- Posting the Binding, and posting it again -------------------------------- */
@@ -208,7 +232,8 @@ static void bind_posted(void *arg, int result, const char *msg, unsigned retry_a
  * when the reply is complete now (the post could not even be queued). */
 static bool bind_post(const struct ext_service *svc, const struct cache_pod_info *info,
 		      const char *uid, const char *node, const struct bind_record *rec,
-		      uint64_t retry_until_ns, struct ext_reply *r, const struct ext_async *async)
+		      const char *plan, uint64_t retry_until_ns, struct ext_reply *r,
+		      const struct ext_async *async)
 {
 	struct bind_pending *p = calloc(1, sizeof(*p));
 	struct cache_binding b;
@@ -229,7 +254,7 @@ static bool bind_post(const struct ext_service *svc, const struct cache_pod_info
 	snprintf(p->name, sizeof(p->name), "%s", info->name);
 	snprintf(p->node, sizeof(p->node), "%s", node);
 	snprintf(p->ids, sizeof(p->ids), "%s", rec->ids);
-	p->ann = binding_annotations(rec);
+	p->ann = binding_annotations(rec, plan);
 	if (!p->ann) {
 		cache_pod_forget(svc->cache, uid);
 		ext__reply_error(r, 200, "troupe: out of memory binding pod %s/%s", info->ns,
@@ -265,7 +290,7 @@ struct parked {
 };
 
 /* The gang manager let the bind go (quorum) or gave up on it (expiry). */
-static void gang_released(void *ctx, bool ok, const char *why)
+static void gang_released(void *ctx, bool ok, const char *why, const char *plan)
 {
 	struct parked *pk = ctx;
 	struct cache_node_view v;
@@ -282,7 +307,7 @@ static void gang_released(void *ctx, bool ok, const char *why)
 		log_info("extender", "bind: pod %s/%s: %s", pk->info.ns, pk->info.name, why);
 		ext__reply_error(pk->r, 200, "%s", why);
 	} else if (pk->svc->binder) {
-		complete = bind_post(pk->svc, &pk->info, pk->uid, pk->node, &pk->rec,
+		complete = bind_post(pk->svc, &pk->info, pk->uid, pk->node, &pk->rec, plan,
 				     pk->retry_until_ns, pk->r, &pk->async);
 	} else {
 		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s] (gang complete)",
@@ -395,9 +420,8 @@ static void say(char *why, size_t len, const char *fmt, ...)
  * identity in production (TLS with allowed subjects, docs/security.md); the
  * API server still refuses a Binding whose UID is not the pod's. */
 static int bind_check_pod(const struct ext_bind_args *b, const struct cache_pod_info *info,
-			  bool live, char *why, size_t len)
+			  char *why, size_t len)
 {
-	(void)live;
 	if (info->reservation) {
 		say(why, len, "troupe: uid %s is not a pod (it names GPUs troupe keeps for a "
 		    "gang)", b->pod_uid);
@@ -426,8 +450,8 @@ static int bind_check_pod(const struct ext_bind_args *b, const struct cache_pod_
  * that kind (placement_node_usable, the rule filter and the gang planner
  * use). A pod asking no GPU has no kind to match, so only the node's state is
  * asked. Returns 0, or -EPERM with <why>. */
-static int bind_check_node(const struct ext_service *svc, const struct cache_pod_info *info,
-			   const char *node, char *why, size_t len)
+int ext__bind_check_node(const struct ext_service *svc, const struct cache_pod_info *info,
+			 const char *node, char *why, size_t len)
 {
 	const struct cache_opts *opts = cache_get_opts(svc->cache);
 	struct cache_node_view v;
@@ -503,7 +527,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 			    b.pod_namespace, b.pod_name, b.pod_uid);
 		goto out;
 	}
-	ret = bind_check_pod(&b, &info, svc->informer != NULL, why, sizeof(why));
+	ret = bind_check_pod(&b, &info, why, sizeof(why));
 	if (ret == -EPERM) {
 		bind_refuse(r, async, &b, "%s", why);
 		goto out;
@@ -516,7 +540,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 				    info.ns, info.name, err[0] ? ": " : "", err);
 			goto out;
 		}
-		if (bind_check_node(svc, &info, b.node, why, sizeof(why)) < 0) {
+		if (ext__bind_check_node(svc, &info, b.node, why, sizeof(why)) < 0) {
 			bind_refuse(r, async, &b, "%s", why);
 			goto out;
 		}
@@ -583,7 +607,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	switch (ret) {
 	case 0:
 		if (svc->binder && async) {
-			complete = bind_post(svc, &info, b.pod_uid, b.node, &rec, 0, r, async);
+			complete = bind_post(svc, &info, b.pod_uid, b.node, &rec, NULL, 0, r, async);
 			break;
 		}
 		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s]%s%s", info.ns,

@@ -161,6 +161,16 @@ static inline struct gang_member ext__gang_member(const char *uid, const char *n
 				     queue };
 }
 
+/* bind.c: the Binding's annotations (JSON, the caller frees it; NULL without
+ * memory) for <devices> on <node>, with a gang's <plan> record or NULL; the
+ * device list as written into <ids>. */
+char *ext__binding_annotations(const struct ext_service *svc, const char *node,
+			       uint64_t devices, const char *plan, char *ids, size_t idslen);
+/* bind.c: whether <node> can take pod <info> (known, Ready, not cordoned, has
+ * its GPU kind). Returns 0, or -EPERM with <why>. */
+int ext__bind_check_node(const struct ext_service *svc, const struct cache_pod_info *info,
+			 const char *node, char *why, size_t len);
+
 static inline struct gang_member ext__member_of(const struct cache_pod *pod,
 						const struct placement_request *req)
 {

@@ -14,14 +14,56 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "common/log.h"
 
-void gang__run_releases(struct parked *r, unsigned n)
+void gang__run_releases(struct parked *r, unsigned n, char *plan)
 {
 	for (unsigned i = 0; i < n; i++)
-		r[i].release(r[i].ctx, r[i].ok, r[i].why);
+		r[i].release(r[i].ctx, r[i].ok, r[i].why, r[i].ok ? plan : NULL);
 	free(r);
+	free(plan);
+}
+
+/* The plan record every member's Binding carries (record.c): the parked
+ * members, each on its claimed slot. NULL without memory: the binds still go,
+ * and a gang left partly bound then cannot be completed by the next leader,
+ * only placed again. Lock held. */
+static char *plan_text(const struct gang *g)
+{
+	struct gang_record r = { .version = GANG_RECORD_VERSION, .quorum = g->quorum,
+				 .n = g->n_parked };
+	struct timespec ts;
+	char *text;
+
+	/* Unique across restarts and replicas: the wall clock, and the plan's
+	 * generation for two plans in one microsecond. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(r.id, sizeof(r.id), "%llx-%u",
+		 (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000,
+		 g->generation);
+	r.members = calloc(g->n_parked ? g->n_parked : 1, sizeof(*r.members));
+	if (!r.members)
+		return NULL;
+	for (unsigned i = 0; i < g->n_parked; i++) {
+		struct gang_record_member *mb = &r.members[i];
+
+		snprintf(mb->uid, sizeof(mb->uid), "%s", g->parked[i].uid);
+		snprintf(mb->name, sizeof(mb->name), "%s", g->parked[i].name);
+		for (unsigned s = 0; s < g->n_slots; s++)
+			if (strcmp(g->slots[s].member, mb->uid) == 0) {
+				snprintf(mb->node, sizeof(mb->node), "%s", g->slots[s].node);
+				mb->devices = g->slots[s].devices;
+			}
+	}
+	text = gang_record_encode(&r);
+	if (text && !strstr(text, "\"members\""))
+		log_warn("gang", "gang %s: its plan of %u members is too long to write in full "
+			 "(over %d bytes); should troupe stop mid-way, the next leader can only roll "
+			 "the gang back", g->key, g->n_parked, GANG_RECORD_MAX);
+	gang_record_fini(&r);
+	return text;
 }
 
 void gang__plan_drop(struct gang_manager *m, struct gang *g)
@@ -72,11 +114,13 @@ unsigned gang__rollback(struct gang_manager *m, struct gang *g, const char *why,
  * including members troupe never sees, such as CPU-only launchers that
  * kube-scheduler binds itself). When it is reached, take every parked bind out
  * to be posted and drop the plan's open places. Returns how many were taken. */
-unsigned gang__quorum_release(struct gang_manager *m, struct gang *g, struct parked **out)
+unsigned gang__quorum_release(struct gang_manager *m, struct gang *g, struct parked **out,
+			      char **plan)
 {
 	unsigned exist, bound, n;
 
 	*out = NULL;
+	*plan = NULL;
 	if (g->state != GANG_BINDING)
 		return 0;
 	cache_group_count(m->cache, g->ns, g->name, &exist, &bound);
@@ -85,6 +129,7 @@ unsigned gang__quorum_release(struct gang_manager *m, struct gang *g, struct par
 	log_info("gang", "gang %s: quorum of %u reached; posting %u held bindings", g->key,
 		 g->quorum, g->n_parked);
 	m->stats.released++;
+	*plan = plan_text(g);
 	gang__plan_drop(m, g);  /* open places beyond the quorum are not needed */
 	n = take_parked(g, true, "", out);
 	gang__enter(g, GANG_IDLE, 0);
@@ -134,6 +179,7 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 	enum gang_bind_result ret = GANG_BIND_NOT_A_GANG;
 	struct parked *rel = NULL, *p;
 	struct reserved_slot *slot = NULL;
+	char *plan = NULL;
 	unsigned n_rel = 0;
 	struct gang *g;
 	int rc;
@@ -178,6 +224,7 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 	*devices = slot->devices;
 	p = &g->parked[g->n_parked++];
 	snprintf(p->uid, sizeof(p->uid), "%s", mb->uid);
+	snprintf(p->name, sizeof(p->name), "%s", mb->name ? mb->name : "");
 	p->release = release;
 	p->ctx = ctx;
 	if (g->state == GANG_PLANNED) {
@@ -193,9 +240,9 @@ enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member
 		gang__enter(g, GANG_BINDING, 0);
 	}
 	ret = GANG_BIND_HELD;
-	n_rel = gang__quorum_release(m, g, &rel);
+	n_rel = gang__quorum_release(m, g, &rel, &plan);
 out:
 	gang__unlock(m);
-	gang__run_releases(rel, n_rel);
+	gang__run_releases(rel, n_rel, plan);
 	return ret;
 }

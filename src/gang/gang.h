@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/limits.h"
 #include "placement/placement.h"
 
 /* ---- Planning a whole gang ---------------------------------------------------- */
@@ -182,7 +183,10 @@ enum gang_verdict gang_has_slot(struct gang_manager *m, const struct gang_member
 /* How a parked bind is finished: <ok> true means "post the binding now", false
  * "give up" (<why> says why; the member's devices are already released). Called
  * once, from a thread of the manager's choosing, never under its lock. */
-typedef void (*gang_release_fn)(void *ctx, bool ok, const char *why);
+/* <plan>: with ok, the gang's plan as its Binding is to record it (annotation
+ * CACHE_GANG_PLAN_ANNOTATION, record.c), valid during the call; NULL when it
+ * could not be written (no memory), or with !ok. */
+typedef void (*gang_release_fn)(void *ctx, bool ok, const char *why, const char *plan);
 
 enum gang_bind_result {
 	GANG_BIND_NOT_A_GANG = 0,       /* bind it as a single pod */
@@ -200,6 +204,46 @@ enum gang_bind_result {
 enum gang_bind_result gang_bind(struct gang_manager *m, const struct gang_member *mb,
 				const char *node, gang_release_fn release, void *ctx,
 				uint64_t *devices, char *reason, size_t reasonlen);
+
+/* Whether gang <ns>/<name> has a plan in flight here (slots reserved, binds
+ * parked or being posted): a replica's own plan, which nothing else should act
+ * on. Thread: any. */
+bool gang_in_flight(struct gang_manager *m, const char *ns, const char *name);
+
+/* ---- The plan written to the API (record.c) ---------------------------------- */
+
+enum {
+	GANG_RECORD_VERSION = 1,        /* the version this release writes (and the newest it reads) */
+	GANG_RECORD_MAX = 16384,        /* longest text written; past it the members are not listed */
+	GANG_RECORD_ID_BUF = 40,
+	GANG_RECORD_IDS_BUF = 256,      /* a device list, "0,3" */
+	GANG_RECORD_MEMBERS_MAX = 100000,
+};
+
+struct gang_record_member {
+	char uid[K8S_UID_BUF];
+	char name[K8S_NAME_BUF];        /* the pod's name (in the gang's namespace) */
+	char node[K8S_NAME_BUF];
+	uint64_t devices;
+};
+
+/* A gang's plan as written with its Bindings: the members it binds, where. */
+struct gang_record {
+	unsigned version;
+	char id[GANG_RECORD_ID_BUF];    /* tells plans of one gang apart */
+	unsigned quorum;
+	unsigned n;                     /* members the plan binds */
+	struct gang_record_member *members;     /* n of them; NULL: too many to list */
+};
+
+/* The annotation's text for <r> (the caller frees it), or NULL without memory.
+ * A list longer than GANG_RECORD_MAX is left out (members NULL on reading). */
+char *gang_record_encode(const struct gang_record *r);
+/* Read a plan's text. Returns 0; -EPROTONOSUPPORT for a newer version than
+ * GANG_RECORD_VERSION; -EINVAL for text that is not a plan; -ENOMEM. <err>
+ * says why. <out> is for gang_record_fini (also after an error). */
+int gang_record_decode(const char *s, struct gang_record *out, char *err, size_t errlen);
+void gang_record_fini(struct gang_record *r);
 
 /* If <node>'s GPUs are being held for a starving gang that goes before a pod of
  * <priority>, write the reason naming it into <buf> and return true: the node

@@ -35,6 +35,7 @@
  * the answer is written in place, so releasing a gang's binds needs no memory. */
 struct parked {
 	char uid[K8S_UID_BUF];
+	char name[K8S_NAME_BUF];        /* the pod's, for the plan record */
 	gang_release_fn release;
 	void *ctx;
 	bool ok;
@@ -227,16 +228,18 @@ bool gang__slot_open_for(const struct reserved_slot *s, const struct gang_member
 /* ---- barrier.c: parked binds and the quorum ----------------------------------- */
 
 /* Answer parked binds taken out of a gang. Never with the lock held. */
-void gang__run_releases(struct parked *r, unsigned n);
+void gang__run_releases(struct parked *r, unsigned n, char *plan);
 /* Forget a gang's plan: its unclaimed reservations freed. Lock held. */
 void gang__plan_drop(struct gang_manager *m, struct gang *g);
 /* Drop <g>'s plan and hand back its parked binds to be answered with an error
  * (their devices freed). Lock held. */
 unsigned gang__rollback(struct gang_manager *m, struct gang *g, const char *why,
 			struct parked **out);
-/* When <g>'s quorum is reached, hand back every parked bind to be posted.
+/* When <g>'s quorum is reached, hand back every parked bind to be posted, and
+ * in <plan> the plan record their Bindings carry (for gang__run_releases).
  * Lock held. */
-unsigned gang__quorum_release(struct gang_manager *m, struct gang *g, struct parked **out);
+unsigned gang__quorum_release(struct gang_manager *m, struct gang *g, struct parked **out,
+			      char **plan);
 
 /* ---- fair.c: shares, the fair order, starvation holds -------------------------- */
 

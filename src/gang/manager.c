@@ -308,15 +308,15 @@ static void expire(struct gang_manager *m, uint64_t now)
 	while (strmap_next(&m->gangs, &pos, NULL, &v)) {
 		struct gang *g = v;
 		struct parked *rel;
-		char why[GANG_WHY_BUF];
+		char why[GANG_WHY_BUF], *plan;
 		unsigned n;
 
 		/* A member bound without troupe (seen on the watch) may be the one
 		 * that completes the quorum. */
-		n = gang__quorum_release(m, g, &rel);
+		n = gang__quorum_release(m, g, &rel, &plan);
 		if (n) {
 			gang__unlock(m);
-			gang__run_releases(rel, n);
+			gang__run_releases(rel, n, plan);
 			pthread_mutex_lock(&m->lock);
 			pos = 0;
 			continue;
@@ -328,7 +328,7 @@ static void expire(struct gang_manager *m, uint64_t now)
 		m->stats.expired++;
 		n = gang__rollback(m, g, why, &rel);
 		gang__unlock(m);
-		gang__run_releases(rel, n);
+		gang__run_releases(rel, n, NULL);
 		pthread_mutex_lock(&m->lock);
 		pos = 0;        /* the table may have changed meanwhile */
 	}
@@ -432,7 +432,7 @@ void gang_manager_shutdown(struct gang_manager *m)
 			/* Answered with the lock dropped; nothing new arrives once
 			 * stopping, so the walk starts again and finds no more. */
 			gang__unlock(m);
-			gang__run_releases(rel, n);
+			gang__run_releases(rel, n, NULL);
 			pthread_mutex_lock(&m->lock);
 			pos = 0;
 		}
@@ -476,4 +476,16 @@ void gang_get_stats(struct gang_manager *m, struct gang_stats *out)
 		out->entries++;
 	}
 	pthread_mutex_unlock(&m->lock);
+}
+
+bool gang_in_flight(struct gang_manager *m, const char *ns, const char *name)
+{
+	struct gang *g;
+	bool busy;
+
+	pthread_mutex_lock(&m->lock);
+	g = gang__get(m, ns, name, false);
+	busy = g && gang__planned(g);
+	pthread_mutex_unlock(&m->lock);
+	return busy;
 }

@@ -18,12 +18,31 @@ unsigned m_rand(struct model *m, unsigned n)
 	return n ? (unsigned)rand_r(&m->rng) % n : 0;
 }
 
-void m_release(void *ctx, bool ok, const char *why)
+/* Every bind let go must carry a plan that lists its pod (the record its
+ * Binding writes, so another replica could finish the gang). */
+static bool plan_lists(const char *plan, const char *uid)
+{
+	struct gang_record r;
+	char err[256];
+	bool found = false;
+
+	if (!plan || gang_record_decode(plan, &r, err, sizeof(err)) < 0)
+		return false;
+	for (unsigned i = 0; r.members && i < r.n; i++)
+		found |= strcmp(r.members[i].uid, uid) == 0 && r.members[i].devices != 0;
+	gang_record_fini(&r);
+	return found;
+}
+
+void m_release(void *ctx, bool ok, const char *why, const char *plan)
 {
 	struct { struct model *m; int pod; } *h = ctx;
 	struct model *m = h->m;
+	bool plan_ok = !ok || plan_lists(plan, m->pods[h->pod].uid);
 
 	pthread_mutex_lock(&m->lock);
+	if (!plan_ok)
+		m->bad_plan = true;
 	if (m->n_rel < MAXREL) {
 		m->rel[m->n_rel].pod = h->pod;
 		m->rel[m->n_rel].ok = ok;
@@ -173,6 +192,10 @@ void m_drain(struct model *m)
 		if (m->rel_overflow) {
 			pthread_mutex_unlock(&m->lock);
 			MFAIL(m, "more than %d releases pending", MAXREL);
+		}
+		if (m->bad_plan) {
+			pthread_mutex_unlock(&m->lock);
+			MFAIL(m, "a bind was let go without a plan record listing its pod");
 		}
 		for (unsigned i = 0; i < m->n_rel && n < MAXREL; i++)
 			m->got[n++] = m->rel[i];

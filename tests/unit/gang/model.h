@@ -89,6 +89,7 @@ struct model {
 	struct mrel rel[MAXREL];        /* guarded by lock: releases not yet drained */
 	unsigned n_rel;                 /* guarded by lock */
 	bool rel_overflow;              /* guarded by lock */
+	bool bad_plan;                  /* guarded by lock: a release without its plan */
 	struct mrel got[MAXREL];        /* drain's scratch */
 	struct ment ent[MAXENT];        /* check's scratch */
 	unsigned n_ent;
@@ -109,7 +110,7 @@ struct model {
 
 double m_now(void);
 unsigned m_rand(struct model *m, unsigned n);
-void m_release(void *ctx, bool ok, const char *why);
+void m_release(void *ctx, bool ok, const char *why, const char *plan);
 void *m_hold_ctx(struct model *m, int pod);
 cJSON *m_parse(const char *json);
 void m_apply(struct model *m, const struct mpod *p, int node, uint64_t devices);
