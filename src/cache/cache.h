@@ -139,6 +139,10 @@ struct cache_pod {
 	uint32_t min_member;            /* quorum the pod itself names, 0 when none */
 	int32_t priority;               /* spec.priority */
 	const char *gang_topology;      /* annotation troupe.io/gang-topology, or NULL */
+	/* Annotation troupe.io/gang-plan of a bound member, or NULL: allocated
+	 * apart from the pod (one copy per group is kept, not one per member), and
+	 * taken by cache_pod_apply into its group's record. */
+	char *gang_plan;
 	const char *queue;              /* queue name; the namespace when none is named */
 };
 
@@ -357,6 +361,24 @@ void cache_group_foreach(struct cache *c, const char *ns, const char *group,
  * member index; namespaces hold no '/'), no lock held during <fn>. */
 void cache_groups_foreach(struct cache *c, void (*fn)(const char *ns, const char *group, void *arg),
 			  void *arg);
+
+/* The annotation each gang member's Binding carries: the gang's plan, so that
+ * whoever leads next can finish a gang left partly bound (gang/record.c writes
+ * and reads it; the cache keeps it per group, as text). A longer one than
+ * CACHE_GANG_PLAN_MAX is not kept (troupe writes at most GANG_RECORD_MAX). */
+#define CACHE_GANG_PLAN_ANNOTATION "troupe.io/gang-plan"
+#define CACHE_GANG_PLAN_MAX 32768
+
+/* Any: call <fn> for every pod group whose bound members showed a gang plan not
+ * yet finished with (cache_group_plan_done): the plan's text as the last member
+ * carrying it showed it. No lock is held during <fn>. */
+void cache_group_plans_foreach(struct cache *c,
+			       void (*fn)(const char *ns, const char *group, const char *plan,
+					  void *arg),
+			       void *arg);
+/* Any: done with <plan> of <ns>/<group> (its gang is complete, or was rolled
+ * back): forget it, and do not keep it again when a member shows it again. */
+void cache_group_plan_done(struct cache *c, const char *ns, const char *group, const char *plan);
 
 /* Any: keep <devices> on <node> for a future pod, under the name <key> (a
  * reservation: counted as used by everyone, never swept by a relist). Returns

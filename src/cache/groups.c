@@ -17,7 +17,28 @@ struct members {
 	char key[K8S_KEY_BUF];          /* "ns/group" */
 	char **uids;                    /* owned */
 	unsigned n, cap;
+	char *plan;                     /* a bound member's gang plan (text), owned; or NULL */
+	uint64_t plan_done;             /* hash of the plan last finished with; 0: none */
 };
+
+static void members_free(struct members *m)
+{
+	for (unsigned i = 0; i < m->n; i++)
+		free(m->uids[i]);
+	free(m->uids);
+	free(m->plan);
+	free(m);
+}
+
+/* FNV-1a, never 0: tells a finished plan's text from a new one. */
+static uint64_t plan_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h ? h : 1;
+}
 
 struct podgroup {
 	char key[K8S_KEY_BUF];          /* "ns/name" */
@@ -58,8 +79,7 @@ void cache__members_move(struct cache *c, const char *uid, const struct cache_po
 			}
 		if (!m->n) {
 			strmap_del(&c->members, ko, (size_t)lo);
-			free(m->uids);
-			free(m);
+			members_free(m);
 		}
 	}
 	if (ln > 0) {
@@ -114,16 +134,109 @@ void cache__groups_fini(struct cache *c)
 	strmap_fini(&c->groups);
 	pthread_mutex_destroy(&c->groups_lock);
 	pos = 0;
+	while (strmap_next(&c->members, &pos, NULL, &v))
+		members_free(v);
+	strmap_fini(&c->members);
+	pthread_mutex_destroy(&c->members_lock);
+}
+
+/* ---- Gang plans ------------------------------------------------------------------
+ *
+ * Each member's Binding carries its gang's whole plan, so every bound member
+ * shows the same text: one copy per group is kept, not one per member. A plan
+ * finished with is remembered by its hash, so members showing it again (every
+ * status change of a running pod) cost a comparison, not a copy. */
+
+void cache__members_plan(struct cache *c, struct cache_pod *pod)
+{
+	char key[K8S_KEY_BUF];
+	int len = members_key(pod, key, sizeof(key));
+	char *plan = pod->gang_plan;
+	struct members *m;
+
+	pod->gang_plan = NULL;
+	if (!plan)
+		return;
+	if (len > 0 && (size_t)len < sizeof(key)) {
+		pthread_mutex_lock(&c->members_lock);
+		m = strmap_get(&c->members, key, (size_t)len);
+		if (m && !(m->plan && strcmp(m->plan, plan) == 0) && plan_hash(plan) != m->plan_done) {
+			free(m->plan);
+			m->plan = plan;
+			plan = NULL;
+		}
+		pthread_mutex_unlock(&c->members_lock);
+	}
+	free(plan);
+}
+
+struct plan_copy {
+	char *key;                      /* "ns/group", cut at the '/' before the call */
+	char *plan;
+};
+
+void cache_group_plans_foreach(struct cache *c,
+			       void (*fn)(const char *ns, const char *group, const char *plan,
+					  void *arg),
+			       void *arg)
+{
+	struct plan_copy *list = NULL;
+	unsigned n = 0, cap = 0;
+	size_t pos = 0;
+	void *v;
+
+	pthread_mutex_lock(&c->members_lock);
 	while (strmap_next(&c->members, &pos, NULL, &v)) {
 		struct members *m = v;
 
-		for (unsigned i = 0; i < m->n; i++)
-			free(m->uids[i]);
-		free(m->uids);
-		free(m);
+		if (!m->plan)
+			continue;
+		if (n == cap) {
+			struct plan_copy *l = realloc(list, (cap = cap ? cap * 2 : 8) * sizeof(*l));
+
+			if (!l)
+				break;
+			list = l;
+		}
+		list[n].key = strdup(m->key);
+		list[n].plan = strdup(m->plan);
+		if (list[n].key && list[n].plan) {
+			n++;
+		} else {
+			free(list[n].key);
+			free(list[n].plan);
+		}
 	}
-	strmap_fini(&c->members);
-	pthread_mutex_destroy(&c->members_lock);
+	pthread_mutex_unlock(&c->members_lock);
+	for (unsigned i = 0; i < n; i++) {
+		char *slash = strchr(list[i].key, '/');
+
+		if (slash) {
+			*slash = '\0';
+			fn(list[i].key, slash + 1, list[i].plan, arg);
+		}
+		free(list[i].key);
+		free(list[i].plan);
+	}
+	free(list);
+}
+
+void cache_group_plan_done(struct cache *c, const char *ns, const char *group, const char *plan)
+{
+	char key[K8S_KEY_BUF];
+	int len = group_key(key, sizeof(key), ns, group);
+	struct members *m;
+
+	if (len <= 0 || (size_t)len >= sizeof(key))
+		return;
+	pthread_mutex_lock(&c->members_lock);
+	m = strmap_get(&c->members, key, (size_t)len);
+	if (m && m->plan && strcmp(m->plan, plan) == 0) {
+		m->plan_done = plan_hash(plan);
+		free(m->plan);
+		m->plan = NULL;
+	}
+	pthread_mutex_unlock(&c->members_lock);
 }
 
 /* ---- PodGroup objects -------------------------------------------------------- */

@@ -350,6 +350,10 @@ void cache__pods_fini(struct cache *c);
  * lock. On failure the index is marked lost and member walks scan every pod. */
 void cache__members_move(struct cache *c, const char *uid, const struct cache_pod *old,
 			 const struct cache_pod *now);
+/* Pod <pod> (from the cluster, in the index already) carries a gang plan:
+ * keep it as its group's, unless it is the one kept or one finished with.
+ * Takes pod->gang_plan (leaves NULL). The caller holds the pod's stripe lock. */
+void cache__members_plan(struct cache *c, struct cache_pod *pod);
 /* cache_free: the pod-group map and the member index. */
 void cache__groups_fini(struct cache *c);
 

@@ -377,6 +377,14 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	}
 	p->topology = blk_str(&b, topo);
 	p->gang_topology = blk_str(&b, gtopo);
+	{
+		/* Only a bound member's plan matters (a Binding wrote it); out of
+		 * memory, the pod simply shows none. */
+		const char *plan = json_str(ann, CACHE_GANG_PLAN_ANNOTATION);
+
+		if (plan && node && group && strlen(plan) <= CACHE_GANG_PLAN_MAX)
+			p->gang_plan = strdup(plan);
+	}
 	p->queue = blk_str(&b, queue ? queue : ns);
 	p->phase = phase_parse(json_str(status, "phase"));
 	p->deleting = json_get(meta, "deletionTimestamp") != NULL &&
@@ -398,6 +406,8 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 
 void cache_pod_free(struct cache_pod *pod)
 {
+	if (pod)
+		free(pod->gang_plan);
 	free(pod);
 }
 

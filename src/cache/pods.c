@@ -334,6 +334,7 @@ int cache_pod_apply(struct cache *c, struct cache_pod *pod)
 		e->state = CACHE_POD_STATE_UNACCOUNTED;
 	}
 	cache__members_move(c, e->uid, e->pod, pod);
+	cache__members_plan(c, pod);
 	cache_pod_free(e->pod);
 	e->pod = pod;
 out:
@@ -386,6 +387,9 @@ int cache_pod_remember(struct cache *c, struct cache_pod *pod)
 		ret = -ENOMEM;
 		goto out;
 	}
+	/* A plan counts only from the cluster: a filter call's body is not one. */
+	free(pod->gang_plan);
+	pod->gang_plan = NULL;
 	e->pod = pod;
 	e->seen_ns = util_now_ns();
 	filter_only_count(c, e);
