@@ -214,4 +214,12 @@ int cache_api_subject_access_review(struct cache_api *api, const char *user_json
 				    const char *path, const char *verb, bool *allowed,
 				    char *reason, size_t reasonlen, char *err, size_t errlen);
 
+/* Delete pod <ns>/<name> if its UID is still <uid> (a precondition), as one
+ * blocking request on the calling thread. Returns 0 (deleted, or being
+ * deleted); -ENOENT when the pod is gone; -ESTALE when the name is another
+ * pod's now; -EACCES when troupe may not; -EIO / -ETIMEDOUT / -ENOMEM. <err>
+ * says why. */
+int cache_api_delete_pod(struct cache_api *api, const char *ns, const char *name,
+			 const char *uid, char *err, size_t errlen);
+
 #endif

@@ -53,11 +53,13 @@ static size_t on_data(char *ptr, size_t size, size_t n, void *arg)
 	return size * n;
 }
 
-/* POST <body> to <path>; the answer's status in <status> and its body in <a>.
- * Returns 0 once the server answered (any status), -ENOMEM, or -EIO /
- * -ETIMEDOUT with <err> saying why the server could not be reached. */
-static int post(struct cache_api *api, const char *path, const char *body, long *status,
-		struct answer *a, char *err, size_t errlen)
+/* Send <method> <path> with <body> (JSON; NULL: none); the answer's status in
+ * <status> and its body in <a>. Returns 0 once the server answered (any
+ * status), -ENOMEM, or -EIO / -ETIMEDOUT with <err> saying why the server could
+ * not be reached. */
+static int send_request(struct cache_api *api, const char *method, const char *path,
+			const char *body, long *status, struct answer *a, char *err,
+			size_t errlen)
 {
 	char curl_err[CURL_ERROR_SIZE] = "";
 	struct curl_slist *headers = NULL, *n;
@@ -72,7 +74,9 @@ static int post(struct cache_api *api, const char *path, const char *body, long 
 		goto out;
 	headers = n;
 	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method);
+	if (body)
+		curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)REVIEW_TIMEOUT_MS);
 	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(easy, CURLOPT_WRITEDATA, a);
@@ -95,6 +99,12 @@ out:
 	if (easy)
 		curl_easy_cleanup(easy);
 	return ret;
+}
+
+static int post(struct cache_api *api, const char *path, const char *body, long *status,
+		struct answer *a, char *err, size_t errlen)
+{
+	return send_request(api, "POST", path, body, status, a, err, errlen);
 }
 
 /* The answer <a> to a review of <kind>, parsed; NULL with <err> set when the
@@ -279,5 +289,55 @@ out:
 	cJSON_Delete(root);
 	strbuf_fini(&a.body);
 	strbuf_fini(&req);
+	return ret;
+}
+
+/* ---- Deleting a pod -----------------------------------------------------------
+ *
+ * Not a review, but the same kind of rare, blocking request: the gang recovery
+ * (extender/recover.c) deletes the bound members of a gang it cannot complete,
+ * so their controller starts the gang again. The UID precondition makes sure
+ * only the pod that was planned goes, never a re-created one of the same name.
+ */
+
+int cache_api_delete_pod(struct cache_api *api, const char *ns, const char *name,
+			 const char *uid, char *err, size_t errlen)
+{
+	struct answer a = { .body = STRBUF_INIT };
+	struct strbuf path = STRBUF_INIT, body = STRBUF_INIT;
+	char msg[TROUPE_MESSAGE_BUF];
+	long status = 0;
+	int ret;
+
+	strbuf_printf(&path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+	strbuf_puts(&body, "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\","
+		    "\"preconditions\":{\"uid\":");
+	strbuf_put_json_str(&body, uid, strlen(uid));
+	strbuf_puts(&body, "}}");
+	if (strbuf_failed(&path) || strbuf_failed(&body)) {
+		ret = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	ret = send_request(api, "DELETE", path.buf, body.buf, &status, &a, err, errlen);
+	if (ret < 0)
+		goto out;
+	cache__status_message(a.body.buf, a.body.len, msg, sizeof(msg));
+	if (status == 200 || status == 202) {
+		ret = 0;
+	} else if (status == 404) {
+		ret = -ENOENT;
+		snprintf(err, errlen, "the pod is gone already");
+	} else if (status == 409) {
+		ret = -ESTALE;  /* another pod of that name now */
+		snprintf(err, errlen, "HTTP 409%s%s", msg[0] ? ": " : "", msg);
+	} else {
+		ret = status == 403 ? -EACCES : -EIO;
+		snprintf(err, errlen, "HTTP %ld%s%s", status, msg[0] ? ": " : "", msg);
+	}
+out:
+	strbuf_fini(&a.body);
+	strbuf_fini(&path);
+	strbuf_fini(&body);
 	return ret;
 }

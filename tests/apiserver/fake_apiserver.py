@@ -166,6 +166,7 @@ class FakeAPIServer(ObjectStore, ListWatch, Faults, AccessRules):
 
         self.requests = []   # (method, path_with_query, status)
         self.bindings = []   # every Binding body received (parsed JSON objects)
+        self.deletions = []  # every DELETE done: (plural, ns, name, precondition uid)
         self.tls_failures = []   # (client address, error text) of failed TLS handshakes
         self.x509_users = []     # subject CN of every request authenticated by client certificate
         self.access_reviews = []  # spec.resourceAttributes of every SelfSubjectAccessReview

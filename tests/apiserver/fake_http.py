@@ -281,6 +281,8 @@ class _Handler(WatchStream, AccessHandler, WriteHandler, BaseHTTPRequestHandler)
                 return self._get(info, ns, name)
             if self.command in ("PUT", "PATCH"):
                 return self._write(info, ns, name, sub, body)
+            if self.command == "DELETE" and sub is None:
+                return self._delete(info, ns, name, body)
             raise APIError(405, MSG_METHOD_NOT_ALLOWED, "MethodNotAllowed", {})
         if sub == "binding" and info.plural == "pods":
             return self._only("POST", lambda: self._binding(ns, name, body))

@@ -144,6 +144,38 @@ class WriteHandler:
                 result = fake._commit(info, MODIFIED, key, new)
         self._send(200, result)
 
+    # -- delete -------------------------------------------------------------
+
+    def _delete(self, info, ns, name, body):
+        """DELETE of one object, with DeleteOptions' preconditions (uid,
+        resourceVersion) checked as storage does (409 with its StorageError
+        text). A pod goes at once, as one with gracePeriodSeconds 0 would
+        (nothing here plays a kubelet that would confirm it); every deletion is
+        recorded in fake.deletions."""
+        fake = self.fake
+        opts = self._json_body(body, "DeleteOptions") if body else {}
+        pre = opts.get("preconditions") or {}
+        if not isinstance(pre, dict):
+            raise err_bad_request("preconditions must be an object")
+        with fake._lock:
+            key = fake._key(info, ns, name)
+            obj = fake._objs[info.plural].get(key)
+            if obj is None:
+                raise err_not_found(info, name)
+            for field, want, have in (("UID", pre.get("uid"), obj["metadata"].get("uid")),
+                                      ("ResourceVersion", pre.get("resourceVersion"),
+                                       obj["metadata"].get("resourceVersion"))):
+                if want and want != have:
+                    raise err_conflict(info.plural, info.group, name, (
+                        "StorageError: invalid object, Code: %d, Key: /registry/%s/%s/%s, "
+                        "ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: %s in "
+                        "precondition: %s, %s in object meta: %s")
+                        % (STORAGE_ERR_INVALID_OBJ, info.plural, ns, name, field, want, field,
+                           have))
+            fake.deletions.append((info.plural, ns, name, pre.get("uid")))
+        gone = fake.delete(info.plural, ns, name)
+        self._send(200, gone)
+
     # -- binding ------------------------------------------------------------
 
     def _binding(self, ns, url_name, body):
