@@ -95,6 +95,7 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->filter_only_pod_s = 600;
 	cache_informer_opts_defaults(&cfg->informer);
 	gang_config_defaults(&cfg->gang);
+	ext_recover_opts_defaults(&cfg->recover);
 	ext_ops_config_defaults(&cfg->ops);
 	/* TLS stays off (empty paths). A quarter of the 1 GiB container limit:
 	 * four max-size bodies at once, with room left for what decoding them
@@ -205,6 +206,10 @@ static const struct key keys[] = {
 	{ "gang.starvation_seconds", K_UINT, F(gang.starvation_s), 0 },
 	{ "gang.settle_seconds", K_UINT, F(gang.settle_s), 0 },
 	{ "gang.allow_partial_preemption", K_BOOL, F(gang.allow_partial_preemption), 0 },
+	{ "gang.recover_partial", K_BOOL, F(recover.enabled), 0 },
+	{ "gang.recover_interval_seconds", K_UINT, F(recover.interval_s), 0 },
+	{ "gang.recover_grace_seconds", K_UINT, F(recover.grace_s), 0 },
+	{ "gang.partial_rollback_seconds", K_UINT, F(recover.rollback_after_s), 0 },
 	{ "gang.domain_levels", K_LEVELS, 0, 0 },
 	{ "queues", K_QUEUES, 0, 0 },
 	{ "ops", K_MAP, 0, 0 },
@@ -639,6 +644,17 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 	    cfg->gang.margin_s >= cfg->gang.http_timeout_s) {
 		snprintf(err, errlen, "gang: timeouts must be positive and margin_seconds below "
 			 "scheduler_http_timeout_seconds");
+		return -EINVAL;
+	}
+	if (cfg->recover.interval_s < 1 || cfg->recover.interval_s > 3600) {
+		snprintf(err, errlen, "gang.recover_interval_seconds must be from 1 to 3600 (how "
+			 "often troupe looks for gangs left partly bound)");
+		return -EINVAL;
+	}
+	if (cfg->recover.rollback_after_s && cfg->recover.rollback_after_s <= cfg->recover.grace_s) {
+		snprintf(err, errlen, "gang.partial_rollback_seconds must be 0 (never) or longer than "
+			 "gang.recover_grace_seconds: a gang is given the chance to be completed "
+			 "before it is rolled back");
 		return -EINVAL;
 	}
 	if (cfg->unconfirmed_bind_s < 1) {

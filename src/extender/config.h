@@ -15,6 +15,7 @@
 #include "gang/gang.h"
 #include "placement/placement.h"
 #include "extender/ops_server.h"
+#include "extender/recover.h"
 
 enum { EXT_ERR_LEN = 512 };
 
@@ -68,6 +69,7 @@ struct ext_config {
 	unsigned filter_only_pod_s;     /* cache.filter_only_pod_seconds */
 	struct cache_informer_opts informer;    /* api.* list/watch tuning */
 	struct gang_config gang;        /* gang.* */
+	struct ext_recover_opts recover;        /* gang.recover_*, gang.partial_rollback_seconds */
 	struct ext_ops_config ops;      /* ops.*: the ops listener (ops_server.h) */
 	/* ---- TLS and the body budget ---- */
 	struct ext_tls_config tls;      /* tls.* */

@@ -201,6 +201,7 @@ int main(int argc, char **argv)
 	struct cache_binder *binder = NULL;
 	struct placement_registry *registry = NULL;
 	struct gang_manager *gangs = NULL;
+	struct ext_recover *recover = NULL;
 	static struct ext_counters counters;
 	char source[SOURCE_BUF];
 	int sources;
@@ -402,6 +403,16 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	svc.gangs = gangs;
+	if (binder && cfg.recover.enabled) {
+		/* Gangs a replica left partly bound (recover.c): only where troupe
+		 * posts Bindings itself. */
+		recover = ext_recover_new(&svc, api, &cfg.recover);
+		if (!recover || ext_recover_start(recover) < 0) {
+			log_error("main", "cannot start the gang recovery");
+			goto out;
+		}
+		svc.recover = recover;
+	}
 	svc.counters = &counters;
 	/* Without it (no memory) prioritize only does its own lookups. */
 	svc.cycle = ext_cycle_new();
@@ -450,6 +461,8 @@ out:
 	 * waiting, which resumes their connections, so the server can then close
 	 * cleanly. */
 	ext_ops_server_stop(ops);
+	ext_recover_free(recover);      /* it posts through the binder */
+	svc.recover = NULL;
 	gang_manager_shutdown(gangs);
 	cache_binder_shutdown(binder);
 	/* Their answers are queued on resumed connections: let them go out. */

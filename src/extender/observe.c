@@ -5,6 +5,7 @@
  * request counts the server bumps (ext_count).
  */
 #include "extender/internal.h"
+#include "extender/recover.h"
 
 #include <string.h>
 
@@ -328,6 +329,24 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 		metric(sb, "troupe_gang_entries_refused_total", "counter",
 		       "Pod groups not admitted: gang.max_entries reached with every entry in flight",
 		       gs.entries_refused);
+	}
+	if (svc->recover) {
+		struct ext_recover_stats rs;
+
+		ext_recover_get_stats(svc->recover, &rs);
+		metric(sb, "troupe_gang_recovery_passes_total", "counter",
+		       "Passes looking for gangs left partly bound", rs.passes);
+		metric(sb, "troupe_gang_recovered_total", "counter",
+		       "Gangs found partly bound that are complete again", rs.completed);
+		metric(sb, "troupe_gang_recovery_bindings_total", "counter",
+		       "Bindings posted from a partly bound gang's plan and accepted", rs.bindings);
+		metric(sb, "troupe_gang_recovery_refused_total", "counter",
+		       "Bindings posted from a partly bound gang's plan and refused", rs.refused);
+		metric(sb, "troupe_gang_rolled_back_total", "counter",
+		       "Partly bound gangs rolled back (gang.partial_rollback_seconds)",
+		       rs.rolled_back);
+		metric(sb, "troupe_gang_rollback_pods_deleted_total", "counter",
+		       "Bound members deleted to roll a gang back", rs.pods_deleted);
 	}
 	if (svc->server) {
 		struct conn_guard_stats cg;

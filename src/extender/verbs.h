@@ -18,6 +18,8 @@
 #include "gang/gang.h"
 #include "placement/placement.h"
 
+struct ext_recover;
+
 struct ext_service {
 	struct cache *cache;
 	const struct ext_config *cfg;
@@ -35,6 +37,8 @@ struct ext_service {
 	/* The verbs' HTTP server, for /metrics (connection guard counters); set
 	 * once it runs, before the ops listener starts; NULL until then. */
 	struct ext_server *server;
+	/* Gang recovery (recover.h), for /metrics; NULL when off. */
+	struct ext_recover *recover;
 	/* Benchmarks only (bench/http_baseline): answer every POST verb with
 	 * <reply> after reading the body (level 0), or after also parsing it with
 	 * cJSON (level 1); NULL in troupe. */

@@ -1,0 +1,481 @@
+/* Gang recovery: finish, or roll back, a gang that a replica left partly
+ * bound.
+ *
+ * A gang's held bindings are posted one by one once its quorum is in. If the
+ * replica posting them dies in between (a crash, a failover, a rolling
+ * upgrade), or the API server keeps refusing one after the bind's time ran
+ * out, some members are bound and others are not. Every member's Binding
+ * carries the gang's whole plan (gang/record.c), so each bound member shows
+ * it, and the cache keeps one copy per group (cache_group_plans_foreach).
+ *
+ * A pass, every gang.recover_interval_seconds on the replica that serves (the
+ * leader with leader election; any replica without), looks at each plan:
+ *   - every member bound as planned, or the gang's quorum bound: complete;
+ *     the plan is done with.
+ *   - a member this replica is binding right now, or a plan of its own in
+ *     flight for the gang: left alone this pass.
+ *   - members still pending (known from the cluster, unbound, not finished):
+ *     each is bound as the plan says, if its node still takes it (known,
+ *     Ready, not cordoned) and its planned devices are free: they are claimed
+ *     in the cache first (cache_pod_assume), the check-and-claim every bind
+ *     uses, so no GPU is promised twice. The Binding carries the same plan.
+ *   - a gang found partly bound for gang.partial_rollback_seconds without
+ *     being completed (its planned node went away, its devices were taken, a
+ *     member was deleted and its replacement could not be placed, the API
+ *     keeps refusing): rolled back. Its bound members are deleted, each with a
+ *     UID precondition, so their controller starts the gang again whole. 0
+ *     turns that off (the gang then waits for an operator, logged).
+ * A pending member's own scheduling goes on meanwhile: kube-scheduler retries
+ * it and the gang manager may place it through the normal path (the bound
+ * members count towards the quorum), which also completes the gang.
+ *
+ * Bindings are posted on the binder thread (its gate stops a standby); the
+ * pass itself, and the deletes, run on this module's thread.
+ */
+#include "extender/recover.h"
+
+#include "extender/internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/strmap.h"
+#include "common/util.h"
+
+/* How long between log lines about one gang that cannot be completed yet. */
+#define RECOVER_LOG_EVERY_NS (30ULL * 1000000000ULL)
+
+/* Why a gang cannot be completed: one member's reason, with its name. */
+enum { RECOVER_WHY_BUF = EXT_REPLY_ERROR_BUF + K8S_NAMESPACE_BUF + K8S_NAME_BUF + 16 };
+
+/* A plan seen partly bound, by gang key: since when, and when it last said
+ * why it could not be completed. The recovery thread's own. */
+struct partial {
+	char key[K8S_KEY_BUF];          /* the map's key */
+	char id[GANG_RECORD_ID_BUF];
+	uint64_t since_ns;
+	uint64_t logged_ns;
+	bool seen;                      /* in the current pass */
+};
+
+struct ext_recover {
+	const struct ext_service *svc;
+	struct cache_api *api;
+	struct ext_recover_opts opts;
+	pthread_mutex_t lock;           /* one pass at a time; guards stop */
+	pthread_cond_t wake;
+	bool stop;
+	bool thread_started;
+	pthread_t thread;
+	struct strmap partial;          /* "ns/group" -> struct partial; under lock */
+	struct ext_recover_stats stats; /* relaxed atomics */
+};
+
+void ext_recover_opts_defaults(struct ext_recover_opts *o)
+{
+	o->enabled = true;
+	o->interval_s = 2;
+	o->grace_s = 5;
+	o->rollback_after_s = 300;
+}
+
+/* ---- One member's Binding ------------------------------------------------------ */
+
+struct recover_post {
+	struct ext_recover *rc;
+	char uid[K8S_UID_BUF];
+	char ns[K8S_NAMESPACE_BUF];
+	char name[K8S_NAME_BUF];
+	char node[K8S_NAME_BUF];
+	char gang[K8S_KEY_BUF];
+	char ids[EXT_DEVICE_IDS_BUF];
+	char *ann;
+};
+
+/* The API server answered a Binding this module posted (binder thread). A
+ * refusal gives the devices back; the next pass tries again. */
+static void recover_posted(void *arg, int result, const char *msg, unsigned retry_after_ms)
+{
+	struct recover_post *p = arg;
+	struct cache *c = p->rc->svc->cache;
+
+	(void)retry_after_ms;
+	if (result == 0) {
+		cache_pod_mark_bind(c, p->uid, true);
+		__atomic_add_fetch(&p->rc->stats.bindings, 1, __ATOMIC_RELAXED);
+		log_info("recover", "gang %s: bound pod %s/%s -> node %s, GPU devices [%s], as its "
+			 "plan said (%s)", p->gang, p->ns, p->name, p->node, p->ids, msg);
+	} else if (result == -ETIMEDOUT || result == -EIO) {
+		/* Maybe bound: keep the devices until the watch says. */
+		cache_pod_mark_bind(c, p->uid, false);
+		log_warn("recover", "gang %s: binding pod %s/%s -> node %s: outcome unknown (%s); "
+			 "its GPUs stay held until the cluster shows the pod", p->gang, p->ns,
+			 p->name, p->node, msg);
+	} else {
+		cache_pod_forget(c, p->uid);
+		__atomic_add_fetch(&p->rc->stats.refused, 1, __ATOMIC_RELAXED);
+		log_warn("recover", "gang %s: binding pod %s/%s -> node %s as its plan said failed, "
+			 "GPUs released; trying again: %s", p->gang, p->ns, p->name, p->node, msg);
+	}
+	free(p->ann);
+	free(p);
+}
+
+/* Claim member <mb>'s planned devices and post its Binding. Returns 0 when
+ * posted; otherwise why not in <why>. */
+static int complete_member(struct ext_recover *rc, const char *ns, const char *group,
+			   const struct gang_record_member *mb, const struct cache_pod_info *info,
+			   const char *plan, char *why, size_t len)
+{
+	const struct ext_service *svc = rc->svc;
+	struct recover_post *p;
+	struct cache_binding b;
+	uint64_t devices = mb->devices;
+	int ret;
+
+	if (ext__bind_check_node(svc, info, mb->node, why, len) < 0)
+		return -EPERM;
+	ret = cache_pod_assume(svc->cache, mb->uid, mb->node, &devices);
+	if (ret == -EALREADY)
+		return 0;
+	if (ret < 0) {
+		snprintf(why, len, "its planned GPUs on node %s are not free (%s)", mb->node,
+			 strerror(-ret));
+		return ret;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		goto nomem;
+	p->rc = rc;
+	snprintf(p->uid, sizeof(p->uid), "%s", mb->uid);
+	snprintf(p->ns, sizeof(p->ns), "%s", ns);
+	snprintf(p->name, sizeof(p->name), "%s", mb->name);
+	snprintf(p->node, sizeof(p->node), "%s", mb->node);
+	snprintf(p->gang, sizeof(p->gang), "%s/%s", ns, group);
+	p->ann = ext__binding_annotations(svc, mb->node, devices, plan, p->ids, sizeof(p->ids));
+	if (!p->ann)
+		goto nomem;
+	b = (struct cache_binding){ p->ns, p->name, p->uid, p->node, p->ann };
+	ret = cache_binder_submit(svc->binder, &b, recover_posted, p);
+	if (ret < 0) {
+		cache_pod_forget(svc->cache, mb->uid);
+		snprintf(why, len, "cannot post its binding (%s)", strerror(-ret));
+		free(p->ann);
+		free(p);
+		return ret;
+	}
+	return 0;
+nomem:
+	cache_pod_forget(svc->cache, mb->uid);
+	if (p)
+		free(p->ann);
+	free(p);
+	snprintf(why, len, "out of memory");
+	return -ENOMEM;
+}
+
+/* ---- One plan ------------------------------------------------------------------ */
+
+/* Where each member of a plan is. */
+enum member_state {
+	M_BOUND,        /* on its planned node */
+	M_ELSEWHERE,    /* bound to another node */
+	M_PENDING,      /* known from the cluster, unbound, active */
+	M_IN_FLIGHT,    /* troupe here is binding it now */
+	M_GONE,         /* deleted, finished, or never seen */
+};
+
+static enum member_state member_state(struct cache *c, const struct gang_record_member *mb,
+				      struct cache_pod_info *info)
+{
+	if (cache_pod_get(c, mb->uid, info) < 0 || info->reservation)
+		return M_GONE;
+	if (info->state == CACHE_POD_STATE_ASSUMED && !info->posted)
+		return M_IN_FLIGHT;
+	if (info->node[0] || info->state == CACHE_POD_STATE_ASSUMED ||
+	    info->state == CACHE_POD_STATE_BOUND)
+		return strcmp(info->node, mb->node) == 0 ? M_BOUND : M_ELSEWHERE;
+	if (!info->active || !info->from_api)
+		return M_GONE;
+	return M_PENDING;
+}
+
+/* Delete the gang's members bound by plan <r> (each only if still the same
+ * pod): their controller starts the gang again. */
+static void roll_back(struct ext_recover *rc, const char *ns, const char *group,
+		      const struct gang_record *r, const char *why)
+{
+	struct cache_pod_info info;
+	char err[TROUPE_MESSAGE_BUF];
+	unsigned deleted = 0;
+
+	log_warn("recover", "gang %s/%s: rolling back its plan %s, partly bound for %u s without "
+		 "being completed (%s): deleting its bound members so their controller starts the "
+		 "gang again", ns, group, r->id, rc->opts.rollback_after_s, why);
+	for (unsigned i = 0; r->members && i < r->n; i++) {
+		const struct gang_record_member *mb = &r->members[i];
+		int ret;
+
+		if (member_state(rc->svc->cache, mb, &info) != M_BOUND)
+			continue;
+		ret = cache_api_delete_pod(rc->api, ns, mb->name, mb->uid, err, sizeof(err));
+		if (ret == 0 || ret == -ENOENT || ret == -ESTALE) {
+			deleted += ret == 0;
+			log_info("recover", "gang %s/%s: %s pod %s/%s (uid %s) on node %s", ns, group,
+				 ret == 0 ? "deleted" : "did not delete (it is gone already)", ns,
+				 mb->name, mb->uid, mb->node);
+		} else {
+			log_error("recover", "gang %s/%s: cannot delete pod %s/%s (uid %s): %s; the "
+				  "gang stays partly bound until it can be", ns, group, ns, mb->name,
+				  mb->uid, err);
+			return;         /* the plan stays: the next pass tries again */
+		}
+	}
+	__atomic_add_fetch(&rc->stats.rolled_back, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&rc->stats.pods_deleted, deleted, __ATOMIC_RELAXED);
+}
+
+/* The partial record for <key> (created when <create>); NULL without memory. */
+static struct partial *partial_of(struct ext_recover *rc, const char *key, const char *id,
+				  uint64_t now)
+{
+	struct partial *p = strmap_get(&rc->partial, key, strlen(key));
+
+	if (p && strcmp(p->id, id) != 0) {
+		snprintf(p->id, sizeof(p->id), "%s", id);       /* another plan: start again */
+		p->since_ns = now;
+		p->logged_ns = 0;
+	}
+	if (!p && (p = calloc(1, sizeof(*p)))) {
+		snprintf(p->key, sizeof(p->key), "%s", key);
+		snprintf(p->id, sizeof(p->id), "%s", id);
+		p->since_ns = now;
+		if (strmap_put(&rc->partial, p->key, strlen(p->key), p, NULL) < 0) {
+			free(p);
+			return NULL;
+		}
+	}
+	if (p)
+		p->seen = true;
+	return p;
+}
+
+static void plan_done(struct ext_recover *rc, const char *ns, const char *group, const char *text,
+		      const char *key, bool completed)
+{
+	struct partial *p;
+
+	cache_group_plan_done(rc->svc->cache, ns, group, text);
+	p = strmap_del(&rc->partial, key, strlen(key));
+	if (p && completed) {
+		__atomic_add_fetch(&rc->stats.completed, 1, __ATOMIC_RELAXED);
+		log_info("recover", "gang %s: complete again (its plan %s, found partly bound)", key,
+			 p->id);
+	}
+	free(p);
+}
+
+static void visit_plan(const char *ns, const char *group, const char *text, void *arg)
+{
+	struct ext_recover *rc = arg;
+	struct cache *c = rc->svc->cache;
+	struct gang_record r;
+	char key[K8S_KEY_BUF], err[TROUPE_MESSAGE_BUF], why[RECOVER_WHY_BUF] = "";
+	unsigned n_bound = 0, n_pending = 0, n_flight = 0, exist, bound;
+	uint64_t now = util_now_ns();
+	struct partial *p;
+	int ret;
+
+	snprintf(key, sizeof(key), "%s/%s", ns, group);
+	ret = gang_record_decode(text, &r, err, sizeof(err));
+	if (ret < 0) {
+		/* Not one this release can act on: said once, then left alone (a
+		 * newer plan is the newer release's to finish). */
+		log_warn("recover", "gang %s: its members carry a plan troupe cannot use (%s); "
+			 "it is left as it is", key, err);
+		cache_group_plan_done(c, ns, group, text);
+		return;
+	}
+	if (rc->svc->gangs && gang_in_flight(rc->svc->gangs, ns, group))
+		goto out;       /* this replica's own plan: the gang manager's */
+	cache_group_count(c, ns, group, &exist, &bound);
+	for (unsigned i = 0; r.members && i < r.n; i++) {
+		struct cache_pod_info info;
+
+		switch (member_state(c, &r.members[i], &info)) {
+		case M_BOUND:
+			n_bound++;
+			break;
+		case M_IN_FLIGHT:
+			n_flight++;
+			break;
+		case M_PENDING:
+			n_pending++;
+			break;
+		default:
+			break;
+		}
+	}
+	if (n_flight)
+		goto out;       /* being posted now: look again next pass */
+	if ((r.members && n_bound == r.n) || bound >= r.quorum || (r.members && !n_bound)) {
+		/* Complete; or nothing of this plan is bound any more (its members
+		 * were deleted): nothing to finish either way. */
+		plan_done(rc, ns, group, text, key, r.members && n_bound > 0);
+		goto out;
+	}
+	p = partial_of(rc, key, r.id, now);
+	if (!p || util_elapsed_ns(now, p->since_ns) < (uint64_t)rc->opts.grace_s * 1000000000ULL)
+		goto out;
+	for (unsigned i = 0; r.members && i < r.n; i++) {
+		const struct gang_record_member *mb = &r.members[i];
+		struct cache_pod_info info;
+		char one[EXT_REPLY_ERROR_BUF];
+
+		if (member_state(c, mb, &info) != M_PENDING)
+			continue;
+		if (complete_member(rc, ns, group, mb, &info, text, one, sizeof(one)) < 0 && !why[0])
+			snprintf(why, sizeof(why), "pod %s/%s: %s", ns, mb->name, one);
+	}
+	if (!r.members)
+		snprintf(why, sizeof(why), "its plan was too long to list its members");
+	else if (!n_pending && !why[0])
+		snprintf(why, sizeof(why), "%u of its %u planned members are gone or bound elsewhere "
+			 "and the quorum of %u is not bound", r.n - n_bound, r.n, r.quorum);
+	if (!why[0])
+		goto out;       /* posted: the watch will tell */
+	if (rc->opts.rollback_after_s &&
+	    util_elapsed_ns(now, p->since_ns) >= (uint64_t)rc->opts.rollback_after_s * 1000000000ULL) {
+		roll_back(rc, ns, group, &r, why);
+		plan_done(rc, ns, group, text, key, false);
+	} else if (!p->logged_ns || util_elapsed_ns(now, p->logged_ns) >= RECOVER_LOG_EVERY_NS) {
+		p->logged_ns = now ? now : 1;
+		log_warn("recover", "gang %s: partly bound (%u of %u members of plan %s) and cannot "
+			 "be completed now: %s; %s", key, n_bound, r.n, r.id, why,
+			 rc->opts.rollback_after_s ? "it is rolled back if that lasts" :
+			 "it waits (gang.partial_rollback_seconds is 0)");
+	}
+out:
+	gang_record_fini(&r);
+}
+
+void ext_recover_pass(struct ext_recover *rc)
+{
+	const struct ext_service *svc = rc->svc;
+	size_t pos = 0;
+	void *v;
+
+	if (!svc->binder || !cache_is_synced(svc->cache))
+		return;
+	if (svc->lease && !cache_lease_is_leader(svc->lease))
+		return;
+	pthread_mutex_lock(&rc->lock);
+	while (strmap_next(&rc->partial, &pos, NULL, &v))
+		((struct partial *)v)->seen = false;
+	cache_group_plans_foreach(svc->cache, visit_plan, rc);
+	/* Plans no member shows any more (the pods went): forget them. */
+	pos = 0;
+	while (strmap_next(&rc->partial, &pos, NULL, &v))
+		if (!((struct partial *)v)->seen) {
+			struct partial *p = v;
+
+			strmap_del(&rc->partial, p->key, strlen(p->key));
+			free(p);
+			pos = 0;
+		}
+	__atomic_add_fetch(&rc->stats.passes, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&rc->lock);
+}
+
+/* ---- The thread ------------------------------------------------------------------ */
+
+static void *recover_thread(void *arg)
+{
+	struct ext_recover *rc = arg;
+
+	pthread_mutex_lock(&rc->lock);
+	while (!rc->stop) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += rc->opts.interval_s;
+		pthread_cond_timedwait(&rc->wake, &rc->lock, &ts);
+		if (rc->stop)
+			break;
+		pthread_mutex_unlock(&rc->lock);
+		ext_recover_pass(rc);
+		pthread_mutex_lock(&rc->lock);
+	}
+	pthread_mutex_unlock(&rc->lock);
+	return NULL;
+}
+
+struct ext_recover *ext_recover_new(const struct ext_service *svc, struct cache_api *api,
+				    const struct ext_recover_opts *opts)
+{
+	struct ext_recover *rc = calloc(1, sizeof(*rc));
+	pthread_condattr_t ca;
+
+	if (!rc)
+		return NULL;
+	rc->svc = svc;
+	rc->api = api;
+	rc->opts = *opts;
+	if (!rc->opts.interval_s)
+		rc->opts.interval_s = 1;
+	pthread_mutex_init(&rc->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&rc->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	strmap_init(&rc->partial);
+	return rc;
+}
+
+int ext_recover_start(struct ext_recover *rc)
+{
+	int ret = pthread_create(&rc->thread, NULL, recover_thread, rc);
+
+	if (ret)
+		return -ret;
+	rc->thread_started = true;
+	return 0;
+}
+
+void ext_recover_free(struct ext_recover *rc)
+{
+	size_t pos = 0;
+	void *v;
+
+	if (!rc)
+		return;
+	pthread_mutex_lock(&rc->lock);
+	rc->stop = true;
+	pthread_cond_broadcast(&rc->wake);
+	pthread_mutex_unlock(&rc->lock);
+	if (rc->thread_started)
+		pthread_join(rc->thread, NULL);
+	while (strmap_next(&rc->partial, &pos, NULL, &v))
+		free(v);
+	strmap_fini(&rc->partial);
+	pthread_cond_destroy(&rc->wake);
+	pthread_mutex_destroy(&rc->lock);
+	free(rc);
+}
+
+void ext_recover_get_stats(const struct ext_recover *rc, struct ext_recover_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!rc)
+		return;
+	out->passes = __atomic_load_n(&rc->stats.passes, __ATOMIC_RELAXED);
+	out->completed = __atomic_load_n(&rc->stats.completed, __ATOMIC_RELAXED);
+	out->bindings = __atomic_load_n(&rc->stats.bindings, __ATOMIC_RELAXED);
+	out->refused = __atomic_load_n(&rc->stats.refused, __ATOMIC_RELAXED);
+	out->rolled_back = __atomic_load_n(&rc->stats.rolled_back, __ATOMIC_RELAXED);
+	out->pods_deleted = __atomic_load_n(&rc->stats.pods_deleted, __ATOMIC_RELAXED);
+}
