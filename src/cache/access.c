@@ -28,6 +28,8 @@ static const struct cache_permission permissions[CACHE_PERM_COUNT] = {
 					"list podgroups" },
 	[CACHE_PERM_WATCH_PODGROUPS] = { "watch", "scheduling.x-k8s.io", "podgroups", "",
 					 "watch podgroups" },
+	/* extender/recover.c deletes the bound members of a gang it rolls back. */
+	[CACHE_PERM_DELETE_PODS] = { "delete", "", "pods", "", "delete pods" },
 };
 
 const struct cache_permission *cache_permission_get(enum cache_perm p)

@@ -55,6 +55,7 @@ enum cache_perm {
 	CACHE_PERM_BIND_PODS,           /* create pods/binding */
 	CACHE_PERM_LIST_PODGROUPS,
 	CACHE_PERM_WATCH_PODGROUPS,
+	CACHE_PERM_DELETE_PODS,         /* rolling back a gang left partly bound */
 	CACHE_PERM_COUNT
 };
 

@@ -172,6 +172,13 @@ void ext_readyz(const struct ext_service *svc, struct ext_reply *r)
 		return;
 	}
 	readiness_get(svc, &rd);
+	if (rd.state == CACHE_READY && !ext_recover_ready(svc->recover)) {
+		/* Just took the Lease: gangs the old leader left partly bound are
+		 * looked at first (recover.c), within a fraction of a second. */
+		r->status = 503;
+		strbuf_puts(&r->body, "{\"status\":\"recovering\"}");
+		return;
+	}
 	if (rd.state != CACHE_READY)
 		r->status = 503;
 	switch (rd.state) {

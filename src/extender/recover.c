@@ -72,6 +72,13 @@ struct ext_recover {
 	bool thread_started;
 	pthread_t thread;
 	struct strmap partial;          /* "ns/group" -> struct partial; under lock */
+	/* Leader election: whether this replica led at the thread's last look,
+	 * and whether a pass has run since it took the Lease (atomic; /readyz
+	 * waits for it). A takeover's pass skips the grace: the old leader,
+	 * having lost the Lease, posts nothing more. */
+	bool leading;
+	bool caught_up;
+	bool takeover;                  /* the pass running is a takeover's; under lock */
 	struct ext_recover_stats stats; /* relaxed atomics */
 };
 
@@ -329,7 +336,8 @@ static void visit_plan(const char *ns, const char *group, const char *text, void
 		goto out;
 	}
 	p = partial_of(rc, key, r.id, now);
-	if (!p || util_elapsed_ns(now, p->since_ns) < (uint64_t)rc->opts.grace_s * 1000000000ULL)
+	if (!p || (!rc->takeover &&
+		   util_elapsed_ns(now, p->since_ns) < (uint64_t)rc->opts.grace_s * 1000000000ULL))
 		goto out;
 	for (unsigned i = 0; r.members && i < r.n; i++) {
 		const struct gang_record_member *mb = &r.members[i];
@@ -363,17 +371,20 @@ out:
 	gang_record_fini(&r);
 }
 
-void ext_recover_pass(struct ext_recover *rc)
+/* One pass; <takeover>: the first since this replica took the Lease. Returns
+ * whether it ran (a standby, or a cache not synced yet, runs none). */
+static bool pass(struct ext_recover *rc, bool takeover)
 {
 	const struct ext_service *svc = rc->svc;
 	size_t pos = 0;
 	void *v;
 
 	if (!svc->binder || !cache_is_synced(svc->cache))
-		return;
+		return false;
 	if (svc->lease && !cache_lease_is_leader(svc->lease))
-		return;
+		return false;
 	pthread_mutex_lock(&rc->lock);
+	rc->takeover = takeover;
 	while (strmap_next(&rc->partial, &pos, NULL, &v))
 		((struct partial *)v)->seen = false;
 	cache_group_plans_foreach(svc->cache, visit_plan, rc);
@@ -388,26 +399,79 @@ void ext_recover_pass(struct ext_recover *rc)
 			pos = 0;
 		}
 	__atomic_add_fetch(&rc->stats.passes, 1, __ATOMIC_RELAXED);
+	rc->takeover = false;
 	pthread_mutex_unlock(&rc->lock);
+	return true;
+}
+
+void ext_recover_pass(struct ext_recover *rc)
+{
+	(void)pass(rc, false);
+}
+
+bool ext_recover_ready(const struct ext_recover *rc)
+{
+	return !rc || !rc->svc->lease || __atomic_load_n(&rc->caught_up, __ATOMIC_ACQUIRE);
 }
 
 /* ---- The thread ------------------------------------------------------------------ */
 
+/* With leader election the thread looks at the Lease this often, so that a
+ * takeover's pass (and readiness after it) follows the takeover closely. */
+#define RECOVER_LEASE_LOOK_NS (100ULL * 1000000ULL)
+
+/* One look: a takeover's pass at once, else a pass every interval. Not under
+ * the lock. */
+static void look(struct ext_recover *rc, uint64_t *last_pass_ns)
+{
+	const struct cache_lease *lease = rc->svc->lease;
+	bool leading = !lease || cache_lease_is_leader(lease);
+	uint64_t now = util_now_ns();
+
+	if (lease && !leading) {
+		rc->leading = false;
+		__atomic_store_n(&rc->caught_up, false, __ATOMIC_RELEASE);
+		return;
+	}
+	if (lease && !rc->leading) {
+		if (pass(rc, true)) {
+			rc->leading = true;
+			*last_pass_ns = now;
+			__atomic_store_n(&rc->caught_up, true, __ATOMIC_RELEASE);
+			log_info("recover", "leading: looked for gangs left partly bound before "
+				 "answering ready");
+		}
+		return;
+	}
+	if (util_elapsed_ns(now, *last_pass_ns) >= (uint64_t)rc->opts.interval_s * 1000000000ULL) {
+		(void)pass(rc, false);
+		*last_pass_ns = now;
+	}
+}
+
 static void *recover_thread(void *arg)
 {
 	struct ext_recover *rc = arg;
+	uint64_t last_pass_ns = util_now_ns();
 
 	pthread_mutex_lock(&rc->lock);
 	while (!rc->stop) {
+		uint64_t step = rc->svc->lease ? RECOVER_LEASE_LOOK_NS
+					       : (uint64_t)rc->opts.interval_s * 1000000000ULL;
 		struct timespec ts;
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += rc->opts.interval_s;
+		ts.tv_sec += (time_t)(step / 1000000000ULL);
+		ts.tv_nsec += (long)(step % 1000000000ULL);
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
 		pthread_cond_timedwait(&rc->wake, &rc->lock, &ts);
 		if (rc->stop)
 			break;
 		pthread_mutex_unlock(&rc->lock);
-		ext_recover_pass(rc);
+		look(rc, &last_pass_ns);
 		pthread_mutex_lock(&rc->lock);
 	}
 	pthread_mutex_unlock(&rc->lock);

@@ -40,6 +40,12 @@ int ext_recover_start(struct ext_recover *rc);
 /* One pass now, on the calling thread (tests; the thread runs the same). It
  * does nothing on a standby, before the cache is synced, or without a binder. */
 void ext_recover_pass(struct ext_recover *rc);
+/* Whether this replica may answer ready as far as recovery goes: without
+ * leader election always; with it, once a pass has run since this replica
+ * took the Lease, so a gang the old leader left partly bound is being
+ * completed before kube-scheduler's retries reach this replica. Thread: any;
+ * NULL: true. */
+bool ext_recover_ready(const struct ext_recover *rc);
 /* Stop the thread (if started) and free. NULL is fine. */
 void ext_recover_free(struct ext_recover *rc);
 /* Thread: any; NULL gives zeros. */

@@ -34,7 +34,7 @@ import cluster as rig  # noqa: E402
 from e2e_common import E2E, gpu_pod, gpu_ids, wait_until, module_cluster  # noqa: E402
 
 POLICY = os.path.join(rig.ROOT, "config", "deploy", "admission-policy.yaml")
-MESSAGE = "only troupe may set troupe.io/gpu-* annotations"
+MESSAGE = "only troupe may set troupe.io/gpu-* and troupe.io/gang-plan annotations"
 MERGE = "application/merge-patch+json"
 
 setUpModule, tearDownModule = module_cluster("admission", nodes=4)
