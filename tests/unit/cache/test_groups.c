@@ -268,10 +268,91 @@ static void test_cache_group_index_matches_a_full_scan(void **state)
 	cache_free(c);
 }
 
+/* A pod of group "g" carrying gang plan <plan> (the annotation), bound to <node>
+ * or not. Single quotes in <plan> stay as they are (json_sq turns the
+ * template's quotes into double ones first). */
+static struct cache_pod *plan_pod(const char *uid, const char *node, const char *plan)
+{
+	char text[1024], err[CACHE_ERR_LEN] = "";
+	struct cache_pod *p;
+	cJSON *j, *ann;
+
+	snprintf(text, sizeof(text),
+		 "{'kind':'Pod','metadata':{'name':'%s','namespace':'ml','uid':'%s',"
+		 "'labels':{'scheduling.x-k8s.io/pod-group':'g'},'annotations':{}},"
+		 "'spec':{%s%s%s'containers':[{'name':'main','resources':"
+		 "{'limits':{'nvidia.com/gpu':'1'}}}]},'status':{'phase':'Running'}}",
+		 uid, uid, node ? "'nodeName':'" : "", node ? node : "", node ? "'," : "");
+	j = json_sq(text);
+	ann = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metadata"), "annotations");
+	cJSON_AddStringToObject(ann, CACHE_GANG_PLAN_ANNOTATION, plan);
+	p = cache_pod_parse(j, &OPTS, err, sizeof(err));
+	if (!p)
+		fail_msg("cache_pod_parse(%s): %s", uid, err);
+	cJSON_Delete(j);
+	return p;
+}
+
+struct plans_seen {
+	unsigned n;
+	char last[256];
+};
+
+static void collect_plan(const char *ns, const char *group, const char *plan, void *arg)
+{
+	struct plans_seen *ps = arg;
+
+	ps->n++;
+	snprintf(ps->last, sizeof(ps->last), "%s/%s=%s", ns, group, plan);
+}
+
+static struct plans_seen plans(struct cache *c)
+{
+	struct plans_seen ps = { 0 };
+
+	cache_group_plans_foreach(c, collect_plan, &ps);
+	return ps;
+}
+
+/* One plan per group, from bound members seen from the cluster only; done with,
+ * the same text never comes back, a new one does; gone with the group. */
+static void test_cache_group_keeps_one_plan_per_group(void **state)
+{
+	struct cache *c = *state;
+	struct plans_seen ps;
+
+	add_node(c, "n0", 8, 8);
+	/* An unbound pod's plan, and a filter call's, are not kept. */
+	cache_pod_apply(c, plan_pod("a", NULL, "P1"));
+	cache_pod_remember(c, plan_pod("r", "n0", "P1"));
+	assert_int_equal(plans(c).n, 0);
+	cache_pod_apply(c, plan_pod("a", "n0", "P1"));
+	cache_pod_apply(c, plan_pod("b", "n0", "P1"));
+	ps = plans(c);
+	assert_int_equal(ps.n, 1);
+	assert_string_equal(ps.last, "ml/g=P1");
+	/* Done with: a member showing it again (a status update) does not bring it back. */
+	cache_group_plan_done(c, "ml", "g", "P1");
+	cache_pod_apply(c, plan_pod("b", "n0", "P1"));
+	assert_int_equal(plans(c).n, 0);
+	/* Another text for the group is a new plan; done with an old text leaves it. */
+	cache_pod_apply(c, plan_pod("a", "n0", "P2"));
+	cache_group_plan_done(c, "ml", "g", "P1");
+	ps = plans(c);
+	assert_int_equal(ps.n, 1);
+	assert_string_equal(ps.last, "ml/g=P2");
+	/* The group's last member gone: the plan goes with it. */
+	cache_pod_delete(c, "a");
+	cache_pod_delete(c, "b");
+	cache_pod_delete(c, "r");
+	assert_int_equal(plans(c).n, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		CACHE_TEST(test_cache_podgroup_apply_get_replace_delete),
+		CACHE_TEST(test_cache_group_keeps_one_plan_per_group),
 		cmocka_unit_test(test_cache_group_index_matches_a_full_scan),
 	};
 
