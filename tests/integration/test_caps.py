@@ -109,15 +109,21 @@ class CapsTest(GangCase):
 
     # ---- gang.max_entries --------------------------------------------------------
 
-    def test_gang_entries_stop_at_the_cap_and_a_planned_gang_is_kept(self):
+    def test_gang_entries_stop_at_the_cap_and_gangs_in_flight_are_kept(self):
         inflight = self.create_gang("inflight", 2, 1, min_member=2, timeout_s=300)
+        # Five whole nodes' worth on four nodes: refused for capacity, it
+        # waits (in flight too: it keeps its place in the fair order).
+        big = self.create_gang("big", NODES + 1, 8, min_member=NODES + 1, timeout_s=300)
         solos = [self.solo_member(i) for i in range(2 * GANG_CAP)]
         t = self.start_troupe(CONFIG)
-        self.wait_cache_sees(t, list(inflight.values()) + solos, ["inflight"])
+        self.wait_cache_sees(t, list(inflight.values()) + list(big.values()) + solos,
+                             ["inflight", "big"])
         # The first member's filter plans and reserves the whole gang.
         ans = self.filter(t, inflight[0])
         self.assertTrue(ans["NodeNames"], ans)
         self.assertEqual(self.metrics(t)["troupe_gangs_planned"], 1)
+        self.assertEqual(self.filter(t, big[0]).get("NodeNames") or [], [])
+        self.assertEqual(self.metrics(t)["troupe_gangs_waiting"], 1)
         planned = sorted(p["node"] for p in t.cache()["pods"] if reservation_of(p, "inflight"))
         self.assertEqual(len(planned), 2, "a reservation for each member")
         # Twice the cap of gangs that wait for a member that never comes.
@@ -129,14 +135,16 @@ class CapsTest(GangCase):
             self.assertLessEqual(self.metrics(t)["troupe_gang_entries"], GANG_CAP)
         m = self.metrics(t)
         self.assertEqual(m["troupe_gang_entries"], GANG_CAP, m)
-        # 1 + 2 * cap gangs, cap kept: one forgotten (cap / 64, at least 1)
+        # 2 + 2 * cap gangs, cap kept: one forgotten (cap / 64, at least 1)
         # each time the table was full.
-        self.assertEqual(m["troupe_gang_entries_dropped_total"], 1 + 2 * GANG_CAP - GANG_CAP)
+        self.assertEqual(m["troupe_gang_entries_dropped_total"], 2 + 2 * GANG_CAP - GANG_CAP)
         self.assertEqual(m["troupe_gang_entries_refused_total"], 0)
         self.assertIn(f"{GANG_CAP} pod groups known, the cap (gang.max_entries): forgot the 1 "
                       "idle the longest", t.log())
-        # The planned gang was never forgotten: its plan and reservations
-        # stand, and its second member finds its slot.
+        # The gangs in flight were never forgotten: the waiting one still
+        # waits; the planned one's plan and reservations stand, and its
+        # second member finds its slot.
+        self.assertEqual(m["troupe_gangs_waiting"], 1)
         self.assertEqual(m["troupe_gangs_planned"], 1)
         self.assertEqual(sorted(p["node"] for p in t.cache()["pods"]
                                 if reservation_of(p, "inflight")), planned)

@@ -19,8 +19,8 @@ end to end: the real troupe against the test API server.
 
 test_caps.py has the caps making room as they should.
 """
-import json
 import http.client
+import json
 import threading
 import unittest
 
