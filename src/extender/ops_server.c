@@ -33,6 +33,7 @@
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "common/util.h"
+#include "extender/config.h"
 #include "extender/ops_auth.h"
 #include "extender/verbs.h"
 #include "troupe_version.h"
@@ -88,41 +89,13 @@ void ext_ops_config_defaults(struct ext_ops_config *c)
 	c->auth_cache_entries = 256;
 }
 
-/* The same grammar as --listen (config.c's ext_config_parse_listen), into
- * this listener's own fields. */
+/* The same grammar as --listen (config.c), into this listener's own fields;
+ * only the wording of the error is this listener's. */
 int ext_ops_config_parse_address(struct ext_ops_config *c, const char *s, char *err,
 				 size_t errlen)
 {
-	const char *colon, *host = s;
-	size_t hlen;
-	char *end;
-	long port;
-
-	if (s[0] == '[') {
-		const char *rb = strchr(s, ']');
-
-		if (!rb || rb[1] != ':')
-			goto bad;
-		host = s + 1;
-		hlen = (size_t)(rb - host);
-		colon = rb + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon || memchr(s, ':', (size_t)(colon - s)))
-			goto bad;
-		hlen = (size_t)(colon - s);
-	}
-	if (hlen == 0 || hlen >= sizeof(c->host))
-		goto bad;
-	errno = 0;
-	port = strtol(colon + 1, &end, 10);
-	if (errno || *end || end == colon + 1 || port < 0 || port > 65535)
-		goto bad;
-	memcpy(c->host, host, hlen);
-	c->host[hlen] = '\0';
-	c->port = (uint16_t)port;
-	return 0;
-bad:
+	if (ext_config_split_address(s, c->host, sizeof(c->host), &c->port) == 0)
+		return 0;
 	snprintf(err, errlen, "ops address \"%s\" is not HOST:PORT (e.g. 127.0.0.1:8889, "
 		 "[::1]:8889, 0.0.0.0:8889)", s);
 	return -EINVAL;
