@@ -88,6 +88,9 @@ struct request {
 	struct MHD_Connection *conn;
 	struct ext_counters *counters;
 	struct ext_reply reply;
+	/* The connection's guard record (conn_state.guard; NULL: untracked),
+	 * looked up once when the request starts rather than at each step. */
+	struct conn_guard_conn *guard;
 	bool pending;                   /* worker threads only */
 	pthread_mutex_t lock;
 	bool done;                      /* guarded by lock */
@@ -318,12 +321,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 }
 
 /* The connection's guard record, or NULL. */
-static struct conn_guard_conn *guard_of(struct MHD_Connection *conn)
+static struct conn_guard_conn *guard_of(const struct conn_state *cs)
 {
-	const union MHD_ConnectionInfo *info =
-		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	const struct conn_state *cs = info ? info->socket_context : NULL;
-
 	return cs ? cs->guard : NULL;
 }
 
@@ -346,11 +345,12 @@ static int retrieve_cert(gnutls_session_t session, const struct gnutls_cert_retr
 }
 
 /* True when the client may call; otherwise the 403 is queued into *ret. The
- * verdict is kept for the connection until the client CA changes. */
+ * verdict is kept in <cs> (the connection's state; NULL: out of memory, no
+ * verdict kept) until the client CA changes. */
 static bool client_allowed(struct ext_server *s, struct MHD_Connection *conn,
-			   const char *method, const char *path, enum MHD_Result *ret)
+			   struct conn_state *cs, const char *method, const char *path,
+			   enum MHD_Result *ret)
 {
-	struct conn_state *cs = conn_state_of(conn);
 	struct ext_tls_peer local, *peer = cs ? &cs->peer : &local;
 	unsigned generation = ext_tls_trust_generation(s->tls);
 	char who[EXT_PEER_NAME_BUF], left_out[LEFT_OUT_BUF];
@@ -392,6 +392,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct ext_server *s = cls;
 	const struct ext_service *svc = s->svc;
 	struct request *rq = *con_cls;
+	struct conn_state *cs = NULL;   /* looked up on the request's first call only */
 	enum route route = R_NONE;
 	bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
 	bool known_path = false;
@@ -400,11 +401,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	enum MHD_Result ret;
 
 	(void)version;
-	if (!rq)
-		conn_guard_request_begin(s->guard, guard_of(conn));  /* headers are in */
+	if (!rq) {
+		cs = conn_state_of(conn);
+		conn_guard_request_begin(s->guard, guard_of(cs));  /* headers are in */
+	}
 	normalise_path(url, svc->cfg->path_prefix, path, sizeof(path));
 	if (!rq && s->tls && ext_tls_wants_client_cert(s->tls) &&
-	    !client_allowed(s, conn, method, path, &ret))
+	    !client_allowed(s, conn, cs, method, path, &ret))
 		return ret;
 	if (rq && rq->pending) {
 		/* Resumed after the binder answered. */
@@ -459,6 +462,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		}
 		rq->body = reserved;
+		rq->guard = guard_of(cs);
 		rq->started_ns = util_now_ns();
 		pthread_mutex_init(&rq->lock, NULL);
 		*con_cls = rq;
@@ -473,7 +477,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	/* The body is in: the verb runs, and the guard leaves the connection to
 	 * the verb's own timeouts. */
-	conn_guard_body_done(s->guard, guard_of(conn));
+	conn_guard_body_done(s->guard, rq->guard);
 	if (rq->body_error == EXT_BODY_TOO_LARGE) {
 		log_warn("http", "%s %s: chunked body exceeded %zu bytes; refused", method, path,
 			 svc->cfg->max_body_bytes);
@@ -542,7 +546,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	struct ext_server *s = cls;
 	struct request *rq = *con_cls;
 
-	conn_guard_request_end(s->guard, guard_of(conn));
+	/* A request answered on its first call (404, 413, a refusal) has no
+	 * record to hold its guard: only then is the connection asked again. */
+	conn_guard_request_end(s->guard, rq ? rq->guard : guard_of(conn_state_of(conn)));
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK &&
 	    toe != MHD_REQUEST_TERMINATED_CLIENT_ABORT && rq)
 		log_debug("http", "request ended early (code %d)", (int)toe);
