@@ -50,6 +50,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "extender/conn_guard.h"
+#include "extender/standby.h"
 #include "troupe_version.h"
 
 struct ext_server {
@@ -397,7 +398,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
 	bool known_path = false;
 	struct ext_reply reply;
-	char path[ROUTE_PATH_BUF];
+	char path[ROUTE_PATH_BUF], holder[CACHE_LEASE_HOLDER_BUF];
 	enum MHD_Result ret;
 
 	(void)version;
@@ -492,12 +493,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 					    "troupe: out of memory reading the request");
 
 	ext_reply_init(&reply);
-	if (post && svc->lease && !cache_lease_is_leader(svc->lease)) {
-		/* A standby: the Service should not have sent this (it is not
+	if (post && ext_service_is_standby(svc, holder, sizeof(holder))) {
+		/* The Service should not have sent this (a standby is not
 		 * ready); kube-scheduler retries, and reaches the leader. */
-		char holder[CACHE_LEASE_HOLDER_BUF];
-
-		cache_lease_holder(svc->lease, holder, sizeof(holder));
 		ext_reply_fini(&reply);
 		return ext__http_send_error(conn, 503, MHD_HTTP_HEADER_RETRY_AFTER, "1",
 					    "troupe: this replica is a standby; the leader is %s",
