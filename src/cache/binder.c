@@ -351,11 +351,6 @@ void cache_binder_set_gate(struct cache_binder *b, const struct cache_lease *lea
 	b->gate = lease;
 }
 
-const struct cache_lease *cache_binder_gate(const struct cache_binder *b)
-{
-	return b ? b->gate : NULL;
-}
-
 void cache_binder_shutdown(struct cache_binder *b)
 {
 	bool joined;

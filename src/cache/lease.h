@@ -151,8 +151,5 @@ void cache_lease_free(struct cache_lease *l);
  * and is never posted. Call once, before anything is submitted; NULL: no gate.
  * (Declared here, not in api.h, because only leader election needs it.) */
 void cache_binder_set_gate(struct cache_binder *b, const struct cache_lease *lease);
-/* The gate given, or NULL (none, or <b> NULL): /readyz asks it whether this
- * replica leads. Thread: any. */
-const struct cache_lease *cache_binder_gate(const struct cache_binder *b);
 
 #endif

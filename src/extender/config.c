@@ -113,38 +113,44 @@ void ext_config_defaults(struct ext_config *cfg)
 	}
 }
 
-int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen)
+int ext_config_split_address(const char *s, char *host, size_t hostlen, uint16_t *port)
 {
-	const char *colon, *host = s;
+	const char *colon, *h = s;
 	size_t hlen;
 	char *end;
-	long port;
+	long p;
 
 	if (s[0] == '[') {
 		const char *rb = strchr(s, ']');
 
 		if (!rb || rb[1] != ':')
-			goto bad;
-		host = s + 1;
-		hlen = (size_t)(rb - host);
+			return -EINVAL;
+		h = s + 1;
+		hlen = (size_t)(rb - h);
 		colon = rb + 1;
 	} else {
 		colon = strrchr(s, ':');
 		if (!colon || memchr(s, ':', (size_t)(colon - s)))
-			goto bad;
+			return -EINVAL;
 		hlen = (size_t)(colon - s);
 	}
-	if (hlen == 0 || hlen >= sizeof(cfg->listen_host))
-		goto bad;
+	if (hlen == 0 || hlen >= hostlen)
+		return -EINVAL;
 	errno = 0;
-	port = strtol(colon + 1, &end, 10);
-	if (errno || *end || end == colon + 1 || port < 0 || port > 65535)
-		goto bad;
-	memcpy(cfg->listen_host, host, hlen);
-	cfg->listen_host[hlen] = '\0';
-	cfg->listen_port = (uint16_t)port;
+	p = strtol(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || p < 0 || p > 65535)
+		return -EINVAL;
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	*port = (uint16_t)p;
 	return 0;
-bad:
+}
+
+int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen)
+{
+	if (ext_config_split_address(s, cfg->listen_host, sizeof(cfg->listen_host),
+				     &cfg->listen_port) == 0)
+		return 0;
 	snprintf(err, errlen, "listen address \"%s\" is not HOST:PORT (e.g. 127.0.0.1:8888, "
 		 "[::1]:8888, 0.0.0.0:8888)", s);
 	return -EINVAL;

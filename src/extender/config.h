@@ -92,6 +92,12 @@ void ext_config_defaults(struct ext_config *cfg);
 int ext_config_load(struct ext_config *cfg, const char *path, char *err, size_t errlen);
 /* Parse "HOST:PORT" (IPv6 hosts in brackets). Returns 0 or -EINVAL. */
 int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, size_t errlen);
+/* The grammar of every address troupe listens on (--listen, ops.address):
+ * "HOST:PORT", an IPv6 host in brackets ("[::1]:8888"), the port 0 to 65535,
+ * the host shorter than <hostlen>. Puts the host (NUL-terminated) into <host>
+ * and the port into <*port>. Returns 0, or -EINVAL with both unchanged and no
+ * message: the caller words it, since only it knows which address it was. */
+int ext_config_split_address(const char *s, char *host, size_t hostlen, uint16_t *port);
 /* Set one tls.* key from a command-line flag: <key> is "cert_file", "key_file",
  * "client_ca_file" or "allowed_subjects" (which appends one entry). Returns 0 or
  * -EINVAL with <err> set. */

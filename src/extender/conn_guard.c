@@ -8,6 +8,12 @@
  * descriptor, and the report takes the guard's lock, so shutdown(2) under that
  * lock never reaches a descriptor that was closed and reused.
  *
+ * Each client address has an entry in a hash map (strmap), shared by its
+ * records, counting how many of them are on either list: a new connection
+ * checks its client's share against that count in O(1), where walking both
+ * lists would cost O(slots) for every connection accepted. The entry goes
+ * with its address's last record.
+ *
  * The closes are logged as a summary at most every 10 s (a flood of them would
  * otherwise flood the log), and counted for /metrics.
  */
@@ -22,17 +28,31 @@
 #include <sys/socket.h>
 
 #include "common/log.h"
+#include "common/strmap.h"
 #include "common/util.h"
 
 enum conn_state { C_IDLE, C_BUSY, C_RUNNING, C_CLOSING };
+
+enum {
+	/* A client's key: 4 (IPv4) or 6 (IPv6) as its first byte, then the
+	 * address's 4 or 16 bytes. An unknown address is IPv4 0.0.0.0. */
+	CLIENT_KEY_BUF = 17,
+};
+
+/* One client address (conn_guard.clients). Guarded by conn_guard.lock. */
+struct conn_client {
+	char key[CLIENT_KEY_BUF];       /* the map's key points here */
+	size_t klen;
+	unsigned listed;                /* its records on idle or busy: its share */
+	unsigned records;               /* its records not yet freed */
+};
 
 struct conn_guard_conn {
 	struct conn_guard_conn *prev, *next;    /* on idle or busy; NULL when neither */
 	enum conn_state state;
 	int fd;
 	uint64_t since_ns;              /* became idle, or headers in (busy) */
-	unsigned char addr[16];         /* the client: IPv4 in the first 4 bytes */
-	bool v6;
+	struct conn_client *client;     /* its address's entry; set at open */
 };
 
 struct conn_list {
@@ -44,6 +64,7 @@ struct conn_guard {
 	struct conn_guard_config cfg;
 	pthread_mutex_t lock;
 	struct conn_list idle, busy;
+	struct strmap clients;          /* key -> struct conn_client */
 	unsigned open;                  /* not closing */
 	struct conn_guard_stats stats;
 	struct conn_guard_stats logged; /* what the last summary line counted */
@@ -55,8 +76,10 @@ static uint64_t now_of(const struct conn_guard *g)
 	return g->cfg.now_ns ? g->cfg.now_ns(g->cfg.clock_ctx) : util_now_ns();
 }
 
+/* Both lists count a record towards its client's share. */
 static void list_push(struct conn_list *l, struct conn_guard_conn *c)
 {
+	c->client->listed++;
 	c->next = NULL;
 	c->prev = l->tail;
 	if (l->tail)
@@ -79,6 +102,7 @@ static void list_remove(struct conn_list *l, struct conn_guard_conn *c)
 		l->tail = c->prev;
 	c->prev = c->next = NULL;
 	l->n--;
+	c->client->listed--;
 }
 
 static struct conn_list *list_of(struct conn_guard *g, const struct conn_guard_conn *c)
@@ -110,28 +134,13 @@ static void close_conn(struct conn_guard *g, struct conn_guard_conn *c, uint64_t
 	(*counter)++;
 }
 
-static bool same_client(const struct conn_guard_conn *a, const struct conn_guard_conn *b)
-{
-	return a->v6 == b->v6 && memcmp(a->addr, b->addr, a->v6 ? 16 : 4) == 0;
-}
-
-static unsigned client_count(const struct conn_guard *g, const struct conn_guard_conn *c)
-{
-	unsigned n = 0;
-
-	for (const struct conn_list *l = &g->idle; l; l = l == &g->idle ? &g->busy : NULL)
-		for (const struct conn_guard_conn *o = l->head; o; o = o->next)
-			n += same_client(o, c);
-	return n;
-}
-
 /* The longest-idle connection other than <except>, from <c>'s client only
  * when <c> is set. */
 static struct conn_guard_conn *oldest_idle(struct conn_guard *g, const struct conn_guard_conn *c,
 					   const struct conn_guard_conn *except)
 {
 	for (struct conn_guard_conn *o = g->idle.head; o; o = o->next)
-		if (o != except && (!c || same_client(o, c)))
+		if (o != except && (!c || o->client == c->client))
 			return o;
 	return NULL;
 }
@@ -167,6 +176,7 @@ struct conn_guard *conn_guard_new(const struct conn_guard_config *cfg)
 		g->cfg.slots = 1;
 	if (!g->cfg.per_client || g->cfg.per_client > g->cfg.slots)
 		g->cfg.per_client = g->cfg.slots;
+	strmap_init(&g->clients);
 	pthread_mutex_init(&g->lock, NULL);
 	return g;
 }
@@ -183,30 +193,67 @@ void conn_guard_free(struct conn_guard *g)
 			list_remove(l, c);
 			free(c);
 		}
+	{
+		size_t pos = 0;
+		void *cl;
+
+		while (strmap_next(&g->clients, &pos, NULL, &cl))
+			free(cl);
+	}
+	strmap_fini(&g->clients);
 	pthread_mutex_destroy(&g->lock);
 	free(g);
+}
+
+/* <addr>'s key into <key>; returns its length. */
+static size_t client_key(const struct sockaddr *addr, socklen_t addrlen, char *key)
+{
+	memset(key, 0, CLIENT_KEY_BUF);
+	if (addr && addr->sa_family == AF_INET6 && addrlen >= sizeof(struct sockaddr_in6)) {
+		key[0] = 6;
+		memcpy(key + 1, &((const struct sockaddr_in6 *)addr)->sin6_addr, 16);
+		return 17;
+	}
+	key[0] = 4;
+	if (addr && addr->sa_family == AF_INET && addrlen >= sizeof(struct sockaddr_in))
+		memcpy(key + 1, &((const struct sockaddr_in *)addr)->sin_addr, 4);
+	return 5;
 }
 
 struct conn_guard_conn *conn_guard_open(struct conn_guard *g, int fd, const struct sockaddr *addr,
 					socklen_t addrlen)
 {
 	struct conn_guard_conn *c = calloc(1, sizeof(*c)), *victim;
+	/* A new client's entry, allocated before the lock; freed below when the
+	 * address has one already. */
+	struct conn_client *spare = calloc(1, sizeof(*spare)), *cl;
+	char key[CLIENT_KEY_BUF];
+	size_t klen = client_key(addr, addrlen, key);
 
-	if (!c)
-		return NULL;
+	if (!c || !spare)
+		goto fail;
 	c->fd = fd;
 	c->state = C_RUNNING;   /* on no list until enter() below */
-	if (addr && addr->sa_family == AF_INET6 && addrlen >= sizeof(struct sockaddr_in6)) {
-		memcpy(c->addr, &((const struct sockaddr_in6 *)addr)->sin6_addr, 16);
-		c->v6 = true;
-	} else if (addr && addr->sa_family == AF_INET && addrlen >= sizeof(struct sockaddr_in)) {
-		memcpy(c->addr, &((const struct sockaddr_in *)addr)->sin_addr, 4);
-	}
 	pthread_mutex_lock(&g->lock);
+	cl = strmap_get(&g->clients, key, klen);
+	if (!cl) {
+		cl = spare;
+		memcpy(cl->key, key, klen);
+		cl->klen = klen;
+		/* The table grows (an allocation) only when distinct clients
+		 * outgrow it, rarely and never on a known client's connection. */
+		if (strmap_put(&g->clients, cl->key, cl->klen, cl, NULL) < 0) {
+			pthread_mutex_unlock(&g->lock);
+			goto fail;
+		}
+		spare = NULL;
+	}
+	cl->records++;
+	c->client = cl;
 	g->open++;
 	enter(g, c, C_IDLE);
 	/* Its client's share first: its own longest-idle connection makes room. */
-	if (client_count(g, c) > g->cfg.per_client) {
+	if (cl->listed > g->cfg.per_client) {
 		victim = oldest_idle(g, c, c);
 		close_conn(g, victim ? victim : c, victim ? &g->stats.displaced : &g->stats.refused);
 	}
@@ -216,11 +263,17 @@ struct conn_guard_conn *conn_guard_open(struct conn_guard *g, int fd, const stru
 	}
 	log_summary(g, c->since_ns);
 	pthread_mutex_unlock(&g->lock);
+	free(spare);
 	return c;
+fail:
+	free(spare);
+	free(c);
+	return NULL;
 }
 
 void conn_guard_closed(struct conn_guard *g, struct conn_guard_conn *c)
 {
+	struct conn_client *gone = NULL;
 	struct conn_list *l;
 
 	if (!c)
@@ -231,7 +284,12 @@ void conn_guard_closed(struct conn_guard *g, struct conn_guard_conn *c)
 		list_remove(l, c);
 	if (c->state != C_CLOSING)
 		g->open--;
+	if (--c->client->records == 0) {
+		gone = c->client;
+		strmap_del(&g->clients, gone->key, gone->klen);
+	}
 	pthread_mutex_unlock(&g->lock);
+	free(gone);
 	free(c);
 }
 

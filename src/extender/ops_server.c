@@ -33,6 +33,8 @@
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "common/util.h"
+#include "extender/config.h"
+#include "extender/http_reply.h"
 #include "extender/ops_auth.h"
 #include "extender/verbs.h"
 #include "troupe_version.h"
@@ -47,8 +49,6 @@ enum {
 	OPS_CONNECTION_TIMEOUT_S = 30,
 	/* A path as routed; a longer one is no route (404). */
 	OPS_PATH_BUF = 256,
-	/* "[2001:db8::1]:65535" and the like, for logs. */
-	OPS_PEER_BUF = 64,
 	/* One libmicrohttpd log line; longer ones are cut. */
 	OPS_MHD_LOG_BUF = 512,
 };
@@ -88,41 +88,13 @@ void ext_ops_config_defaults(struct ext_ops_config *c)
 	c->auth_cache_entries = 256;
 }
 
-/* The same grammar as --listen (config.c's ext_config_parse_listen), into
- * this listener's own fields. */
+/* The same grammar as --listen (config.c), into this listener's own fields;
+ * only the wording of the error is this listener's. */
 int ext_ops_config_parse_address(struct ext_ops_config *c, const char *s, char *err,
 				 size_t errlen)
 {
-	const char *colon, *host = s;
-	size_t hlen;
-	char *end;
-	long port;
-
-	if (s[0] == '[') {
-		const char *rb = strchr(s, ']');
-
-		if (!rb || rb[1] != ':')
-			goto bad;
-		host = s + 1;
-		hlen = (size_t)(rb - host);
-		colon = rb + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon || memchr(s, ':', (size_t)(colon - s)))
-			goto bad;
-		hlen = (size_t)(colon - s);
-	}
-	if (hlen == 0 || hlen >= sizeof(c->host))
-		goto bad;
-	errno = 0;
-	port = strtol(colon + 1, &end, 10);
-	if (errno || *end || end == colon + 1 || port < 0 || port > 65535)
-		goto bad;
-	memcpy(c->host, host, hlen);
-	c->host[hlen] = '\0';
-	c->port = (uint16_t)port;
-	return 0;
-bad:
+	if (ext_config_split_address(s, c->host, sizeof(c->host), &c->port) == 0)
+		return 0;
 	snprintf(err, errlen, "ops address \"%s\" is not HOST:PORT (e.g. 127.0.0.1:8889, "
 		 "[::1]:8889, 0.0.0.0:8889)", s);
 	return -EINVAL;
@@ -157,68 +129,6 @@ static void normalise(const char *url, char *out, size_t len)
 	out[n] = '\0';
 }
 
-static void peer_name(struct MHD_Connection *conn, char *out, size_t len)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	char host[NI_MAXHOST], serv[NI_MAXSERV];
-	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-	socklen_t salen = sa && sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-							   : sizeof(struct sockaddr_in);
-
-	if (!sa || getnameinfo(sa, salen, host, sizeof(host), serv, sizeof(serv),
-			       NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-		snprintf(out, len, "an unknown address");
-		return;
-	}
-	snprintf(out, len, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, serv);
-}
-
-static enum MHD_Result send_body(struct MHD_Connection *conn, unsigned status,
-				 struct strbuf *body, const char *allow, bool challenge)
-{
-	struct MHD_Response *resp;
-	enum MHD_Result ret;
-	size_t len = 0;
-	char *buf;
-
-	if (strbuf_failed(body)) {
-		strbuf_fini(body);
-		status = 500;
-		strbuf_puts(body, "{\"Error\":\"troupe: out of memory building the reply\"}");
-	}
-	buf = strbuf_take(body, &len);
-	if (!buf)
-		return MHD_NO;
-	resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(buf);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-				len && buf[0] == '#' ? "text/plain; version=0.0.4"
-						     : "application/json");
-	if (allow)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
-	if (challenge)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-					"Bearer realm=\"troupe\"");
-	ret = MHD_queue_response(conn, status, resp);
-	MHD_destroy_response(resp);
-	return ret;
-}
-
-static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status,
-				  const char *allow, const char *msg)
-{
-	struct strbuf sb = STRBUF_INIT;
-
-	strbuf_puts(&sb, "{\"Error\":");
-	strbuf_put_json_str(&sb, msg, strlen(msg));
-	strbuf_putc(&sb, '}');
-	return send_body(conn, status, &sb, allow, false);
-}
-
 /* A refusal as kube-apiserver words it: a v1 Status with its reason. */
 static enum MHD_Result send_status(struct MHD_Connection *conn, unsigned status, const char *msg)
 {
@@ -230,7 +140,9 @@ static enum MHD_Result send_status(struct MHD_Connection *conn, unsigned status,
 		    "\"status\":\"Failure\",\"message\":");
 	strbuf_put_json_str(&sb, msg, strlen(msg));
 	strbuf_printf(&sb, ",\"reason\":\"%s\",\"code\":%u}", reason, status);
-	return send_body(conn, status, &sb, NULL, status == 401);
+	return ext__http_send(conn, status, &sb,
+			      status == 401 ? MHD_HTTP_HEADER_WWW_AUTHENTICATE : NULL,
+			      "Bearer realm=\"troupe\"");
 }
 
 /* ops.auth: false when the request may go on; true when it is refused, the
@@ -241,11 +153,11 @@ static bool refused(struct ext_ops_server *s, struct MHD_Connection *conn, const
 {
 	const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							MHD_HTTP_HEADER_AUTHORIZATION);
-	char who[CACHE_REVIEW_NAME_BUF], why[TROUPE_MESSAGE_BUF], peer[OPS_PEER_BUF];
+	char who[CACHE_REVIEW_NAME_BUF], why[TROUPE_MESSAGE_BUF], peer[EXT_PEER_NAME_BUF];
 	unsigned status = ext__ops_auth_check(s->auth, authz, path, who, sizeof(who), why,
 					      sizeof(why));
 
-	peer_name(conn, peer, sizeof(peer));
+	ext__http_peer_name(conn, peer, sizeof(peer));
 	if (status == 200) {
 		log_debug("ops", "%s %s from %s: user \"%s\" allowed%s%s", method, path, peer, who,
 			  why[0] ? ": " : "", why);
@@ -298,7 +210,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct ext_ops_server *s = cls;
 	bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
 		   strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-	char path[OPS_PATH_BUF], msg[OPS_PATH_BUF + 64];
+	char path[OPS_PATH_BUF];
 	struct ext_reply reply;
 	enum MHD_Result ret;
 	int found = -1;
@@ -319,12 +231,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			found = (int)i;
 	if (found < 0) {
 		log_debug("ops", "%s %s: no such endpoint", method, url);
-		snprintf(msg, sizeof(msg), "troupe: no such endpoint %s on the ops listener", path);
-		return send_error(conn, 404, NULL, msg);
+		return ext__http_send_error(conn, 404, NULL, NULL,
+					    "troupe: no such endpoint %s on the ops listener",
+					    path);
 	}
 	if (!get) {
-		snprintf(msg, sizeof(msg), "troupe: %s is not allowed on %s", method, path);
-		return send_error(conn, 405, "GET, HEAD", msg);
+		return ext__http_send_error(conn, 405, MHD_HTTP_HEADER_ALLOW, "GET, HEAD",
+					    "troupe: %s is not allowed on %s", method, path);
 	}
 	if (s->auth && ops_routes[found].protected && refused(s, conn, method, path, &ret)) {
 		ext_count(s->svc->counters, EXT_C_OTHER, true);
@@ -334,7 +247,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	answer(s->svc, ops_routes[found].route, &reply);
 	ext_count(s->svc->counters, EXT_C_OTHER, reply.error || reply.status != 200);
 	log_debug("ops", "%s %s -> %u (%zu bytes)", method, path, reply.status, reply.body.len);
-	ret = send_body(conn, reply.status, &reply.body, NULL, false);
+	ret = ext__http_send(conn, reply.status, &reply.body, NULL, NULL);
 	ext_reply_fini(&reply);
 	return ret;
 }

@@ -1,4 +1,5 @@
-/* The only file that talks to libmicrohttpd.
+/* The verbs' HTTP server over libmicrohttpd (ops_server.c is the ops
+ * listener's; http_reply.c holds the replies and client names both send).
  *
  * Requests are routed on the path after collapsing repeated slashes (a
  * urlPrefix ending in "/" makes kube-scheduler send "//filter") and removing
@@ -25,6 +26,7 @@
  */
 #include "extender/server.h"
 #include "extender/budget.h"
+#include "extender/http_reply.h"
 #include "extender/internal.h"
 #include "extender/tls.h"
 
@@ -48,6 +50,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "extender/conn_guard.h"
+#include "extender/standby.h"
 #include "troupe_version.h"
 
 struct ext_server {
@@ -86,6 +89,9 @@ struct request {
 	struct MHD_Connection *conn;
 	struct ext_counters *counters;
 	struct ext_reply reply;
+	/* The connection's guard record (conn_state.guard; NULL: untracked),
+	 * looked up once when the request starts rather than at each step. */
+	struct conn_guard_conn *guard;
 	bool pending;                   /* worker threads only */
 	pthread_mutex_t lock;
 	bool done;                      /* guarded by lock */
@@ -125,8 +131,6 @@ enum {
 	ROUTE_PATH_BUF = 256,
 	/* One libmicrohttpd log line; longer ones are cut. */
 	MHD_LOG_BUF = 512,
-	/* "[address]:port" of a client, for log lines. */
-	PEER_NAME_BUF = 64,
 	/* Refusals (and libmicrohttpd messages) logged a second, of each kind. */
 	LOG_BURST = 5,
 	/* " (N more like it left out since the last line)". */
@@ -165,58 +169,6 @@ static enum ext_counter_verb counter_of(enum route route)
 	case R_PREEMPT: return EXT_C_PREEMPT;
 	default: return EXT_C_OTHER;
 	}
-}
-
-/* Send <body> with <status>, and the header <hdr>: <val> when <hdr> is set. */
-static enum MHD_Result send_reply(struct MHD_Connection *conn, unsigned status,
-				  struct strbuf *body, const char *hdr, const char *val)
-{
-	struct MHD_Response *resp;
-	enum MHD_Result ret;
-	size_t len = 0;
-	char *buf;
-
-	if (strbuf_failed(body)) {
-		strbuf_fini(body);
-		status = 500;
-		strbuf_puts(body, "{\"Error\":\"troupe: out of memory building the reply\"}");
-	}
-	buf = strbuf_take(body, &len);
-	if (!buf)
-		return MHD_NO;
-	resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(buf);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-				len && buf[0] == '#' ? "text/plain; version=0.0.4"
-						     : "application/json");
-	if (hdr)
-		MHD_add_response_header(resp, hdr, val);
-	ret = MHD_queue_response(conn, status, resp);
-	MHD_destroy_response(resp);
-	return ret;
-}
-
-static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status,
-				  const char *hdr, const char *val, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-
-static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status,
-				  const char *hdr, const char *val, const char *fmt, ...)
-{
-	struct strbuf sb = STRBUF_INIT;
-	char msg[EXT_REPLY_ERROR_BUF];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	strbuf_puts(&sb, "{\"Error\":");
-	strbuf_put_json_str(&sb, msg, strlen(msg));
-	strbuf_putc(&sb, '}');
-	return send_reply(conn, status, &sb, hdr, val);
 }
 
 static void handle_get(const struct ext_service *svc, enum route route, struct ext_reply *r)
@@ -261,33 +213,9 @@ static enum MHD_Result send_pending(struct MHD_Connection *conn, struct request 
 	log_debug("http", "POST %s -> %u (%zu bytes in, %zu out, %.0f us, answered later)", path,
 		  rq->reply.status, rq->body.len, rq->reply.body.len,
 		  (double)(util_now_ns() - rq->started_ns) / 1e3);
-	ret = send_reply(conn, rq->reply.status, &rq->reply.body, NULL, NULL);
+	ret = ext__http_send(conn, rq->reply.status, &rq->reply.body, NULL, NULL);
 	ext_reply_fini(&rq->reply);
 	return ret;
-}
-
-/* ---- Client names, the body budget ---------------------------------------- */
-
-static void peer_name(struct MHD_Connection *conn, char *out, size_t len)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-	char host[INET6_ADDRSTRLEN] = "?";
-
-	if (sa && sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const void *)sa;
-
-		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-		snprintf(out, len, "%s:%u", host, ntohs(in->sin_port));
-	} else if (sa && sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const void *)sa;
-
-		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-		snprintf(out, len, "[%s]:%u", host, ntohs(in6->sin6_port));
-	} else {
-		snprintf(out, len, "an unknown address");
-	}
 }
 
 /* Run bind; suspend the connection when its answer comes later. */
@@ -295,10 +223,10 @@ static enum MHD_Result start_bind(struct MHD_Connection *conn, const struct ext_
 				  struct request *rq, const char *path)
 {
 	struct ext_async async = { request_done, rq, NULL };
-	char who[INET6_ADDRSTRLEN + 16];
+	char who[EXT_PEER_NAME_BUF];
 	bool ready;
 
-	peer_name(conn, who, sizeof(who));
+	ext__http_peer_name(conn, who, sizeof(who));
 	async.peer = who;
 
 	ext_reply_init(&rq->reply);
@@ -322,17 +250,17 @@ static enum MHD_Result start_bind(struct MHD_Connection *conn, const struct ext_
 static enum MHD_Result refuse_busy(struct ext_server *s, struct MHD_Connection *conn,
 				   const char *method, const char *path, const char *size)
 {
-	char who[PEER_NAME_BUF], left_out[LEFT_OUT_BUF];
+	char who[EXT_PEER_NAME_BUF], left_out[LEFT_OUT_BUF];
 
 	if (ext_log_limit_pass(&s->busy_log, util_now_ns(), left_out, sizeof(left_out))) {
-		peer_name(conn, who, sizeof(who));
+		ext__http_peer_name(conn, who, sizeof(who));
 		log_warn("http", "%s %s from %s: body of %s bytes refused with 503: the budget for "
 			 "request bodies is in use (%zu of %zu bytes; http.body_budget_bytes)%s",
 			 method, path, who, size,
 			 ext_budget_used(&s->budget), s->budget.total, left_out);
 	}
-	return send_error(conn, 503, MHD_HTTP_HEADER_RETRY_AFTER, "1",
-			  "troupe: too many request bodies in memory at once; retry");
+	return ext__http_send_error(conn, 503, MHD_HTTP_HEADER_RETRY_AFTER, "1",
+				    "troupe: too many request bodies in memory at once; retry");
 }
 
 /* ---- TLS ------------------------------------------------------------------ */
@@ -394,12 +322,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 }
 
 /* The connection's guard record, or NULL. */
-static struct conn_guard_conn *guard_of(struct MHD_Connection *conn)
+static struct conn_guard_conn *guard_of(const struct conn_state *cs)
 {
-	const union MHD_ConnectionInfo *info =
-		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	const struct conn_state *cs = info ? info->socket_context : NULL;
-
 	return cs ? cs->guard : NULL;
 }
 
@@ -422,14 +346,15 @@ static int retrieve_cert(gnutls_session_t session, const struct gnutls_cert_retr
 }
 
 /* True when the client may call; otherwise the 403 is queued into *ret. The
- * verdict is kept for the connection until the client CA changes. */
+ * verdict is kept in <cs> (the connection's state; NULL: out of memory, no
+ * verdict kept) until the client CA changes. */
 static bool client_allowed(struct ext_server *s, struct MHD_Connection *conn,
-			   const char *method, const char *path, enum MHD_Result *ret)
+			   struct conn_state *cs, const char *method, const char *path,
+			   enum MHD_Result *ret)
 {
-	struct conn_state *cs = conn_state_of(conn);
 	struct ext_tls_peer local, *peer = cs ? &cs->peer : &local;
 	unsigned generation = ext_tls_trust_generation(s->tls);
-	char who[PEER_NAME_BUF], left_out[LEFT_OUT_BUF];
+	char who[EXT_PEER_NAME_BUF], left_out[LEFT_OUT_BUF];
 
 	if (!cs || !cs->decided || cs->peer.trust_generation != generation) {
 		gnutls_session_t session = session_of(conn);
@@ -444,19 +369,19 @@ static bool client_allowed(struct ext_server *s, struct MHD_Connection *conn,
 		if (cs)
 			cs->decided = true;
 		if (peer->verdict == EXT_TLS_ALLOWED && log_enabled(LOG_DEBUG)) {
-			peer_name(conn, who, sizeof(who));
+			ext__http_peer_name(conn, who, sizeof(who));
 			log_debug("tls", "client %s at %s allowed", peer->dn, who);
 		}
 	}
 	if (peer->verdict == EXT_TLS_ALLOWED)
 		return true;
 	if (ext_log_limit_pass(&s->denied_log, util_now_ns(), left_out, sizeof(left_out))) {
-		peer_name(conn, who, sizeof(who));
+		ext__http_peer_name(conn, who, sizeof(who));
 		log_warn("tls", "%s %s from %s%s%s refused with 403: %s%s", method, path, who,
 			 peer->dn[0] ? " as " : "", peer->dn, peer->reason, left_out);
 	}
-	*ret = send_error(conn, 403, NULL, NULL, "troupe: client certificate refused: %s",
-			  peer->reason);
+	*ret = ext__http_send_error(conn, 403, NULL, NULL, "troupe: client certificate refused: %s",
+				    peer->reason);
 	return false;
 }
 
@@ -468,19 +393,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct ext_server *s = cls;
 	const struct ext_service *svc = s->svc;
 	struct request *rq = *con_cls;
+	struct conn_state *cs = NULL;   /* looked up on the request's first call only */
 	enum route route = R_NONE;
 	bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
 	bool known_path = false;
 	struct ext_reply reply;
-	char path[ROUTE_PATH_BUF];
+	char path[ROUTE_PATH_BUF], holder[CACHE_LEASE_HOLDER_BUF];
 	enum MHD_Result ret;
 
 	(void)version;
-	if (!rq)
-		conn_guard_request_begin(s->guard, guard_of(conn));  /* headers are in */
+	if (!rq) {
+		cs = conn_state_of(conn);
+		conn_guard_request_begin(s->guard, guard_of(cs));  /* headers are in */
+	}
 	normalise_path(url, svc->cfg->path_prefix, path, sizeof(path));
 	if (!rq && s->tls && ext_tls_wants_client_cert(s->tls) &&
-	    !client_allowed(s, conn, method, path, &ret))
+	    !client_allowed(s, conn, cs, method, path, &ret))
 		return ret;
 	if (rq && rq->pending) {
 		/* Resumed after the binder answered. */
@@ -500,15 +428,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		     strcmp(method, MHD_HTTP_METHOD_HEAD) == 0))
 			route = routes[i].route;
 		else if (!rq)
-			return send_error(conn, 405, MHD_HTTP_HEADER_ALLOW,
-					  routes[i].post ? "POST" : "GET, HEAD",
-					  "troupe: %s is not allowed on %s", method, path);
+			return ext__http_send_error(conn, 405, MHD_HTTP_HEADER_ALLOW,
+						    routes[i].post ? "POST" : "GET, HEAD",
+						    "troupe: %s is not allowed on %s", method,
+						    path);
 	}
 	if (route == R_NONE && !rq) {
 		if (known_path)
 			return MHD_NO;
 		log_debug("http", "%s %s: no such endpoint", method, url);
-		return send_error(conn, 404, NULL, NULL, "troupe: no such endpoint %s", path);
+		return ext__http_send_error(conn, 404, NULL, NULL, "troupe: no such endpoint %s",
+					    path);
 	}
 	if (!rq) {
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
@@ -519,9 +449,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (post && cl && want > svc->cfg->max_body_bytes) {
 			log_warn("http", "%s %s: body of %s bytes refused (limit %zu)", method, path,
 				 cl, svc->cfg->max_body_bytes);
-			return send_error(conn, 413, NULL, NULL,
-					  "troupe: request body larger than %zu bytes",
-					  svc->cfg->max_body_bytes);
+			return ext__http_send_error(conn, 413, NULL, NULL,
+						    "troupe: request body larger than %zu bytes",
+						    svc->cfg->max_body_bytes);
 		}
 		/* The whole body's room, before any byte is read. */
 		if (want > 0 && want <= svc->cfg->max_body_bytes &&
@@ -533,6 +463,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		}
 		rq->body = reserved;
+		rq->guard = guard_of(cs);
 		rq->started_ns = util_now_ns();
 		pthread_mutex_init(&rq->lock, NULL);
 		*con_cls = rq;
@@ -547,30 +478,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	/* The body is in: the verb runs, and the guard leaves the connection to
 	 * the verb's own timeouts. */
-	conn_guard_body_done(s->guard, guard_of(conn));
+	conn_guard_body_done(s->guard, rq->guard);
 	if (rq->body_error == EXT_BODY_TOO_LARGE) {
 		log_warn("http", "%s %s: chunked body exceeded %zu bytes; refused", method, path,
 			 svc->cfg->max_body_bytes);
-		return send_error(conn, 413, NULL, NULL, "troupe: request body larger than %zu bytes",
-				  svc->cfg->max_body_bytes);
+		return ext__http_send_error(conn, 413, NULL, NULL,
+					    "troupe: request body larger than %zu bytes",
+					    svc->cfg->max_body_bytes);
 	}
 	if (rq->body_error == EXT_BODY_OVER_BUDGET)
 		return refuse_busy(s, conn, method, path, "(chunked)");
 	if (rq->body_error == EXT_BODY_NO_MEMORY)
-		return send_error(conn, 503, MHD_HTTP_HEADER_RETRY_AFTER, "1",
-				  "troupe: out of memory reading the request");
+		return ext__http_send_error(conn, 503, MHD_HTTP_HEADER_RETRY_AFTER, "1",
+					    "troupe: out of memory reading the request");
 
 	ext_reply_init(&reply);
-	if (post && svc->lease && !cache_lease_is_leader(svc->lease)) {
-		/* A standby: the Service should not have sent this (it is not
+	if (post && ext_service_is_standby(svc, holder, sizeof(holder))) {
+		/* The Service should not have sent this (a standby is not
 		 * ready); kube-scheduler retries, and reaches the leader. */
-		char holder[CACHE_LEASE_HOLDER_BUF];
-
-		cache_lease_holder(svc->lease, holder, sizeof(holder));
 		ext_reply_fini(&reply);
-		return send_error(conn, 503, MHD_HTTP_HEADER_RETRY_AFTER, "1",
-				  "troupe: this replica is a standby; the leader is %s",
-				  holder[0] ? holder : "(none yet)");
+		return ext__http_send_error(conn, 503, MHD_HTTP_HEADER_RETRY_AFTER, "1",
+					    "troupe: this replica is a standby; the leader is %s",
+					    holder[0] ? holder : "(none yet)");
 	}
 	if (svc->baseline && post) {
 		/* The benchmarks' L0/L1: the same server, body and reply path, no
@@ -579,7 +508,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			cJSON_Delete(cJSON_ParseWithLength(rq->body.buf ? rq->body.buf : "",
 							   rq->body.len));
 		strbuf_append(&reply.body, svc->baseline->reply, svc->baseline->reply_len);
-		ret = send_reply(conn, 200, &reply.body, NULL, NULL);
+		ret = ext__http_send(conn, 200, &reply.body, NULL, NULL);
 		ext_reply_fini(&reply);
 		return ret;
 	}
@@ -604,7 +533,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	log_debug("http", "%s %s -> %u (%zu bytes in, %zu out, %.0f us)", method, path,
 		  reply.status, rq->body.len, reply.body.len,
 		  (double)(util_now_ns() - rq->started_ns) / 1e3);
-	ret = send_reply(conn, reply.status, &reply.body, NULL, NULL);
+	ret = ext__http_send(conn, reply.status, &reply.body, NULL, NULL);
 	ext_reply_fini(&reply);
 	return ret;
 }
@@ -615,7 +544,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	struct ext_server *s = cls;
 	struct request *rq = *con_cls;
 
-	conn_guard_request_end(s->guard, guard_of(conn));
+	/* A request answered on its first call (404, 413, a refusal) has no
+	 * record to hold its guard: only then is the connection asked again. */
+	conn_guard_request_end(s->guard, rq ? rq->guard : guard_of(conn_state_of(conn)));
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK &&
 	    toe != MHD_REQUEST_TERMINATED_CLIENT_ABORT && rq)
 		log_debug("http", "request ended early (code %d)", (int)toe);

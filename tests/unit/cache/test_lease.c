@@ -427,16 +427,29 @@ static unsigned closed_port(void)
 	return ntohs(a.sin_port);
 }
 
-/* A binder gated by a Lease this replica does not hold posts nothing: the
- * Binding completes with -ECANCELED saying why (without the gate it would be
- * posted and fail to connect, -EIO). */
-static void test_lease_gate_stops_bindings(void **state)
+/* Submit one Binding to <b> and wait for its outcome into <seen>. */
+static void bind_once(struct cache_binder *b, struct bind_seen *seen)
 {
 	struct cache_binding bd = { "ns", "pod-0", "uid-0", "node-0", NULL };
+
+	seen->done = false;
+	assert_int_equal(cache_binder_submit(b, &bd, bind_done, seen), 0);
+	pthread_mutex_lock(&seen->lock);
+	while (!seen->done)
+		pthread_cond_wait(&seen->cond, &seen->lock);
+	pthread_mutex_unlock(&seen->lock);
+}
+
+/* A binder gated by a Lease this replica does not hold posts nothing: the
+ * Binding completes with -ECANCELED saying why. The same Binding through a
+ * binder with no gate is posted, and fails to connect (-EIO): so the refusal
+ * is the gate's doing, seen only through what the binder does. */
+static void test_lease_gate_stops_bindings(void **state)
+{
 	struct bind_seen seen = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0,
 				  "" };
+	struct cache_binder *open, *gated;
 	struct cache_lease_opts o;
-	struct cache_binder *b;
 	struct cache_lease *l;
 	struct cache_api *api;
 	char url[64], err[256];
@@ -450,20 +463,23 @@ static void test_lease_gate_stops_bindings(void **state)
 	o.identity = "test_1";
 	l = cache_lease_start(api, &o, NULL, NULL, err, sizeof(err));
 	assert_non_null(l);
-	b = cache_binder_start(api, 2000, err, sizeof(err));
-	assert_non_null(b);
-	assert_null(cache_binder_gate(b));
-	cache_binder_set_gate(b, l);
-	assert_ptr_equal(cache_binder_gate(b), l);
 	assert_false(cache_lease_is_leader(l));
-	assert_int_equal(cache_binder_submit(b, &bd, bind_done, &seen), 0);
-	pthread_mutex_lock(&seen.lock);
-	while (!seen.done)
-		pthread_cond_wait(&seen.cond, &seen.lock);
-	pthread_mutex_unlock(&seen.lock);
+
+	open = cache_binder_start(api, 2000, err, sizeof(err));
+	assert_non_null(open);
+	bind_once(open, &seen);
+	assert_int_equal(seen.result, -EIO);
+	assert_non_null(strstr(seen.msg, "unreachable"));
+	cache_binder_free(open);
+
+	gated = cache_binder_start(api, 2000, err, sizeof(err));
+	assert_non_null(gated);
+	cache_binder_set_gate(gated, l);
+	bind_once(gated, &seen);
 	assert_int_equal(seen.result, -ECANCELED);
 	assert_non_null(strstr(seen.msg, "not the leader"));
-	cache_binder_free(b);
+	cache_binder_free(gated);
+
 	cache_lease_stop(l);
 	assert_false(cache_lease_is_leader(l));
 	cache_lease_free(l);

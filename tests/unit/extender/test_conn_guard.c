@@ -3,9 +3,10 @@
  * longest-idle connection makes room when the slots are full, never one in
  * the middle of a request; a client past its share gives up its own; idle and
  * header trickle end at idle_s however many bytes came; a body not in within
- * request_s ends; a running verb is never closed. And a property check: over
- * many random sequences the guard never keeps more than <slots> open, never
- * closes a running request, and never chooses a closed one twice. */
+ * request_s ends; a running verb is never closed; a client's count goes back
+ * to 0 as its connections close. And a property check: over many random
+ * sequences the guard never keeps more than <slots> open, never closes a
+ * running request, and never chooses a closed one twice. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -153,6 +154,53 @@ static void test_a_client_past_its_share_gives_up_its_own(void **state)
 	conn_guard_free(g);
 }
 
+/* A client's share is counted afresh as its connections go, however they
+ * end (closed idle, mid-request, while the verb runs, or displaced by the
+ * guard): with one of its connections kept open throughout (running, so not
+ * counted) its count goes back to 0 after each round of closes, so each round
+ * it may again open <per_client> and only the one past them displaces. */
+static void test_a_client_count_goes_back_to_zero_after_closes(void **state)
+{
+	struct clock clk = { 100 * S };
+	struct conn_guard *g = guard(&clk, 10, 2);
+	struct conn_guard_stats st;
+	struct peer keep, a[3];
+
+	(void)state;
+	peer_open(g, &keep, 1);
+	conn_guard_request_begin(g, keep.c);
+	conn_guard_body_done(g, keep.c);
+	for (int round = 0; round < 4; round++) {
+		peer_open(g, &a[0], 1);
+		clk.now += S;
+		peer_open(g, &a[1], 1);
+		clk.now += S;
+		assert_false(peer_shut(&a[0]));
+		assert_false(peer_shut(&a[1]));
+		peer_open(g, &a[2], 1);         /* one past the share: a[0] goes */
+		assert_true(peer_shut(&a[0]));
+		assert_false(peer_shut(&a[1]));
+		assert_false(peer_shut(&a[2]));
+		if (round % 2) {
+			conn_guard_request_begin(g, a[1].c);
+			conn_guard_request_begin(g, a[2].c);
+			conn_guard_body_done(g, a[2].c);
+		}
+		for (int i = 0; i < 3; i++)
+			peer_close(g, &a[i]);
+		clk.now += S;
+	}
+	assert_false(peer_shut(&keep));
+	conn_guard_get_stats(g, &st);
+	assert_int_equal(st.displaced, 4);
+	assert_int_equal(st.refused, 0);
+	assert_int_equal(st.open, 1);
+	peer_close(g, &keep);
+	conn_guard_get_stats(g, &st);
+	assert_int_equal(st.open, 0);
+	conn_guard_free(g);
+}
+
 static void test_deadlines_are_not_reset_by_bytes(void **state)
 {
 	struct clock clk = { 100 * S };
@@ -275,6 +323,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_full_slots_displace_the_longest_idle_not_a_busy_one),
 		cmocka_unit_test(test_a_client_past_its_share_gives_up_its_own),
+		cmocka_unit_test(test_a_client_count_goes_back_to_zero_after_closes),
 		cmocka_unit_test(test_deadlines_are_not_reset_by_bytes),
 		cmocka_unit_test(test_random_sequences_keep_the_bounds),
 	};

@@ -1,0 +1,89 @@
+/* The replies and client names both HTTP servers share (http_reply.h).
+ *
+ * A reply's content type follows its body: /metrics' Prometheus text starts
+ * with '#' ("# HELP ..."), everything else troupe answers is JSON. A body whose
+ * strbuf ran out of memory while it was built would be cut JSON, so it is
+ * replaced by a short 500 that needs no allocation to describe.
+ *
+ * Client names use inet_ntop, not getnameinfo: they are built on every bind
+ * (for its refusal lines) and never need the resolver.
+ */
+#include "extender/http_reply.h"
+#include "extender/internal.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+enum MHD_Result ext__http_send(struct MHD_Connection *conn, unsigned status, struct strbuf *body,
+			       const char *hdr, const char *val)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	size_t len = 0;
+	char *buf;
+
+	if (strbuf_failed(body)) {
+		strbuf_fini(body);
+		status = 500;
+		strbuf_puts(body, "{\"Error\":\"troupe: out of memory building the reply\"}");
+	}
+	buf = strbuf_take(body, &len);
+	if (!buf)
+		return MHD_NO;
+	resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(buf);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				len && buf[0] == '#' ? "text/plain; version=0.0.4"
+						     : "application/json");
+	if (hdr)
+		MHD_add_response_header(resp, hdr, val);
+	ret = MHD_queue_response(conn, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+enum MHD_Result ext__http_send_error(struct MHD_Connection *conn, unsigned status,
+				     const char *hdr, const char *val, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	char msg[EXT_REPLY_ERROR_BUF];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	strbuf_puts(&sb, "{\"Error\":");
+	strbuf_put_json_str(&sb, msg, strlen(msg));
+	strbuf_putc(&sb, '}');
+	return ext__http_send(conn, status, &sb, hdr, val);
+}
+
+void ext__http_peer_name(struct MHD_Connection *conn, char *out, size_t len)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(out, len, "%s:%u", host, ntohs(in->sin_port));
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(out, len, "[%s]:%u", host, ntohs(in6->sin6_port));
+	} else {
+		snprintf(out, len, "an unknown address");
+	}
+}

@@ -1,0 +1,40 @@
+/* What the two libmicrohttpd servers (server.c for the verbs, ops_server.c for
+ * the ops paths) both do with a connection: queue a reply built in a strbuf,
+ * or an {"Error": ...} one, and name the client for log lines. In one place so
+ * that the two listeners answer alike (the out-of-memory 500, the content
+ * types) and a fix to one reaches both.
+ *
+ * Shared only inside src/extender/ (hence ext__). Thread: any; each call
+ * touches only the connection it is given.
+ */
+#ifndef TROUPE_EXTENDER_HTTP_REPLY_H
+#define TROUPE_EXTENDER_HTTP_REPLY_H
+
+#include <stddef.h>
+
+#include <microhttpd.h>
+
+#include "common/strbuf.h"
+
+enum {
+	/* "[2001:db8::1]:65535" and the like: a client's name in log lines. */
+	EXT_PEER_NAME_BUF = 64,
+};
+
+/* Queue <body> (taken: <body> is empty afterwards) with <status>, JSON, or
+ * Prometheus text when it starts with '#', and the header <hdr>: <val> when
+ * <hdr> is set. A body whose building ran out of memory is answered 500
+ * instead. Returns libmicrohttpd's answer (MHD_NO: close the connection). */
+enum MHD_Result ext__http_send(struct MHD_Connection *conn, unsigned status, struct strbuf *body,
+			       const char *hdr, const char *val);
+/* Queue {"Error":"<fmt ...>"} (cut at EXT_REPLY_ERROR_BUF) with <status> and
+ * the header <hdr>: <val> when <hdr> is set. */
+enum MHD_Result ext__http_send_error(struct MHD_Connection *conn, unsigned status,
+				     const char *hdr, const char *val, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+/* The client's address as "10.0.0.7:51234" or "[2001:db8::1]:51234" into
+ * <out> (EXT_PEER_NAME_BUF is enough), "an unknown address" when it is not
+ * known. */
+void ext__http_peer_name(struct MHD_Connection *conn, char *out, size_t len);
+
+#endif
