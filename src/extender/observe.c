@@ -11,6 +11,7 @@
 
 #include "cache/lease.h"
 #include "extender/server.h"
+#include "extender/standby.h"
 #include "extender/cycle.h"
 
 /* ---- debug ------------------------------------------------------------- */
@@ -155,16 +156,13 @@ static void readiness_get(const struct ext_service *svc, struct cache_readiness 
 
 void ext_readyz(const struct ext_service *svc, struct ext_reply *r)
 {
-	const struct cache_lease *lease = svc->lease;
+	char holder[CACHE_LEASE_HOLDER_BUF];
 	struct cache_readiness rd;
 	const char *sep = "";
 
 	/* Leader election: a standby is not ready, so the Service sends it
 	 * nothing; its informer keeps its cache warm for a takeover. */
-	if (lease && !cache_lease_is_leader(lease)) {
-		char holder[CACHE_LEASE_HOLDER_BUF];
-
-		cache_lease_holder(lease, holder, sizeof(holder));
+	if (ext_service_is_standby(svc, holder, sizeof(holder))) {
 		r->status = 503;
 		strbuf_puts(&r->body, "{\"status\":\"standby\",\"leader\":");
 		strbuf_put_json_str(&r->body, holder, strlen(holder));
@@ -251,7 +249,8 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 	metric(sb, "troupe_ready", "gauge",
 	       "1 while /readyz answers 200: synced, the API server reachable, no permission "
 	       "missing, and the leader when leader election is on",
-	       rd.state == CACHE_READY && (!svc->lease || cache_lease_is_leader(svc->lease)));
+	       rd.state == CACHE_READY && !ext_service_is_standby(svc, NULL, 0) &&
+		       ext_recover_ready(svc->recover));
 	if (svc->lease)
 		metric(sb, "troupe_leader", "gauge", "1 while this replica holds the Lease",
 		       cache_lease_is_leader(svc->lease));

@@ -133,6 +133,11 @@ class AdmissionPolicy(E2E):
         self.assert_denied(self.c.request("POST", self.pods_path(), direct), "troupe.io/gpu-ids")
         self.assertIsNone(self.pod("direct"))
         self.assertIsNone(self.pod("forged"))
+        # A forged gang plan (which a new leader would follow) is refused too.
+        plan = pending_pod("planned", {"troupe.io/gang-plan": '{"v":1,"id":"x","quorum":1,"n":1}'})
+        self.assert_denied(self.as_token(self.intruder, "POST", self.pods_path(), plan),
+                           "troupe.io/gang-plan")
+        self.assertIsNone(self.pod("planned"))
         # Other annotations, troupe's own inputs among them, are anyone's to set.
         ok = pending_pod("plain", {"example.com/owner": "me", "troupe.io/topology": "nvlink",
                                    "troupe.io/gpu": "not a gpu-* key"})
@@ -174,6 +179,10 @@ class AdmissionPolicy(E2E):
         self.assert_denied(self.as_token(self.intruder, "POST", self.pods_path("a") + "/binding",
                                          binding("a", {"troupe.io/gpu-ids": "0"})),
                            "troupe.io/gpu-ids")
+        self.assertFalse(self.pod("a")["spec"].get("nodeName"))
+        self.assert_denied(self.as_token(self.intruder, "POST", self.pods_path("a") + "/binding",
+                                         binding("a", {"troupe.io/gang-plan": "{}"})),
+                           "troupe.io/gang-plan")
         self.assertFalse(self.pod("a")["spec"].get("nodeName"))
         # A Binding without them is kube-scheduler's everyday request.
         self.assert_allowed(self.as_token(self.intruder, "POST", self.pods_path("b") + "/binding",

@@ -30,8 +30,19 @@ the proxy only, as it would talk to the Service.
                                  the leader killed with SIGKILL as it posts a
                                  gang's held Bindings, GANG_RUNS times: no GPU is in
                                  two live pods at the kill, and the new leader
-                                 finishes every gang (kube-scheduler retries the
-                                 members whose binds died with the leader)
+                                 finishes every gang (from the plan its bound
+                                 members carry, or as kube-scheduler retries)
+  test_gang_partly_bound_finished_by_next_leader_after_sigkill
+                                 the leader killed between two Bindings of a
+                                 gang (a ValidatingAdmissionPolicy holds the
+                                 last member's Binding back): the next leader
+                                 binds that member exactly where the plan says
+                                 before it answers ready; no GPU promised twice
+  test_rolling_upgrade_with_a_gang_partly_bound
+                                 the same with SIGTERM, then the old replica
+                                 started again: a rolling upgrade (standby
+                                 replaced first, then the leader) in the middle
+                                 of a gang behaves as a failover
 
 troupe's RBAC (config/deploy/rbac.yaml) has no rule for Leases yet; this module
 grants get, create and update on Leases in kube-system to troupe's service
@@ -57,7 +68,7 @@ import invariants               # noqa: E402
 from e2e_common import E2E, FAST_TROUPE, gpu_pod, gpu_ids, wait_until  # noqa: E402
 
 RUNS = int(os.environ.get("TROUPE_E2E_HA_RUNS", "3"))
-GANG_RUNS = int(os.environ.get("TROUPE_E2E_HA_GANG_RUNS", "4"))
+GANG_RUNS = int(os.environ.get("TROUPE_E2E_HA_GANG_RUNS", "2"))
 GANG = 8                        # members of 1 GPU: their Bindings take a while to post
 PROBE_S = 0.5                   # the proxy's readiness probe period
 LEASE_S, RENEW_S, RETRY_S = 15, 10, 2       # troupe's defaults
@@ -89,6 +100,34 @@ leader_election:
   renew_deadline_seconds: %d
   retry_period_seconds: %d
 """ % (LEASE_S, RENEW_S, RETRY_S)
+
+
+# Holds back the Binding of the pods it names, as an admission webhook can: the
+# API server refuses it (403) while the policy is in place.
+HOLD_POLICY = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: e2e-hold-binding}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE]
+      resources: [pods/binding]
+  validations:
+  - expression: '!(object.metadata.name in %s)'
+    message: "e2e: this Binding is held back"
+    reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: e2e-hold-binding}
+spec:
+  policyName: e2e-hold-binding
+  validationActions: [Deny]
+"""
 
 
 def readyz(port):
@@ -400,6 +439,112 @@ class Ha(E2E):
             wait_until(lambda: not self.pods(), timeout=60, what="pods deleted")
         print("\nkills that left a gang partly bound: %d of %d" % (partly, GANG_RUNS),
               file=sys.stderr)
+
+    # ---- a gang left partly bound, on purpose ------------------------------------
+
+    def hold_bindings(self, names):
+        """Install HOLD_POLICY for <names> and wait until the API server
+        enforces it: a dry-run Binding of a probe pod no scheduler picks up is
+        refused (dry run: admission runs, nothing is committed, so the probe is
+        never bound while the policy is still loading)."""
+        probe = "hold-probe-%d" % len(self.pods())
+        self.c.apply(HOLD_POLICY % json.dumps(list(names) + [probe]))
+        pod = gpu_pod(probe, None)
+        pod["spec"]["schedulerName"] = "nobody"
+        uid = self.create(pod)["metadata"]["uid"]
+        binding = {"apiVersion": "v1", "kind": "Binding",
+                   "metadata": {"name": probe, "uid": uid},
+                   "target": {"kind": "Node", "name": "gpu-0000"}}
+
+        def refused():
+            status, out = self.c.request("POST", "/api/v1/namespaces/%s/pods/%s/binding"
+                                         "?dryRun=All" % (self.ns, probe), binding)
+            self.assertIn(status, (201, 403), out)
+            return status == 403 and "held back" in str(out)
+        wait_until(refused, timeout=30, interval=0.2, what="the hold policy enforced")
+        self.delete_pod(probe)
+
+    def release_bindings(self):
+        self.c.kubectl("delete", "validatingadmissionpolicybinding", "e2e-hold-binding",
+                       "--ignore-not-found")
+        self.c.kubectl("delete", "validatingadmissionpolicy", "e2e-hold-binding",
+                       "--ignore-not-found")
+
+    def gang_partly_bound_then(self, how):
+        """A gang of GANG 1-GPU members whose last member's Binding is held
+        back: the leader binds the others and keeps posting that one; then it
+        is stopped (<how>: "kill" or "stop"), the hold lifted, and the standby
+        must take over and bind the last member from the plan the others carry,
+        before it answers ready. Returns (old leader, new leader)."""
+        label = "scheduling.x-k8s.io/pod-group"
+        name = "held-" + how
+        last = "%s-%d" % (name, GANG - 1)
+        leader = self.leader()
+        new = [n for n in REPLICAS if n != leader][0]
+        mark_new = len(self.c.log(new))
+        self.hold_bindings([last])
+        self.addCleanup(self.release_bindings)
+        mark = len(self.c.log(leader))
+        self.podgroup(name, GANG)
+        for i in range(GANG):
+            self.create(gpu_pod("%s-%d" % (name, i), 1, labels={label: name}))
+        wait_until(lambda: sum(1 for p in self.pods(selector=label + "=" + name)
+                               if p["spec"].get("nodeName")) == GANG - 1, timeout=120,
+                   what="all but the held member bound")
+        wait_until(lambda: "gang member %s/%s -> node" % (self.ns, last) in
+                   self.c.log(leader)[mark:], timeout=30, what="the held Binding posted again")
+        t0 = time.monotonic()
+        if how == "kill":
+            self.c.kill(leader)
+        else:
+            self.c.stop(leader)
+        self.release_bindings()
+        pods = {p["metadata"]["name"]: p for p in self.pods(selector=label + "=" + name)}
+        self.assertFalse(pods[last]["spec"].get("nodeName"), "the held member is unbound")
+        plan = json.loads(pods["%s-0" % name]["metadata"]["annotations"]["troupe.io/gang-plan"])
+        self.assertEqual((plan["v"], plan["n"], plan["quorum"]), (1, GANG, GANG))
+        planned = {m["pod"]: m for m in plan["members"]}
+        self.assertEqual(sorted(planned), sorted(pods))
+        self.assertEqual([v for v in invariants.violations(self.c) if v.startswith("GPU ")], [])
+        wait_until(lambda: readyz(self.c.replica_port(new))[0] == 200, timeout=90,
+                   interval=0.05, what="%s ready" % new)
+        t_ready = time.monotonic()
+        p = self.wait_bound(last, timeout=60)
+        print("\ngang partly bound, leader %s (%s): %s ready after %.2f s, the held member "
+              "bound after %.2f s" % (how, leader, new, t_ready - t0, time.monotonic() - t0),
+              file=sys.stderr)
+        self.assertEqual(p["spec"]["nodeName"], planned[last]["node"])
+        self.assertEqual(gpu_ids(p), [int(x) for x in planned[last]["gpus"].split(",")])
+        self.assertEqual(json.loads(p["metadata"]["annotations"]["troupe.io/gang-plan"]), plan)
+        log = self.c.log(new)[mark_new:]
+        self.assertIn("[recover] gang %s/%s: bound pod %s/%s -> node %s" % (
+            self.ns, name, self.ns, last, planned[last]["node"]), log)
+        self.assertIn("leading: looked for gangs left partly bound before answering ready",
+                      log)
+        for n, m in planned.items():
+            self.assertEqual(self.pod(n)["spec"]["nodeName"], m["node"], n)
+        invariants.assert_holds(self.c, settle=5)
+        return leader, new
+
+    def test_gang_partly_bound_finished_by_next_leader_after_sigkill(self):
+        old, _ = self.gang_partly_bound_then("kill")
+        self.c.start_replica(old)
+
+    def test_rolling_upgrade_with_a_gang_partly_bound(self):
+        """A rolling upgrade: the standby is replaced first (stopped and
+        started: the same binary stands in for the new release), then the
+        leader is stopped cleanly in the middle of a gang; the replaced
+        standby leads and finishes the gang; the old leader comes back as the
+        new release's standby."""
+        leader = self.leader()
+        standby = [n for n in REPLICAS if n != leader][0]
+        self.c.stop(standby)
+        self.c.start_replica(standby)
+        self.assertEqual(self.leader(), leader)
+        old, new = self.gang_partly_bound_then("stop")
+        self.assertIn("released Lease", self.c.log(old).rpartition("==== ")[2])
+        self.c.start_replica(old)
+        self.assertEqual(self.leader(), new)
 
 
 if __name__ == "__main__":
