@@ -13,6 +13,14 @@ the real API server, checked by reading pods, events and conditions.
                                               NVSwitch, cube-mesh and PCIe nodes
   test_preemption_through_postfilter       6. preemption through troupe's
                                               preempt verb
+  test_scheduler_served_through_a_connection_flood
+                                           5,000 idle connections and 300
+                                              slowloris clients on troupe's
+                                              port (from 127.0.0.1, like
+                                              kube-scheduler) while the real
+                                              kube-scheduler places pods: every
+                                              pod is bound, troupe displaced the
+                                              idle ones to make room
 
 The cluster: 20 simulated nodes (tests/e2e/cmd/kubesim/nodes.go): gpu-0000 (H100
 NVSwitch), gpu-0001 (V100 cube-mesh), gpu-0002 (L40S PCIe), and so on in turn;
@@ -24,6 +32,9 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The attackers of the integration test, pointed at the real rig.
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from test_abuse import Attack, raise_fd_limit  # noqa: E402
 from e2e_common import E2E, gpu_pod, gpu_ids, metric_samples, wait_until, module_cluster  # noqa: E402
 
 
@@ -176,6 +187,48 @@ class Scheduling(E2E):
         after = metric_samples(self.c.metrics("troupe"), "troupe_requests_total")
         preempts = sum(v - before.get(k, 0) for k, v in after.items() if 'verb="preempt"' in k)
         self.assertGreaterEqual(preempts, 1, "kube-scheduler did not call troupe's preempt verb")
+
+
+class Flood(E2E):
+
+    def test_scheduler_served_through_a_connection_flood(self):
+        """The connection guard with the real kube-scheduler: its keep-alive
+        connections share 127.0.0.1 (and so its per-client share) with the
+        attackers, which re-open whatever troupe closes. Every pod made during
+        the flood is bound, with troupe's annotations; the scheduling errors
+        kube-scheduler saw are counted and printed (a keep-alive connection
+        displaced between two requests costs that pod one retry)."""
+        raise_fd_limit(20000)
+        port = int(self.c.troupe_url.rsplit(":", 1)[1].split("/")[0])
+        before = metric_samples(self.c.metrics("troupe"),
+                                "troupe_http_connections_displaced_total")
+        attack = Attack("127.0.0.1", port, idle=5000, slow=300)
+        attack.start()
+        try:
+            time.sleep(3)
+            t0 = time.monotonic()
+            names = ["flood-%d" % i for i in range(12)]
+            for n in names:
+                self.create(gpu_pod(n, 1 + len(n) % 2))
+            took = {}
+            for n in names:
+                p = self.wait_bound(n, timeout=120)
+                took[n] = time.monotonic() - t0
+                self.assertIsNotNone(gpu_ids(p), "%s bound without troupe" % n)
+            status = self.c.troupe_status()[0]
+        finally:
+            attack.close()
+        after = metric_samples(self.c.metrics("troupe"), "troupe_http_connections_displaced_total")
+        displaced = sum(after.values()) - sum(before.values())
+        failed = sum(len(self.events(n, reason="FailedScheduling")) for n in names)
+        print("\nflood of 5,000 idle + 300 slowloris: %d pods bound in %.1f s (last), %d "
+              "FailedScheduling events, %d connections displaced, troupe /readyz %d"
+              % (len(names), max(took.values()), failed, displaced, status), file=sys.stderr)
+        self.assertEqual(status, 200)
+        self.assertGreater(displaced, 1000, "the guard displaced idle connections")
+        self.assertGreater(attack.closed_by_server, 1000)
+        for n in names:
+            self.delete_pod(n, wait=False)
 
 
 if __name__ == "__main__":
