@@ -313,8 +313,9 @@ int cache_pod_delete(struct cache *c, const char *uid);
 /* Any: remember a pod seen in a request (filter) so that a later bind knows its
  * demand even before the watch shows it. Does nothing when the pod is already
  * known. At the cap (cache_opts.max_filter_only_pods) the oldest pods
- * remembered this way that occupy nothing are dropped first; -ENOSPC when none
- * can be. Takes ownership of <pod> (also on error). */
+ * remembered this way that occupy nothing are dropped first; -ENOSPC when
+ * filters add them faster than that (another is dropping and the slack of a
+ * batch is used up). Takes ownership of <pod> (also on error). */
 int cache_pod_remember(struct cache *c, struct cache_pod *pod);
 
 /* What the cap on pods remembered from filter calls did (cache_opts.

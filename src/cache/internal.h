@@ -125,12 +125,14 @@ struct cache {
 	bool members_lost;              /* an update failed (no memory): scan every pod */
 	/* Pods known only from filter calls (pods.c): how many, against
 	 * opts.max_filter_only_pods; what the cap dropped and refused; when it
-	 * last logged; whether a thread is dropping now. Relaxed atomics: n is
-	 * changed under the pod's stripe lock, read without one. */
+	 * last logged each (apart: drops come first under a flood, and would
+	 * otherwise silence every refusal); whether a thread is dropping now.
+	 * Relaxed atomics: n is changed under the pod's stripe lock, read
+	 * without one. */
 	struct {
 		size_t n;
 		uint64_t dropped, refused;
-		uint64_t logged_ns;
+		uint64_t logged_ns, refused_logged_ns;
 		bool dropping;
 	} filter_only;
 	/* Changes to node records and usage, begun and done (seq_cst), on a line

@@ -82,17 +82,18 @@ static size_t filter_only_cap(const struct cache *c)
 					    : CACHE_FILTER_ONLY_PODS_DEFAULT;
 }
 
-/* Whether a log line about the cap is due (one per FILTER_ONLY_LOG_NS). */
-static bool filter_only_log_due(struct cache *c)
+/* Whether a log line of the kind stamped in <stamp> is due (one per
+ * FILTER_ONLY_LOG_NS). */
+static bool filter_only_log_due(uint64_t *stamp)
 {
 	uint64_t now = util_now_ns();
-	uint64_t last = __atomic_load_n(&c->filter_only.logged_ns, __ATOMIC_RELAXED);
+	uint64_t last = __atomic_load_n(stamp, __ATOMIC_RELAXED);
 
 	if (last && util_elapsed_ns(now, last) < FILTER_ONLY_LOG_NS)
 		return false;
 	/* Relaxed: only which thread logs is decided here. */
-	return __atomic_compare_exchange_n(&c->filter_only.logged_ns, &last, now, false,
-					   __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	return __atomic_compare_exchange_n(stamp, &last, now, false, __ATOMIC_RELAXED,
+					   __ATOMIC_RELAXED);
 }
 
 /* Keep in <old> (ascending, <*n> of at most <k>) the <k> smallest stamps
@@ -161,8 +162,11 @@ static size_t filter_only_drop_oldest(struct cache *c, size_t batch)
  * batch at a time. One thread drops at a time; while it does, others go on
  * until a batch past the cap, so the count stays within the cap, a batch and
  * the filters running at once.
- * Returns 0, or -ENOSPC when nothing could be dropped (every pod remembered is
- * being bound). No lock held. */
+ * Returns 0, or -ENOSPC when the count stays a batch past the cap: another
+ * filter is dropping now and the pods added meanwhile used up the slack (a
+ * pod counts against the cap only while it occupies nothing, so one that can
+ * be dropped is always there; what is missing is the time to drop it). No
+ * lock held. */
 static int filter_only_make_room(struct cache *c, size_t cap)
 {
 	size_t batch = cap / 64, dropped = 0, n;
@@ -186,7 +190,7 @@ static int filter_only_make_room(struct cache *c, size_t cap)
 		uint64_t total = __atomic_add_fetch(&c->filter_only.dropped, dropped,
 						    __ATOMIC_RELAXED);
 
-		if (filter_only_log_due(c))
+		if (filter_only_log_due(&c->filter_only.logged_ns))
 			log_warn("cache", "%zu pods are known only from filter calls, the cap "
 				 "(cache.max_filter_only_pods): dropped the %zu oldest that occupy "
 				 "nothing (%llu so far); a real pod comes back with the watch",
@@ -198,10 +202,11 @@ static int filter_only_make_room(struct cache *c, size_t cap)
 	ret = -ENOSPC;
 refused:
 	__atomic_add_fetch(&c->filter_only.refused, 1, __ATOMIC_RELAXED);
-	if (filter_only_log_due(c))
+	if (filter_only_log_due(&c->filter_only.refused_logged_ns))
 		log_warn("cache", "%zu pods are known only from filter calls, the cap "
-			 "(cache.max_filter_only_pods), and none can be dropped now: a filter's pod "
-			 "is not remembered", cap);
+			 "(cache.max_filter_only_pods), and filters are adding them faster than "
+			 "the oldest are dropped: a filter's pod is not remembered (its bind then "
+			 "waits for the watch to show it)", cap);
 out:
 	return ret;
 }

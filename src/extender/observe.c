@@ -333,7 +333,9 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 		       "Idle pod-group entries forgotten early to stay under gang.max_entries",
 		       gs.entries_dropped);
 		metric(sb, "troupe_gang_entries_refused_total", "counter",
-		       "Pod groups not admitted: gang.max_entries reached with every entry in flight",
+		       "Attempts to admit a pod group refused (a member's filter, or the gang "
+		       "manager's pass discovering waiting gangs, about once a second): "
+		       "gang.max_entries reached with every entry in flight",
 		       gs.entries_refused);
 	}
 	if (svc->recover) {
