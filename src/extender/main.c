@@ -461,8 +461,7 @@ out:
 	 * waiting, which resumes their connections, so the server can then close
 	 * cleanly. */
 	ext_ops_server_stop(ops);
-	ext_recover_free(recover);      /* it posts through the binder */
-	svc.recover = NULL;
+	ext_recover_stop(recover);      /* no new posts; freed after the binder */
 	gang_manager_shutdown(gangs);
 	cache_binder_shutdown(binder);
 	/* Their answers are queued on resumed connections: let them go out. */
@@ -471,6 +470,8 @@ out:
 	gang_manager_free(gangs);
 	ext_cycle_free(svc.cycle);
 	cache_binder_free(binder);
+	/* Its Bindings' answers ran on the binder thread, which is gone now. */
+	ext_recover_free(recover);
 	cache_lease_free(lease);
 	cache_informer_stop(informer);
 	cache_free(cache);

@@ -122,6 +122,11 @@ static void recover_posted(void *arg, int result, const char *msg, unsigned retr
 		log_warn("recover", "gang %s: binding pod %s/%s -> node %s: outcome unknown (%s); "
 			 "its GPUs stay held until the cluster shows the pod", p->gang, p->ns,
 			 p->name, p->node, msg);
+	} else if (result == -ECANCELED) {
+		/* Stopping, or the Lease lost: whoever leads next finishes it. */
+		cache_pod_forget(c, p->uid);
+		log_info("recover", "gang %s: pod %s/%s not bound: %s; whoever leads next binds it "
+			 "from the plan", p->gang, p->ns, p->name, msg);
 	} else {
 		cache_pod_forget(c, p->uid);
 		__atomic_add_fetch(&p->rc->stats.refused, 1, __ATOMIC_RELAXED);
@@ -510,11 +515,8 @@ int ext_recover_start(struct ext_recover *rc)
 	return 0;
 }
 
-void ext_recover_free(struct ext_recover *rc)
+void ext_recover_stop(struct ext_recover *rc)
 {
-	size_t pos = 0;
-	void *v;
-
 	if (!rc)
 		return;
 	pthread_mutex_lock(&rc->lock);
@@ -523,6 +525,17 @@ void ext_recover_free(struct ext_recover *rc)
 	pthread_mutex_unlock(&rc->lock);
 	if (rc->thread_started)
 		pthread_join(rc->thread, NULL);
+	rc->thread_started = false;
+}
+
+void ext_recover_free(struct ext_recover *rc)
+{
+	size_t pos = 0;
+	void *v;
+
+	if (!rc)
+		return;
+	ext_recover_stop(rc);
 	while (strmap_next(&rc->partial, &pos, NULL, &v))
 		free(v);
 	strmap_fini(&rc->partial);

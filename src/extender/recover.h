@@ -46,7 +46,11 @@ void ext_recover_pass(struct ext_recover *rc);
  * completed before kube-scheduler's retries reach this replica. Thread: any;
  * NULL: true. */
 bool ext_recover_ready(const struct ext_recover *rc);
-/* Stop the thread (if started) and free. NULL is fine. */
+/* Stop the thread (if started): no pass runs from here on. Bindings it posted
+ * may still be answered on the binder thread, so free it only once the binder
+ * is shut down. NULL is fine. */
+void ext_recover_stop(struct ext_recover *rc);
+/* Stop the thread (if still running) and free. NULL is fine. */
 void ext_recover_free(struct ext_recover *rc);
 /* Thread: any; NULL gives zeros. */
 void ext_recover_get_stats(const struct ext_recover *rc, struct ext_recover_stats *out);

@@ -16,6 +16,9 @@
  *   {"v":1,"id":"<plan id>","quorum":Q,"n":N,
  *    "members":[{"uid":"…","pod":"<name>","node":"<node>","gpus":"0,3"},…]}
  *
+ * Read strictly, as every API input: no bad escape, control byte or \u0000,
+ * and names, node names, UIDs and the id in plain printable ASCII.
+ *
  * N is the number of members the plan binds. "members" is left out when the
  * list would pass GANG_RECORD_MAX (the API's annotations are 256 KiB per
  * object, and every member carries the text): such a plan can still be found
@@ -81,14 +84,20 @@ void gang_record_fini(struct gang_record *r)
 	r->n = 0;
 }
 
-/* A member's string field into <out>: present, a string, and fitting. */
+/* A string field into <out>: present, a string, fitting, and plain printable
+ * ASCII (names, node names and UIDs are; anything else in a plan is not one
+ * troupe wrote, and would not read back the same once written again). */
 static bool field(const cJSON *obj, const char *key, char *out, size_t len)
 {
 	const char *v = json_str(obj, key);
+	size_t n = v ? strlen(v) : 0;
 
-	if (!v || !*v || strlen(v) >= len)
+	if (!n || n >= len)
 		return false;
-	memcpy(out, v, strlen(v) + 1);
+	for (size_t i = 0; i < n; i++)
+		if (v[i] < 0x21 || v[i] > 0x7e || v[i] == '"' || v[i] == '\\')
+			return false;
+	memcpy(out, v, n + 1);
 	return true;
 }
 
@@ -117,6 +126,9 @@ int gang_record_decode(const char *s, struct gang_record *out, char *err, size_t
 	if (!s || strlen(s) > CACHE_GANG_PLAN_MAX)
 		return fail(err, errlen, -EINVAL, "the plan is missing or longer than %d bytes",
 			    CACHE_GANG_PLAN_MAX);
+	if (json_find_invalid(s, strlen(s), NULL) >= 0)
+		return fail(err, errlen, -EINVAL, "the plan is not strict JSON (a bad escape, a "
+			    "control byte or \\u0000)");
 	root = cJSON_Parse(s);
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);

@@ -20,6 +20,7 @@
  */
 #include "fuzz.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include "cache/cache.h"
 #include "cache/informer.h"
 #include "common/util.h"
+#include "gang/gang.h"
 #include "placement/placement.h"
 #include "placement/topology.h"
 
@@ -438,6 +440,59 @@ static bool run_topo(const uint8_t *data, size_t len)
 	return true;
 }
 
+/* A gang plan record, troupe.io/gang-plan on a pod from the API server
+ * (gang_record_decode, which the recovery follows to bind pods): a refusal
+ * says why and leaves no members; what is read has a count in range, every
+ * member named with a node and devices, no pod twice; and it encodes to a text
+ * that reads back the same. */
+static bool run_plan(const uint8_t *data, size_t len)
+{
+	struct gang_record r, back;
+	char err[256] = "", *text = malloc(len + 1), *again;
+	int rc;
+
+	FUZZ_CHECK(text, "plan: out of memory");
+	memcpy(text, data, len);
+	text[len] = '\0';      /* an annotation's value is a string: no NUL inside */
+	rc = gang_record_decode(text, &r, err, sizeof(err));
+	free(text);
+	if (rc < 0) {
+		FUZZ_CHECK(err[0], "plan: refused (%d) without a reason", rc);
+		FUZZ_CHECK(!r.members, "plan: a refusal kept members");
+		gang_record_fini(&r);
+		return rc == -EPROTONOSUPPORT;
+	}
+	FUZZ_CHECK(r.version == GANG_RECORD_VERSION, "plan: version %u read", r.version);
+	FUZZ_CHECK(r.n >= 1 && r.n <= GANG_RECORD_MEMBERS_MAX && r.quorum >= 1,
+		   "plan: n %u quorum %u", r.n, r.quorum);
+	FUZZ_CHECK(r.id[0], "plan: no id");
+	for (unsigned i = 0; r.members && i < r.n; i++) {
+		const struct gang_record_member *m = &r.members[i];
+
+		FUZZ_CHECK(m->uid[0] && m->name[0] && m->node[0], "plan: member %u unnamed", i);
+		for (unsigned j = 0; j < i; j++)
+			FUZZ_CHECK(strcmp(r.members[j].uid, m->uid) != 0, "plan: uid %s twice",
+				   m->uid);
+	}
+	again = gang_record_encode(&r);
+	FUZZ_CHECK(again, "plan: out of memory encoding");
+	FUZZ_CHECK(gang_record_decode(again, &back, err, sizeof(err)) == 0,
+		   "plan: its own encoding does not read back: %s", err);
+	FUZZ_CHECK(back.n == r.n && back.quorum == r.quorum && strcmp(back.id, r.id) == 0 &&
+		   (!back.members) == (!r.members || strlen(again) + 1 > GANG_RECORD_MAX ||
+				       !strstr(again, "members")),
+		   "plan: read back differs");
+	for (unsigned i = 0; back.members && r.members && i < r.n; i++)
+		FUZZ_CHECK(strcmp(back.members[i].uid, r.members[i].uid) == 0 &&
+			   strcmp(back.members[i].node, r.members[i].node) == 0 &&
+			   back.members[i].devices == r.members[i].devices,
+			   "plan: member %u read back differs", i);
+	free(again);
+	gang_record_fini(&back);
+	gang_record_fini(&r);
+	return true;
+}
+
 /* ---- The targets ------------------------------------------------------------------------ */
 
 static const char *const object_dict[] = {
@@ -475,4 +530,14 @@ static const char *const topo_dict[] = {
 
 const struct fuzz_target fuzz_target_topo = {
 	"topo", topo_dict, NULL, run_topo, NULL,
+};
+
+static const char *const plan_dict[] = {
+	"\"v\"", "\"id\"", "\"quorum\"", "\"n\"", "\"members\"", "\"uid\"", "\"pod\"",
+	"\"node\"", "\"gpus\"", "1", "2", "0", "-1", "1e30", "100001", "\"0,1,2,3\"", "\"63\"",
+	"\"64\"", "null", "[]", "{}", "\"\\u0000\"", NULL,
+};
+
+const struct fuzz_target fuzz_target_plan = {
+	"plan", plan_dict, NULL, run_plan, NULL,
 };

@@ -126,6 +126,14 @@ static void test_record_hostile_text_is_refused(void **state)
 		"{\"uid\":\"a\",\"pod\":\"q\",\"node\":\"m\",\"gpus\":\"1\"}]}",
 		"{\"v\":1,\"id\":\"x\",\"quorum\":1,\"n\":1,\"members\":"
 		"[{\"uid\":\"a\",\"pod\":\"p\",\"node\":\"n\",\"gpus\":\"0\"}]",
+		/* Not what troupe writes: a name that is not plain ASCII, a NUL
+		 * that would cut a name short, a bad escape. */
+		"{\"v\":1,\"id\":\"x\",\"quorum\":1,\"n\":1,\"members\":"
+		"[{\"uid\":\"a\xc3\xa9\",\"pod\":\"p\",\"node\":\"n\",\"gpus\":\"0\"}]}",
+		"{\"v\":1,\"id\":\"x\",\"quorum\":1,\"n\":1,\"members\":"
+		"[{\"uid\":\"a\",\"pod\":\"p\",\"node\":\"n\\u0000m\",\"gpus\":\"0\"}]}",
+		"{\"v\":1,\"id\":\"x\\u00zz\",\"quorum\":1,\"n\":1}",
+		"{\"v\":1,\"id\":\"a b\",\"quorum\":1,\"n\":1}",
 	};
 	struct gang_record back;
 	char err[256];
