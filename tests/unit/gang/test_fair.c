@@ -6,6 +6,8 @@
  */
 #include "fixture.h"
 
+#include <limits.h>
+
 #include "gang/internal.h"
 
 static const uint64_t S = 1000000000ULL;
@@ -243,46 +245,75 @@ static void test_gang_holds_grow_on_the_emptiest_nodes_as_gpus_free(void **state
 	holds_case_fini(&hc);
 }
 
-/* The fairness pass holds for the head once it has waited starvation_s on the
- * manager's clock, and gang.starvation_seconds 0 means at once. The gang is a
- * real one refused for capacity (two 8-GPU members, one node offered). */
-static void starve(unsigned starvation_s, uint64_t wait_s, bool held)
-{
+/* A gang of 2 x 8 GPUs offered one node, refused for capacity and waiting, on
+ * a fake clock advanced by <advance_ns> after the manager started (shared by
+ * the tests of how the starvation clock counts). STARVE_DEFAULT keeps
+ * gang.starvation_seconds' default. */
+#define STARVE_DEFAULT UINT_MAX
+
+struct starving {
 	struct fake_clock clk;
 	struct gang_config cfg;
-	struct cache *c = cache_new(&gpu_opts);
-	struct cache_node_view views[2];
+	struct cache *c;
 	struct gang_manager *gm;
-	struct gang_member mb = { .uid = "big-0", .ns = "ml", .name = "big-0", .group = "big",
-				  .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
-	struct gang_stats st;
-	char reason[640], note[400];
+	struct gang_member mb;
+	uint64_t started_ns;            /* the clock when the manager started */
+};
+
+static void starving_setup(struct starving *s, unsigned starvation_s, uint64_t advance_ns)
+{
+	struct cache_node_view views[2];
+	char reason[640];
 	bool allowed[2];
 
-	fake_config(&cfg, &clk);
-	cfg.starvation_s = starvation_s;
-	assert_non_null(c);
-	cache_nodes(c, 2);
-	idle_group(c, "big", 2, 2);
-	gm = gang_manager_new(c, &cfg);
-	assert_non_null(gm);
-	read_two_nodes(c, views);
-	assert_int_equal(gang_filter(gm, &mb, views, 1, allowed, reason, sizeof(reason)),
+	memset(s, 0, sizeof(*s));
+	s->mb = (struct gang_member){ .uid = "big-0", .ns = "ml", .name = "big-0", .group = "big",
+				      .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
+	fake_config(&s->cfg, &s->clk);
+	if (starvation_s != STARVE_DEFAULT)
+		s->cfg.starvation_s = starvation_s;
+	s->c = cache_new(&gpu_opts);
+	assert_non_null(s->c);
+	cache_nodes(s->c, 2);
+	idle_group(s->c, "big", 2, 2);
+	s->gm = gang_manager_new(s->c, &s->cfg);
+	assert_non_null(s->gm);
+	s->started_ns = fake_clock_now(&s->clk);
+	fake_clock_advance(&s->clk, advance_ns);
+	read_two_nodes(s->c, views);
+	assert_int_equal(gang_filter(s->gm, &s->mb, views, 1, allowed, reason, sizeof(reason)),
 			 GANG_REFUSED);
-	cache_read_end(c);
-	fake_clock_advance(&clk, wait_s * S);
-	gang__fairness_pass(gm, fake_clock_now(&clk));
-	gang_get_stats(gm, &st);
+	cache_read_end(s->c);
+}
+
+static void starving_fini(struct starving *s)
+{
+	gang_manager_free(s->gm);
+	cache_free(s->c);
+}
+
+/* The fairness pass holds for the head once it has waited starvation_s on the
+ * manager's clock, and gang.starvation_seconds 0 means at once: after <wait_s>
+ * waiting and a pass, capacity is <held> for it. */
+static void starve(unsigned starvation_s, uint64_t wait_s, bool held)
+{
+	struct starving s;
+	struct gang_stats st;
+	char note[400];
+
+	starving_setup(&s, starvation_s, 0);
+	fake_clock_advance(&s.clk, wait_s * S);
+	gang__fairness_pass(s.gm, fake_clock_now(&s.clk));
+	gang_get_stats(s.gm, &st);
 	assert_int_equal(st.waiting, 1);
 	if (held) {
 		assert_int_equal(st.held_sets, 2);
-		assert_true(gang_hold_note(gm, "n0", 0, note, sizeof(note)));
+		assert_true(gang_hold_note(s.gm, "n0", 0, note, sizeof(note)));
 	} else {
 		assert_int_equal(st.held_sets, 0);
-		assert_false(gang_hold_note(gm, "n0", 0, note, sizeof(note)));
+		assert_false(gang_hold_note(s.gm, "n0", 0, note, sizeof(note)));
 	}
-	gang_manager_free(gm);
-	cache_free(c);
+	starving_fini(&s);
 }
 
 static void test_gang_starvation_counts_on_the_managers_clock(void **state)
@@ -301,43 +332,26 @@ static void test_gang_starvation_counts_on_the_managers_clock(void **state)
  * offered views read before the holds were let go, was refused.) */
 static void test_gang_pass_with_an_earlier_clock_reading_changes_nothing(void **state)
 {
-	struct fake_clock clk;
-	struct gang_config cfg;
-	struct cache *c = cache_new(&gpu_opts);
 	struct cache_node_view views[2];
-	struct gang_manager *gm;
-	struct gang_member mb = { .uid = "big-0", .ns = "ml", .name = "big-0", .group = "big",
-				  .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
+	struct starving s;
 	struct gang_stats st;
 	char reason[640], note[400];
 	bool allowed[2];
-	uint64_t before;
 
 	(void)state;
-	fake_config(&cfg, &clk);
-	assert_non_null(c);
-	cache_nodes(c, 2);
-	idle_group(c, "big", 2, 2);
-	gm = gang_manager_new(c, &cfg);
-	assert_non_null(gm);
-	before = fake_clock_now(&clk);
-	fake_clock_advance(&clk, S / 1000);
-	read_two_nodes(c, views);
-	assert_int_equal(gang_filter(gm, &mb, views, 1, allowed, reason, sizeof(reason)),
-			 GANG_REFUSED);
-	cache_read_end(c);
-	gang__fairness_pass(gm, before);
-	gang_get_stats(gm, &st);
+	/* The pass's clock reading is from before the gang started waiting. */
+	starving_setup(&s, STARVE_DEFAULT, S / 1000);
+	gang__fairness_pass(s.gm, s.started_ns);
+	gang_get_stats(s.gm, &st);
 	assert_int_equal(st.waiting, 1);
 	assert_int_equal(st.held_sets, 0);
-	assert_false(gang_hold_note(gm, "n0", 0, note, sizeof(note)));
+	assert_false(gang_hold_note(s.gm, "n0", 0, note, sizeof(note)));
 	/* Offered both nodes, it is planned on views read after the pass. */
-	read_two_nodes(c, views);
-	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
+	read_two_nodes(s.c, views);
+	assert_int_equal(gang_filter(s.gm, &s.mb, views, 2, allowed, reason, sizeof(reason)),
 			 GANG_ALLOWED);
-	cache_read_end(c);
-	gang_manager_free(gm);
-	cache_free(c);
+	cache_read_end(s.c);
+	starving_fini(&s);
 }
 
 struct note_reader {
