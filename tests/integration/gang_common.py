@@ -206,6 +206,19 @@ class GangCase(LiveCase):
         self.addCleanup(s.close)
         return s
 
+    def filter(self, t, pod):
+        """One filter call naming every node in self.nodes: its answer, checked
+        to be an ordinary one (200, no Error, every node judged)."""
+        body = {"Pod": pod, "Nodes": None, "NodeNames": self.nodes}
+        status, _, ans = t.request("POST", "/filter", body)
+        self.assertEqual(status, 200, ans)
+        self.assertIsInstance(ans, dict, ans)
+        self.assertFalse(ans.get("Error"), ans)
+        judged = set(ans.get("NodeNames") or []) | set(ans.get("FailedNodes") or {}) | \
+            set(ans.get("FailedAndUnresolvableNodes") or {})
+        self.assertEqual(judged, set(self.nodes), ans)
+        return ans
+
     def server_pod(self, name):
         return self.srv.get("pods", NS, name)
 

@@ -45,19 +45,6 @@ class CapsTest(GangCase):
 
     # ---- helpers --------------------------------------------------------------
 
-    def filter(self, t, pod):
-        """One filter call naming every node: its answer, checked to be an
-        ordinary one (200, no Error, every node judged)."""
-        body = {"Pod": pod, "Nodes": None, "NodeNames": self.nodes}
-        status, _, ans = t.request("POST", "/filter", body)
-        self.assertEqual(status, 200, ans)
-        self.assertIsInstance(ans, dict, ans)
-        self.assertFalse(ans.get("Error"), ans)
-        judged = set(ans.get("NodeNames") or []) | set(ans.get("FailedNodes") or {}) | \
-            set(ans.get("FailedAndUnresolvableNodes") or {})
-        self.assertEqual(judged, set(self.nodes), ans)
-        return ans
-
     def filter_only_uids(self, t):
         return {p["uid"] for p in t.cache()["pods"] if not p["fromAPI"]}
 

@@ -50,19 +50,6 @@ class FilterEnospcTest(GangCase):
         super().setUp()
         self.nodes = self.add_nodes(NODES)
 
-    def filter(self, t, pod):
-        """One filter call naming every node; the answer, checked to be an
-        ordinary one (200, no Error, every node judged)."""
-        status, _, ans = t.request("POST", "/filter",
-                                   {"Pod": pod, "Nodes": None, "NodeNames": self.nodes})
-        self.assertEqual(status, 200, ans)
-        self.assertIsInstance(ans, dict, ans)
-        self.assertFalse(ans.get("Error"), ans)
-        judged = set(ans.get("NodeNames") or []) | set(ans.get("FailedNodes") or {}) | \
-            set(ans.get("FailedAndUnresolvableNodes") or {})
-        self.assertEqual(judged, set(self.nodes), ans)
-        return ans
-
     def held(self, t):
         return sorted((p["name"], p["node"], p["devices"]) for p in t.cache()["pods"]
                       if p["devices"] or p["unattributed"])
