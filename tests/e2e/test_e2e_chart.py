@@ -48,7 +48,7 @@ CERT_MANAGER_KINDS = ("Certificate", "Issuer", "ClusterIssuer")
 # What troupe does to the cluster (src/cache/access.c's table): the whole of the
 # chart's ClusterRole, verb by verb.
 TROUPE_RULES = {("", "nodes"): {"list", "watch"},
-                ("", "pods"): {"list", "watch"},
+                ("", "pods"): {"list", "watch", "delete"},   # delete: a gang rolled back
                 ("", "pods/binding"): {"create"},
                 ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"}}
 
