@@ -216,25 +216,61 @@ static enum member_state member_state(struct cache *c, const struct gang_record_
 	return M_PENDING;
 }
 
-/* Delete the gang's members bound by plan <r> (each only if still the same
- * pod): their controller starts the gang again. */
-static void roll_back(struct ext_recover *rc, const char *ns, const char *group,
+/* The members a rollback deletes: those of the plan bound as planned, or,
+ * for a plan too long to list its members, every member of the group bound
+ * now. */
+struct targets {
+	struct gang_record_member *m;
+	unsigned n, cap;
+};
+
+static void target_add(struct targets *t, const char *uid, const char *name, const char *node)
+{
+	if (t->n == t->cap) {
+		unsigned cap = t->cap ? t->cap * 2 : 8;
+		struct gang_record_member *m = realloc(t->m, cap * sizeof(*m));
+
+		if (!m)
+			return;         /* fewer deleted this pass; the plan stays for the next */
+		t->m = m;
+		t->cap = cap;
+	}
+	snprintf(t->m[t->n].uid, sizeof(t->m[0].uid), "%s", uid);
+	snprintf(t->m[t->n].name, sizeof(t->m[0].name), "%s", name);
+	snprintf(t->m[t->n].node, sizeof(t->m[0].node), "%s", node);
+	t->n++;
+}
+
+static void collect_bound(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	if (!p->reservation && p->from_api && p->active && p->node[0])
+		target_add(arg, uid, p->name, p->node);
+}
+
+/* Delete the gang's bound members (each only if still the same pod): their
+ * controller starts the gang again. Returns whether every one is gone (else
+ * the plan is kept for the next pass). */
+static bool roll_back(struct ext_recover *rc, const char *ns, const char *group,
 		      const struct gang_record *r, const char *why)
 {
+	struct targets t = { 0 };
 	struct cache_pod_info info;
 	char err[TROUPE_MESSAGE_BUF];
 	unsigned deleted = 0;
+	bool all = true;
 
+	for (unsigned i = 0; r->members && i < r->n; i++)
+		if (member_state(rc->svc->cache, &r->members[i], &info) == M_BOUND)
+			target_add(&t, r->members[i].uid, r->members[i].name, r->members[i].node);
+	if (!r->members)
+		cache_group_foreach(rc->svc->cache, ns, group, collect_bound, &t);
 	log_warn("recover", "gang %s/%s: rolling back its plan %s, partly bound for %u s without "
-		 "being completed (%s): deleting its bound members so their controller starts the "
-		 "gang again", ns, group, r->id, rc->opts.rollback_after_s, why);
-	for (unsigned i = 0; r->members && i < r->n; i++) {
-		const struct gang_record_member *mb = &r->members[i];
-		int ret;
+		 "being completed (%s): deleting its %u bound members so their controller starts "
+		 "the gang again", ns, group, r->id, rc->opts.rollback_after_s, why, t.n);
+	for (unsigned i = 0; i < t.n && all; i++) {
+		const struct gang_record_member *mb = &t.m[i];
+		int ret = cache_api_delete_pod(rc->api, ns, mb->name, mb->uid, err, sizeof(err));
 
-		if (member_state(rc->svc->cache, mb, &info) != M_BOUND)
-			continue;
-		ret = cache_api_delete_pod(rc->api, ns, mb->name, mb->uid, err, sizeof(err));
 		if (ret == 0 || ret == -ENOENT || ret == -ESTALE) {
 			deleted += ret == 0;
 			log_info("recover", "gang %s/%s: %s pod %s/%s (uid %s) on node %s", ns, group,
@@ -244,11 +280,14 @@ static void roll_back(struct ext_recover *rc, const char *ns, const char *group,
 			log_error("recover", "gang %s/%s: cannot delete pod %s/%s (uid %s): %s; the "
 				  "gang stays partly bound until it can be", ns, group, ns, mb->name,
 				  mb->uid, err);
-			return;         /* the plan stays: the next pass tries again */
+			all = false;    /* the plan stays: the next pass tries again */
 		}
 	}
-	__atomic_add_fetch(&rc->stats.rolled_back, 1, __ATOMIC_RELAXED);
+	free(t.m);
 	__atomic_add_fetch(&rc->stats.pods_deleted, deleted, __ATOMIC_RELAXED);
+	if (all)
+		__atomic_add_fetch(&rc->stats.rolled_back, 1, __ATOMIC_RELAXED);
+	return all;
 }
 
 /* The partial record for <key> (created when <create>); NULL without memory. */
@@ -363,8 +402,8 @@ static void visit_plan(const char *ns, const char *group, const char *text, void
 		goto out;       /* posted: the watch will tell */
 	if (rc->opts.rollback_after_s &&
 	    util_elapsed_ns(now, p->since_ns) >= (uint64_t)rc->opts.rollback_after_s * 1000000000ULL) {
-		roll_back(rc, ns, group, &r, why);
-		plan_done(rc, ns, group, text, key, false);
+		if (roll_back(rc, ns, group, &r, why))
+			plan_done(rc, ns, group, text, key, false);
 	} else if (!p->logged_ns || util_elapsed_ns(now, p->logged_ns) >= RECOVER_LOG_EVERY_NS) {
 		p->logged_ns = now ? now : 1;
 		log_warn("recover", "gang %s: partly bound (%u of %u members of plan %s) and cannot "

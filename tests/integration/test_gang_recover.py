@@ -1,7 +1,8 @@
 """A gang left partly bound by a troupe that died between two of its Bindings:
 the next troupe finishes it from the plan its bound members carry (r1), or rolls
 it back when it cannot (r2); a gang bound normally leaves the recovery nothing
-to do (r3).
+to do (r3); a plan too long to list its members can only be rolled back, and
+is (r4); a plan of a newer version is left alone (r5).
 
 How a gang is left partly bound here: the API server refuses one member's
 Binding on every post (as an admission webhook can), so the others are bound
@@ -19,6 +20,7 @@ import unittest
 
 from gang_common import GANG_CONFIG, NS, CacheMonitor, GangCase, member_name
 from live_common import assert_converges, assert_no_device_twice, wait_until
+from schedclient import gang_pod, pod_group
 
 PLAN = "troupe.io/gang-plan"
 
@@ -159,6 +161,59 @@ class GangRecoverTest(GangCase):
         self.assertEqual(m["troupe_gang_rolled_back_total"], 0)
         self.assertEqual(self.srv.deletions, [])
         self.assertNotRegex(t.log(), r"\[recover\]")
+
+
+    def bound_members_with(self, group, plan_text, n_bound, n_pending):
+        """Gang <group> of 1-GPU members as the API would show it after a
+        partial bind: n_bound bound (each with troupe.io/gpu-ids and the plan
+        <plan_text>), n_pending unbound. Returns the bound ones' (name, uid)."""
+        nodes = self.add_nodes(n_bound + n_pending)
+        self.srv.create("podgroups", pod_group(NS, group, n_bound + n_pending, 60))
+        bound = []
+        for i in range(n_bound + n_pending):
+            p = gang_pod(NS, member_name(group, i), None, 1, group)
+            del p["metadata"]["uid"]
+            if i < n_bound:
+                p["spec"]["nodeName"] = nodes[i]
+                p["metadata"].setdefault("annotations", {}).update(
+                    {"troupe.io/gpu-ids": "0", PLAN: plan_text})
+            out = self.srv.create("pods", p)
+            if i < n_bound:
+                bound.append((out["metadata"]["name"], out["metadata"]["uid"]))
+        return bound
+
+    def test_r4_a_plan_too_long_to_list_is_rolled_back_whole(self):
+        """A plan written without its members (over 16 KiB) still tells the
+        gang is partly bound; it cannot be completed, so every bound member
+        of the group is deleted after gang.partial_rollback_seconds."""
+        bound = self.bound_members_with("big", '{"v":1,"id":"unlisted-1","quorum":3,"n":3}',
+                                        2, 1)
+        t = self.start_troupe(recover_config(rollback_s=3))
+        wait_until(lambda: len(self.srv.deletions) == 2, 30, "the bound members deleted")
+        self.assertEqual(sorted(self.srv.deletions),
+                         sorted(("pods", NS, name, uid) for name, uid in bound))
+        self.assertRegex(t.log(), r"gang ml/big: partly bound \(0 of 3 members of plan "
+                         r"unlisted-1\) and cannot be completed now: its plan was too long")
+        self.assertRegex(t.log(), r"rolling back its plan unlisted-1, .*deleting its 2 bound "
+                         r"members")
+        wait_until(lambda: self.metrics(t).get("troupe_gang_rolled_back_total") == 1, 10,
+                   "the rollback counted")
+
+    def test_r5_a_plan_of_a_newer_version_is_left_alone(self):
+        """A release that does not know a plan's version neither completes nor
+        rolls back the gang: it says so once, and leaves it to the release that
+        wrote it."""
+        self.bound_members_with("new", '{"v":2,"id":"n-1","quorum":2,"n":2,"layout":"?"}', 1, 1)
+        t = self.start_troupe(recover_config(rollback_s=2))
+        passes = self.metrics(t)["troupe_gang_recovery_passes_total"]
+        wait_until(lambda: self.metrics(t)["troupe_gang_recovery_passes_total"] >= passes + 4,
+                   15, "four more recovery passes")
+        self.assertEqual(self.srv.deletions, [])
+        self.assertEqual(t.log().count("gang ml/new: its members carry a plan troupe cannot use "
+                                       "(the plan is version 2, newer than this release reads "
+                                       "(1))"), 1, t.log())
+        self.assertIsNone(self.server_pod(member_name("new", 1))["spec"].get("nodeName"))
+        self.assertEqual(self.metrics(t)["troupe_gang_recovery_bindings_total"], 0)
 
 
 if __name__ == "__main__":
