@@ -11,6 +11,11 @@
   test_rbac_rule_removed            each rule of config/deploy/rbac.yaml removed
                                     in turn: a log line naming the permission and
                                     /readyz failing, not a silent stall
+
+The module's one cluster has 40 nodes so that the kill rounds can take turns on
+two sets of four H100 nodes (see HOST_SETS), and its kube-scheduler a long
+leader-lease renew deadline (see SCHEDULER_TIMINGS): neither is a fault, both
+keep the test from waiting on what it does not test.
 """
 import collections
 import copy
@@ -28,20 +33,73 @@ from e2e_common import E2E, gpu_pod, gpu_ids, wait_until, module_cluster  # noqa
 LABEL = "scheduling.x-k8s.io/pod-group"
 KILLS = int(os.environ.get("TROUPE_E2E_KILLS", "24"))
 
+# Two sets of four healthy 8-GPU H100 nodes (index % 3 == 0, none of them
+# tainted, cordoned or short of a GPU: tests/e2e/cmd/kubesim/nodes.go), 32 GPUs
+# each, one rack each, one NVLink domain. Round k uses set k % 2. A round
+# deletes its pods once two gangs are whole, while the restarted troupe may have
+# planned a third: that plan keeps its reservation and held bind until the bind
+# deadline (httpTimeout less 3 s, 27 s), which on the same nodes would keep the
+# next round's gangs waiting that long. On the other set the next round starts
+# on free GPUs, and its kill ends the stale plan with the process that made it.
+HOST_SETS = (["gpu-0000", "gpu-0003", "gpu-0006", "gpu-0009"],
+             ["gpu-0021", "gpu-0024", "gpu-0027", "gpu-0030"])
 
-setUpModule, tearDownModule = module_cluster("faults", nodes=20)
+# kube-scheduler's leader lease, renewed with a deadline longer than
+# test_apiserver_restart keeps the API server down (a few seconds): kube-scheduler
+# rides out the restart as troupe does, instead of exiting at the shipped 10 s
+# renew deadline and, restarted, waiting out the old holder's 15 s lease before
+# it binds again. Leader election itself stays on, as shipped.
+SCHEDULER_TIMINGS = """\
+leaderElection:
+  leaderElect: true
+  leaseDuration: 60s
+  renewDeadline: 45s
+  retryPeriod: 2s
+"""
+
+# kube-apiserver, sent SIGTERM, stops listening at once but keeps the watches it
+# serves open until its shutdown timeout; the rig's stop() waits 15 s before
+# SIGKILL. Two seconds still shows troupe a server that refuses new connections
+# while its watches stay open, and then one that is gone.
+APISERVER_TERM_SECONDS = 2
+
+
+setUpModule, tearDownModule = module_cluster("faults", nodes=40,
+                                             scheduler_config_extra=SCHEDULER_TIMINGS)
 
 
 class Faults(E2E):
 
     def test_sigkill_at_random_points(self):
         rnd = random.Random(int(os.environ.get("TROUPE_E2E_SEED", str(int(time.time())))))
-        hosts = ["gpu-0000", "gpu-0003", "gpu-0006", "gpu-0009"]     # 32 H100 GPUs
         phases = collections.Counter()
         slow = 0
+        waited = collections.Counter()      # seconds spent per step, printed at the end
         for k in range(KILLS):
+            hosts = HOST_SETS[k % 2]
+            # Where to strike: after a random delay, or a random moment after
+            # troupe logs that it planned a gang of this round (reservations
+            # made, binds being held), or as it starts posting a gang's held
+            # bindings. The log is read from before the first pod is created,
+            # and looked at after every create: a gang is planned as soon as its
+            # last member exists, while later gangs are still being created.
+            trigger = ("delay", "planned", "posting")[k % 3]
+            needle = {"delay": None, "planned": ") planned on ",
+                      "posting": "held bindings"}[trigger]
+            tag = "/k%02d-g" % k
+            mark = self.troupe_log_size()
+
+            def struck():
+                return any(needle in line and tag in line
+                           for line in self.troupe_log_since(mark).splitlines())
+            killed = False
+
+            def strike():
+                time.sleep(rnd.uniform(0.0, 0.02 if trigger == "planned" else 0.005))
+                self.c.kill("troupe")
             # Two gangs of 2 x 8 GPUs and two of 4 x 4 GPUs: 64 GPUs asked of 32,
             # so some gangs wait behind others while troupe dies.
+            t0 = time.monotonic()
             groups = []
             for g, (n, gpus) in enumerate([(2, 8), (4, 4), (2, 8), (4, 4)]):
                 name = "k%02d-g%d" % (k, g)
@@ -50,28 +108,30 @@ class Faults(E2E):
                 for i in range(n):
                     self.create(gpu_pod("%s-%d" % (name, i), gpus, hosts=hosts,
                                         labels={LABEL: name}))
-            # Where to strike: after a random delay, or a random moment after
-            # troupe logs that it planned a gang (reservations made, binds
-            # being held), or as it starts posting a gang's held bindings.
-            trigger = ("delay", "planned", "posting")[k % 3]
-            mark = len(self.c.log("troupe"))
+                    if needle and not killed and struck():
+                        strike()
+                        killed = True
             if trigger == "delay":
                 time.sleep(rnd.uniform(0.0, 6.0))
-            else:
-                needle = {"planned": ") planned on ", "posting": "held bindings"}[trigger]
+                self.c.kill("troupe")
+            elif not killed:
                 try:
-                    wait_until(lambda: needle in self.c.log("troupe")[mark:], timeout=30,
-                               interval=0.01, what="troupe to log %r" % needle)
+                    wait_until(struck, timeout=30, interval=0.01,
+                               what="troupe to log %r for a gang of round %d" % (needle, k))
                 except AssertionError:
                     pass        # kill wherever it is
-                time.sleep(rnd.uniform(0.0, 0.02 if trigger == "planned" else 0.005))
-            bound_at_kill = {name: self.count_bound(name) for name, _ in groups}
-            self.c.kill("troupe")
-            phases[self.phase(self.c.log("troupe")[mark:], bound_at_kill, groups)] += 1
+                strike()
+            waited["create and strike"] += time.monotonic() - t0
+            # What was bound when troupe died, read once it is dead: bindings it
+            # had posted count, nothing can add more.
+            bound_at_kill = self.bound_by_group(groups)
+            phases[self.phase(self.troupe_log_since(mark), bound_at_kill, groups)] += 1
             # At the kill point: no device twice, at once; and no gang partly
             # bound once the bindings troupe had already posted have landed.
             invariants.assert_holds(self.c, settle=0 if k % 2 else 5)
+            t0 = time.monotonic()
             self.c.start_troupe()
+            waited["restart troupe"] += time.monotonic() - t0
             invariants.assert_holds(self.c, settle=30)
             # Every gang ends whole or not at all; capacity for two at a time.
             # A member troupe refused before it died is retried by kube-scheduler
@@ -80,22 +140,53 @@ class Faults(E2E):
             # allow for the flush (docs/e2e.md), and count the rounds that
             # needed it.
             t0 = time.monotonic()
-            wait_until(lambda: sum(self.count_bound(n) == m for n, m in groups) >= 2,
+            wait_until(lambda: self.whole_gangs(groups) >= 2,
                        timeout=400, what="two gangs bound after restart %d" % k)
             if time.monotonic() - t0 > 60:
                 slow += 1
+            waited["two gangs bound"] += time.monotonic() - t0
             invariants.assert_holds(self.c, settle=30)
+            t0 = time.monotonic()
             self.c.request("DELETE", "/api/v1/namespaces/%s/pods" % self.ns)
             wait_until(lambda: not self.pods(), timeout=60, what="pods deleted")
+            waited["pods deleted"] += time.monotonic() - t0
         print("\nkill points by phase: %s; rounds that waited over a minute for "
-              "kube-scheduler to retry: %d" % (dict(phases), slow), file=sys.stderr)
+              "kube-scheduler to retry: %d; seconds per step over all rounds: %s"
+              % (dict(phases), slow, {s: round(v, 1) for s, v in waited.items()}),
+              file=sys.stderr)
         self.assertEqual(sum(phases.values()), KILLS)
         # The triggers aim at different moments; the kills must not all land in
         # one of them.
         self.assertGreaterEqual(len(phases), 2, phases)
 
-    def count_bound(self, group):
-        return sum(1 for p in self.pods(selector=LABEL + "=" + group) if p["spec"].get("nodeName"))
+    def troupe_log_size(self):
+        try:
+            return os.path.getsize(os.path.join(self.c.logs, "troupe.log"))
+        except OSError:
+            return 0
+
+    def troupe_log_since(self, offset):
+        """troupe's log from byte <offset> on: the whole file grows by megabytes
+        over the rounds, and the triggers read it every few milliseconds."""
+        try:
+            with open(os.path.join(self.c.logs, "troupe.log"), "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def whole_gangs(self, groups):
+        bound = self.bound_by_group(groups)
+        return sum(bound[name] == n for name, n in groups)
+
+    def bound_by_group(self, groups):
+        """{gang: members bound}, for the round's gangs, from one list of pods."""
+        bound = dict.fromkeys((name for name, _ in groups), 0)
+        for p in self.pods():
+            name = (p["metadata"].get("labels") or {}).get(LABEL)
+            if name in bound and p["spec"].get("nodeName"):
+                bound[name] += 1
+        return bound
 
     @staticmethod
     def phase(log, bound, groups):
@@ -119,15 +210,17 @@ class Faults(E2E):
 
     def test_apiserver_restart(self):
         self.assertEqual(self.c.troupe_status()[0], 200)
-        self.c.stop("kube-apiserver")
+        log_before = len(self.c.log("troupe"))
+        self.c.stop("kube-apiserver", timeout=APISERVER_TERM_SECONDS)
         wait_until(lambda: self.c.troupe_status()[0] == 503, timeout=30, what="troupe unready")
         self.c.restart_apiserver()
         wait_until(lambda: self.c.troupe_status()[0] == 200, timeout=60, what="troupe ready again")
-        self.assertIn("troupe is not ready", self.c.log("troupe"))
+        self.assertIn("troupe is not ready", self.c.log("troupe")[log_before:])
         # kube-scheduler cannot renew its leader lease while the API server is
-        # down for longer than its renew deadline (10 s), and exits; in a
-        # cluster the kubelet restarts it, here the test does. troupe needs no
-        # restart: its watches resume on their own.
+        # down for longer than its renew deadline, and exits; in a cluster the
+        # kubelet restarts it, here the test does. This cluster's deadline
+        # (SCHEDULER_TIMINGS) outlasts the restart, so it should not come to
+        # that. troupe needs no restart: its watches resume on their own.
         if not self.c.alive("kube-scheduler"):
             self.assertIn("Leaderelection lost", self.c.log("kube-scheduler"))
             self.c.start_scheduler()
@@ -141,10 +234,12 @@ class Faults(E2E):
         self.create(direct)
         time.sleep(2)
         self.create(gpu_pod("after", 4, hosts=["gpu-0000"]))
-        p = self.wait_bound("after")
+        # (A kube-scheduler restarted above waits out its predecessor's lease,
+        # 60 s, before it binds.)
+        p = self.wait_bound("after", timeout=120)
         self.assertEqual(sorted(gpu_ids(p)), [4, 5, 6, 7])
         # The same troupe process came back, saying so.
-        self.assertIn("troupe is ready again", self.c.log("troupe"))
+        self.assertIn("troupe is ready again", self.c.log("troupe")[log_before:])
 
     def test_rbac_rule_removed(self):
         role = json.loads(self.c.kubectl("get", "clusterrole", "troupe", "-o", "json").stdout)
