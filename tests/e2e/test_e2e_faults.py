@@ -23,6 +23,7 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 import unittest
 
@@ -63,6 +64,44 @@ leaderElection:
 # while its watches stay open, and then one that is gone.
 APISERVER_TERM_SECONDS = 2
 
+# How long a planned or posting round waits for its moment before it kills
+# troupe wherever it is (see the wait in test_sigkill_at_random_points), and
+# the range of a delay round's moment, from its first create: creating the
+# round's 4 PodGroups and 12 pods takes about half a second, so about half the
+# delay kills fall while gangs are planned and posted, the others after.
+TRIGGER_SECONDS = 5
+DELAY_SECONDS = 1.0
+
+
+class Striker(threading.Thread):
+    """Kills troupe (SIGKILL) once its log from byte <mark> has a line with
+    <needle> and <tag>, <pause> seconds after it appears; with no needle,
+    <delay> seconds after start. Setting <now> kills at once instead."""
+
+    def __init__(self, cluster, log_since, mark, needle, tag, delay, pause):
+        super().__init__(daemon=True)
+        self.c, self.log_since, self.mark = cluster, log_since, mark
+        self.needle, self.tag, self.delay, self.pause = needle, tag, delay, pause
+        self.now = threading.Event()
+        self.error = None
+
+    def struck(self):
+        return any(self.needle in line and self.tag in line
+                   for line in self.log_since(self.mark).splitlines())
+
+    def run(self):
+        try:
+            if self.needle is None:
+                self.now.wait(self.delay)
+            else:
+                while not self.now.is_set() and not self.struck():
+                    time.sleep(0.002)
+                if not self.now.is_set():
+                    time.sleep(self.pause)
+            self.c.kill("troupe")
+        except Exception as e:      # raised again by the test's thread
+            self.error = e
+
 
 setUpModule, tearDownModule = module_cluster("faults", nodes=40,
                                              scheduler_config_extra=SCHEDULER_TIMINGS)
@@ -74,32 +113,30 @@ class Faults(E2E):
         rnd = random.Random(int(os.environ.get("TROUPE_E2E_SEED", str(int(time.time())))))
         phases = collections.Counter()
         slow = 0
+        partly = 0          # kills that left a gang partly bound, printed at the end
         waited = collections.Counter()      # seconds spent per step, printed at the end
         for k in range(KILLS):
             hosts = HOST_SETS[k % 2]
-            # Where to strike: after a random delay, or a random moment after
-            # troupe logs that it planned a gang of this round (reservations
-            # made, binds being held), or as it starts posting a gang's held
-            # bindings. The log is read from before the first pod is created,
-            # and looked at after every create: a gang is planned as soon as its
-            # last member exists, while later gangs are still being created.
+            # Where to strike: at a random moment from the round's first
+            # create, or a random moment after troupe logs that it planned a
+            # gang of this round (reservations made, binds being held), or as
+            # it starts posting a gang's held bindings. A striker thread reads
+            # troupe's log from before the first create while this one creates
+            # the pods: a gang is planned as soon as its last member exists,
+            # while later gangs are still being created, and posted within
+            # milliseconds.
             trigger = ("delay", "planned", "posting")[k % 3]
-            needle = {"delay": None, "planned": ") planned on ",
-                      "posting": "held bindings"}[trigger]
-            tag = "/k%02d-g" % k
-            mark = self.troupe_log_size()
-
-            def struck():
-                return any(needle in line and tag in line
-                           for line in self.troupe_log_since(mark).splitlines())
-            killed = False
-
-            def strike():
-                time.sleep(rnd.uniform(0.0, 0.02 if trigger == "planned" else 0.005))
-                self.c.kill("troupe")
+            striker = Striker(self.c, self.troupe_log_since, self.troupe_log_size(),
+                              needle={"delay": None, "planned": ") planned on ",
+                                      "posting": "held bindings"}[trigger],
+                              tag="/k%02d-g" % k,
+                              delay=rnd.uniform(0.0, DELAY_SECONDS),
+                              pause=rnd.uniform(0.0, 0.02 if trigger == "planned" else 0.005))
+            mark = striker.mark
             # Two gangs of 2 x 8 GPUs and two of 4 x 4 GPUs: 64 GPUs asked of 32,
             # so some gangs wait behind others while troupe dies.
             t0 = time.monotonic()
+            striker.start()
             groups = []
             for g, (n, gpus) in enumerate([(2, 8), (4, 4), (2, 8), (4, 4)]):
                 name = "k%02d-g%d" % (k, g)
@@ -108,27 +145,34 @@ class Faults(E2E):
                 for i in range(n):
                     self.create(gpu_pod("%s-%d" % (name, i), gpus, hosts=hosts,
                                         labels={LABEL: name}))
-                    if needle and not killed and struck():
-                        strike()
-                        killed = True
-            if trigger == "delay":
-                time.sleep(rnd.uniform(0.0, 6.0))
-                self.c.kill("troupe")
-            elif not killed:
-                try:
-                    wait_until(struck, timeout=30, interval=0.01,
-                               what="troupe to log %r for a gang of round %d" % (needle, k))
-                except AssertionError:
-                    pass        # kill wherever it is
-                strike()
+            # A gang is planned when kube-scheduler filters its last member,
+            # and posts once the members troupe refused while they waited for
+            # that one are retried; kube-scheduler retries those on its next
+            # cluster event, which may be the plan's own expiry, 27 s on
+            # (docs/e2e.md, refused pods wait for a cluster event). A few
+            # seconds cover a prompt post; past them the kill falls among the
+            # held binds.
+            striker.join(TRIGGER_SECONDS)
+            striker.now.set()           # kill wherever it is
+            striker.join()
+            if striker.error:
+                raise striker.error
             waited["create and strike"] += time.monotonic() - t0
             # What was bound when troupe died, read once it is dead: bindings it
             # had posted count, nothing can add more.
             bound_at_kill = self.bound_by_group(groups)
-            phases[self.phase(self.troupe_log_since(mark), bound_at_kill, groups)] += 1
+            log = self.troupe_log_since(mark)
+            phases[self.phase(log, bound_at_kill, groups)] += 1
             # At the kill point: no device twice, at once; and no gang partly
-            # bound once the bindings troupe had already posted have landed.
-            invariants.assert_holds(self.c, settle=0 if k % 2 else 5)
+            # bound once the bindings troupe had already posted have landed,
+            # except a gang troupe had begun posting: it posts a gang's binds
+            # one by one, so a kill among them leaves the gang partly bound
+            # until troupe, restarted, binds the rest (docs/ha.md, Limits;
+            # checked below). A gang bound in part without troupe saying it
+            # was posting it is still a failure.
+            posting = sorted("%s/%s" % (self.ns, g) for g in self.posting(log, groups))
+            partly += any(0 < bound_at_kill[g] < n for g, n in groups)
+            invariants.assert_holds(self.c, settle=0 if k % 2 else 5, posting=posting)
             t0 = time.monotonic()
             self.c.start_troupe()
             waited["restart troupe"] += time.monotonic() - t0
@@ -150,9 +194,10 @@ class Faults(E2E):
             self.c.request("DELETE", "/api/v1/namespaces/%s/pods" % self.ns)
             wait_until(lambda: not self.pods(), timeout=60, what="pods deleted")
             waited["pods deleted"] += time.monotonic() - t0
-        print("\nkill points by phase: %s; rounds that waited over a minute for "
-              "kube-scheduler to retry: %d; seconds per step over all rounds: %s"
-              % (dict(phases), slow, {s: round(v, 1) for s, v in waited.items()}),
+        print("\nkill points by phase: %s; kills that left a gang partly bound: %d; rounds "
+              "that waited over a minute for kube-scheduler to retry: %d; seconds per step "
+              "over all rounds: %s" % (dict(phases), partly, slow,
+                                       {s: round(v, 1) for s, v in waited.items()}),
               file=sys.stderr)
         self.assertEqual(sum(phases.values()), KILLS)
         # The triggers aim at different moments; the kills must not all land in
@@ -189,6 +234,12 @@ class Faults(E2E):
         return bound
 
     @staticmethod
+    def posting(log, groups):
+        """The round's gangs whose held binds troupe had begun posting, by its log."""
+        return {g for g, _ in groups if any(
+            ("/%s: quorum of" % g) in l for l in log.splitlines())}
+
+    @staticmethod
     def phase(log, bound, groups):
         """Where the kill fell, gang by gang: troupe's log since this round began
         says which gangs it had planned (reserved) and which it had begun
@@ -196,8 +247,7 @@ class Faults(E2E):
         sizes = dict(groups)
         planned = {g for g in sizes if "%s: " % g in log and any(
             ("/%s: " % g) in l and ") planned on " in l for l in log.splitlines())}
-        posting = {g for g in sizes if any(
-            ("/%s: quorum of" % g) in l for l in log.splitlines())}
+        posting = Faults.posting(log, groups)
         if any(0 < bound[g] < sizes[g] for g in sizes):
             return "quorum posting (a gang partly bound)"
         if any(g in posting and bound[g] < sizes[g] for g in sizes):
