@@ -4,7 +4,9 @@
   test_sigkill_at_random_points     troupe killed with SIGKILL at 24 random points
                                     while gangs are planned, reserved, held and
                                     posted, then restarted: both invariants hold
-                                    at every kill point and every gang ends whole
+                                    at every kill point (a gang troupe was posting
+                                    may be partly bound there) and every gang
+                                    ends whole
   test_apiserver_restart            kube-apiserver restarted: troupe's /readyz
                                     drops and returns, and its watches resume
                                     (it sees a pod bound while it was away)
