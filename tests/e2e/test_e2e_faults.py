@@ -112,7 +112,9 @@ setUpModule, tearDownModule = module_cluster("faults", nodes=40,
 class Faults(E2E):
 
     def test_sigkill_at_random_points(self):
-        rnd = random.Random(int(os.environ.get("TROUPE_E2E_SEED", str(int(time.time())))))
+        seed = int(os.environ.get("TROUPE_E2E_SEED", str(int(time.time()))))
+        print("\nkill moments drawn with TROUPE_E2E_SEED=%d" % seed, file=sys.stderr)
+        rnd = random.Random(seed)
         phases = collections.Counter()
         slow = 0
         partly = 0          # kills that left a gang partly bound, printed at the end
