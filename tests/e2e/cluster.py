@@ -54,7 +54,8 @@ class Cluster(Processes, Components):
 
     def __init__(self, folder=None, nodes=20, with_troupe=True, feature_gates="",
                  runtime_config="", release=None, troupe_config=None, percentage=None,
-                 troupe_args=(), scheduler_verbosity=2, scheduler_qps=0):
+                 troupe_args=(), scheduler_verbosity=2, scheduler_qps=0,
+                 scheduler_config_extra=""):
         self.dir = os.path.abspath(folder or os.path.join(ROOT, "build", "cluster"))
         self.nodes = nodes
         self.with_troupe = with_troupe
@@ -70,6 +71,11 @@ class Cluster(Processes, Components):
         # 5,000, as upstream's scheduler_perf does, or kube-scheduler alone is
         # capped near 50 binds a second while troupe binds through its own client.
         self.scheduler_qps = scheduler_qps
+        # KubeSchedulerConfiguration text appended to the shipped one (top-level
+        # keys it leaves out, such as leaderElection); "" appends nothing. A test
+        # that needs kube-scheduler's timings set for it says so here, and the
+        # shipped file stays what it is.
+        self.scheduler_config_extra = scheduler_config_extra
         # {component: core} to start components pinned with taskset, or None.
         self.pin = None
         self._children = {}     # component -> Popen of what this object started

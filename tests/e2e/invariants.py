@@ -97,13 +97,17 @@ def violations(cluster):
     return out
 
 
-def assert_holds(cluster, settle=0.0):
+def assert_holds(cluster, settle=0.0, posting=()):
     """Fail unless both invariants hold. Device uniqueness must hold at every
     instant; a gang may be partly bound only while its binds are being posted, so
-    with <settle> > 0 the gang invariant is given that long to become true."""
+    with <settle> > 0 the gang invariant is given that long to become true.
+    <posting> names gangs ("namespace/name") whose binds were being posted when
+    troupe was killed: they may stay partly bound until troupe, restarted, binds
+    the rest (docs/ha.md, Limits), so only the device invariant holds them."""
     deadline = time.monotonic() + settle
+    excused = tuple("gang %s (" % g for g in posting)
     while True:
-        v = violations(cluster)
+        v = [x for x in violations(cluster) if not x.startswith(excused)]
         devices = [x for x in v if x.startswith("GPU ")]
         if devices:
             raise AssertionError("invariant broken: " + "; ".join(devices))

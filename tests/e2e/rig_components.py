@@ -183,7 +183,8 @@ class Components:
 
     def scheduler_config(self):
         """config/scheduler-config.yaml with only urlPrefix and the kubeconfig path
-        substituted (and, without troupe, its extenders section left out)."""
+        substituted (and, without troupe, its extenders section left out), then
+        any scheduler_config_extra the test asked for."""
         with open(os.path.join(ROOT, "config", "scheduler-config.yaml")) as f:
             text = f.read()
         kc = os.path.join(self.dir, "config", "scheduler.kubeconfig")
@@ -201,6 +202,10 @@ class Components:
             out.append(line)
             if line.startswith("clientConnection:") and self.scheduler_qps:
                 out += ["  qps: %d" % self.scheduler_qps, "  burst: %d" % self.scheduler_qps]
+        extra = getattr(self, "scheduler_config_extra", "")
+        if extra:
+            out += ["# added by the test that started this cluster (Cluster.scheduler_config_extra)"]
+            out += extra.rstrip("\n").splitlines()
         return "\n".join(out) + "\n"
 
     def start_scheduler(self):
