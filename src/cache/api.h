@@ -80,6 +80,12 @@ struct cache_informer_opts {
 	unsigned backoff_max_ms;        /* default 30000 */
 	unsigned healthy_reset_s;       /* a watch up this long resets backoff; default 60 */
 	unsigned podgroup_retry_s;      /* retry a missing PodGroup CRD after; default 300 */
+	/* A watch that brings nothing, not even a bookmark, for this long is cut
+	 * and started again (kube-apiserver sends a bookmark about every minute
+	 * when asked, as troupe does): a server that hangs with the watch open
+	 * shows as a new watch left unanswered (ANSWER_DEADLINE_S), so /readyz
+	 * fails within this plus 10 s. Default 150. */
+	unsigned watch_silence_s;
 	/* Check every permission again this often; 0: only once, at start. Unlike
 	 * the fields above, 0 is kept. */
 	unsigned access_check_s;

@@ -50,6 +50,7 @@ void cache_informer_opts_defaults(struct cache_informer_opts *opts)
 		.backoff_initial_ms = 800,
 		.backoff_max_ms = 30000,
 		.healthy_reset_s = 60,
+		.watch_silence_s = 150,
 		.podgroup_retry_s = 300,
 		.access_check_s = 60,
 	};
@@ -153,6 +154,8 @@ struct cache_informer *cache_informer_start(struct cache *c, struct cache_api *a
 		inf->opts.backoff_max_ms = d.backoff_max_ms;
 	if (!inf->opts.healthy_reset_s)
 		inf->opts.healthy_reset_s = d.healthy_reset_s;
+	if (!inf->opts.watch_silence_s)
+		inf->opts.watch_silence_s = d.watch_silence_s;
 	if (!inf->opts.podgroup_retry_s)
 		inf->opts.podgroup_retry_s = d.podgroup_retry_s;
 	inf->rng = (unsigned)util_now_ns();

@@ -80,13 +80,14 @@ static int request_begin(struct stream *s, const char *query, bool watch)
 	curl_easy_setopt(s->easy, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(s->easy, CURLOPT_HEADERDATA, s);
 	/* A list must finish; a watch lasts as long as the server keeps it, but a
-	 * connection that delivers nothing (not even bookmarks) for long is dead. */
+	 * connection that delivers nothing, not even the bookmark kube-apiserver
+	 * sends about every minute, for watch_silence_s is cut: the next watch
+	 * then tells whether the server still answers. */
 	if (!watch) {
 		curl_easy_setopt(s->easy, CURLOPT_TIMEOUT_MS, 120000L);
 	} else {
 		curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
-		curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_TIME,
-				 (long)s->inf->opts.watch_timeout_max_s + 60L);
+		curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_TIME, (long)s->inf->opts.watch_silence_s);
 	}
 	s->retry_after_s = 0;
 	s->answered = false;

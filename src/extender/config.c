@@ -200,6 +200,7 @@ static const struct key keys[] = {
 	{ "api.backoff_initial_ms", K_UINT, F(informer.backoff_initial_ms), 0 },
 	{ "api.backoff_max_ms", K_UINT, F(informer.backoff_max_ms), 0 },
 	{ "api.healthy_reset_seconds", K_UINT, F(informer.healthy_reset_s), 0 },
+	{ "api.watch_silence_seconds", K_UINT, F(informer.watch_silence_s), 0 },
 	{ "api.podgroup_retry_seconds", K_UINT, F(informer.podgroup_retry_s), 0 },
 	{ "api.access_check_seconds", K_UINT, F(informer.access_check_s), 0 },
 	{ "cache", K_MAP, 0, 0 },

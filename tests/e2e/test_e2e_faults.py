@@ -10,6 +10,11 @@
   test_apiserver_restart            kube-apiserver restarted: troupe's /readyz
                                     drops and returns, and its watches resume
                                     (it sees a pod bound while it was away)
+  test_apiserver_frozen             kube-apiserver frozen (SIGSTOP): it keeps
+                                    every connection open and answers nothing;
+                                    troupe's /readyz fails within
+                                    api.watch_silence_seconds plus 10 s and
+                                    returns once it thaws
   test_rbac_rule_removed            each rule of config/deploy/rbac.yaml removed
                                     in turn: a log line naming the permission and
                                     /readyz failing, not a silent stall
@@ -24,6 +29,7 @@ import copy
 import json
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -31,7 +37,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import invariants  # noqa: E402
-from e2e_common import E2E, gpu_pod, gpu_ids, wait_until, module_cluster  # noqa: E402
+from e2e_common import E2E, FAST_TROUPE, gpu_pod, gpu_ids, wait_until, module_cluster  # noqa: E402
 
 LABEL = "scheduling.x-k8s.io/pod-group"
 KILLS = int(os.environ.get("TROUPE_E2E_KILLS", "24"))
@@ -59,6 +65,13 @@ leaderElection:
   renewDeadline: 45s
   retryPeriod: 2s
 """
+
+# A watch that brings nothing for this long is cut (api.watch_silence_seconds;
+# 150 s by default, above kube-apiserver's one bookmark a minute): here short, so
+# that test_apiserver_frozen sees a frozen server within a minute. A quiet
+# watch is then restarted every 20 s, which costs nothing.
+SILENCE_S = 20
+FAULTS_TROUPE = FAST_TROUPE.replace("api:\n", "api:\n  watch_silence_seconds: %d\n" % SILENCE_S, 1)
 
 # kube-apiserver, sent SIGTERM, stops listening at once but keeps the watches it
 # serves open until its shutdown timeout; the rig's stop() waits 15 s before
@@ -105,7 +118,7 @@ class Striker(threading.Thread):
             self.error = e
 
 
-setUpModule, tearDownModule = module_cluster("faults", nodes=40,
+setUpModule, tearDownModule = module_cluster("faults", nodes=40, troupe_config=FAULTS_TROUPE,
                                              scheduler_config_extra=SCHEDULER_TIMINGS)
 
 
@@ -294,6 +307,44 @@ class Faults(E2E):
         self.assertEqual(sorted(gpu_ids(p)), [4, 5, 6, 7])
         # The same troupe process came back, saying so.
         self.assertIn("troupe is ready again", self.c.log("troupe")[log_before:])
+
+    def test_apiserver_frozen(self):
+        """A frozen kube-apiserver (SIGSTOP) refuses nothing and answers
+        nothing: its connections stay open. troupe's open watches hear no
+        bookmark, are cut after api.watch_silence_seconds, and the next watch
+        gets no answer in 10 s: /readyz fails, naming it. Thawed, troupe is
+        ready again without a restart and places a pod."""
+        self.assertEqual(self.c.troupe_status()[0], 200)
+        self.assertIn("watch_silence_seconds: %d" % SILENCE_S, FAULTS_TROUPE)
+        log_before = len(self.c.log("troupe"))
+        t0 = time.monotonic()
+
+        self.c.signal("kube-apiserver", signal.SIGSTOP)
+        try:
+            wait_until(lambda: self.c.troupe_status()[0] == 503, timeout=SILENCE_S + 60,
+                       interval=0.5, what="troupe unready while the API server is frozen")
+            t_unready = time.monotonic() - t0
+            status, body = self.c.troupe_status()
+            self.assertEqual(status, 503)
+            self.assertIn("api-unreachable", body)
+            self.assertIn("no answer from the API server in 10 s", body)
+        finally:
+            self.c.signal("kube-apiserver", signal.SIGCONT)
+        wait_until(lambda: self.c.troupe_status()[0] == 200, timeout=90,
+                   what="troupe ready again once the API server thaws")
+        t_ready = time.monotonic() - t0
+        tail = self.c.log("troupe")[log_before:]
+        self.assertIn("troupe is not ready", tail)
+        self.assertIn("troupe is ready again", tail)
+        print("\nkube-apiserver frozen: troupe unready after %.1f s (watch silence %d s + "
+              "answer deadline 10 s), ready %.1f s after the freeze began"
+              % (t_unready, SILENCE_S, t_ready), file=sys.stderr)
+        if not self.c.alive("kube-scheduler"):
+            self.assertIn("Leaderelection lost", self.c.log("kube-scheduler"))
+            self.c.start_scheduler()
+        self.assertTrue(self.c.alive("troupe"))
+        self.create(gpu_pod("after-freeze", 1))
+        self.assertIsNotNone(gpu_ids(self.wait_bound("after-freeze", timeout=120)))
 
     def test_rbac_rule_removed(self):
         role = json.loads(self.c.kubectl("get", "clusterrole", "troupe", "-o", "json").stdout)

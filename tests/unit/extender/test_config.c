@@ -104,6 +104,12 @@ static void test_ext_config_load_sets_every_key(void **state)
 		"    packing: 2.5\n"
 		"api:\n"
 		"  access_check_seconds: 0\n"
+		"  watch_silence_seconds: 90\n"
+		"gang:\n"
+		"  recover_partial: false\n"
+		"  recover_interval_seconds: 7\n"
+		"  recover_grace_seconds: 3\n"
+		"  partial_rollback_seconds: 0\n"
 		"cache:\n"
 		"  unconfirmed_bind_seconds: 45\n"
 		"  filter_only_pod_seconds: 1200\n";
@@ -129,6 +135,11 @@ static void test_ext_config_load_sets_every_key(void **state)
 	assert_true(cfg.weights.packing == 2.5);
 	/* 0 is kept: permissions are then checked at start only. */
 	assert_int_equal(cfg.informer.access_check_s, 0);
+	assert_int_equal(cfg.informer.watch_silence_s, 90);
+	assert_false(cfg.recover.enabled);
+	assert_int_equal(cfg.recover.interval_s, 7);
+	assert_int_equal(cfg.recover.grace_s, 3);
+	assert_int_equal(cfg.recover.rollback_after_s, 0);
 	assert_int_equal(cfg.unconfirmed_bind_s, 45);
 	assert_int_equal(cfg.filter_only_pod_s, 1200);
 	assert_int_equal(ext_config_validate(&cfg, err, sizeof(err)), 0);
@@ -347,6 +358,22 @@ static void cfg_many_threads(struct ext_config *c)
 	c->threads = 257;
 }
 
+static void cfg_rollback_before_grace(struct ext_config *c)
+{
+	c->recover.grace_s = 30;
+	c->recover.rollback_after_s = 30;
+}
+
+static void cfg_no_recover_interval(struct ext_config *c)
+{
+	c->recover.interval_s = 0;
+}
+
+static void cfg_no_rollback(struct ext_config *c)
+{
+	c->recover.rollback_after_s = 0;
+}
+
 static void cfg_relative_prefix(struct ext_config *c)
 {
 	snprintf(c->path_prefix, sizeof(c->path_prefix), "sched");
@@ -380,6 +407,10 @@ static void cfg_nothing(struct ext_config *c)
 
 static const struct validate_case validate_cases[] = {
 	{ "defaults", cfg_nothing, NULL },
+	{ "rollback before the grace", cfg_rollback_before_grace,
+	  "gang.partial_rollback_seconds must be 0 (never) or longer than" },
+	{ "no recovery interval", cfg_no_recover_interval, "gang.recover_interval_seconds" },
+	{ "never roll back", cfg_no_rollback, NULL },
 	{ "no unconfirmed-bind time", cfg_no_unconfirmed_bind_time,
 	  "cache.unconfirmed_bind_seconds must be at least 1" },
 	{ "no filter-only time", cfg_no_filter_only_time,
@@ -442,6 +473,11 @@ static void test_ext_config_shipped_troupe_yaml_is_the_defaults(void **state)
 	assert_string_equal(file.score_policy, def.score_policy);
 	assert_true(file.weights.packing == def.weights.packing);
 	assert_int_equal(file.informer.access_check_s, def.informer.access_check_s);
+	assert_int_equal(file.informer.watch_silence_s, def.informer.watch_silence_s);
+	assert_true(file.recover.enabled == def.recover.enabled);
+	assert_int_equal(file.recover.interval_s, def.recover.interval_s);
+	assert_int_equal(file.recover.grace_s, def.recover.grace_s);
+	assert_int_equal(file.recover.rollback_after_s, def.recover.rollback_after_s);
 	assert_int_equal(file.unconfirmed_bind_s, def.unconfirmed_bind_s);
 	assert_int_equal(file.filter_only_pod_s, def.filter_only_pod_s);
 	assert_int_equal(ext_config_validate(&file, err, sizeof(err)), 0);
