@@ -2,7 +2,10 @@
  * member index that lists, per "ns/group", the pods troupe knows of in it, so
  * that a gang's counts and walks cost its members rather than every pod. When
  * the index cannot be kept (no memory) it is marked lost for good and every
- * walk scans the whole pod table instead, with the same answers.
+ * walk scans the whole pod table instead, with the same answers. The index
+ * also keeps, per group, the gang plan its bound members carry (one copy), for
+ * the recovery of gangs left partly bound (extender/recover.c); with the index
+ * lost, no plan is kept.
  */
 #include "cache/internal.h"
 

@@ -10,7 +10,9 @@
  * handle: the ops listener runs a thread per connection, and its cache keeps
  * the reviews rare, so nothing is gained by sharing the binder's multi handle.
  * Reviews are not stored by the API server (it answers 201 with the status
- * filled in), so nothing here has a lasting effect in the cluster.
+ * filled in), so nothing here has a lasting effect in the cluster. The one
+ * request here that has is the pod delete at the end, which shares the same
+ * one-shot request.
  */
 #include "cache/api_internal.h"
 
