@@ -116,7 +116,10 @@ class AccessTest(LiveCase):
         self.assertEqual(t.log().count(line), 1, t.log())
         self.assertEqual(t.log().count("troupe is not ready: missing permission: "
                                        "create pods/binding"), 1)
-        self.assertGreaterEqual(self.metric(t, "troupe_permission_denials_total"), 4)
+        # The server counts a review as it answers it; troupe counts the
+        # denial once it has read the answer, a moment later.
+        wait_until(lambda: self.metric(t, "troupe_permission_denials_total") >= 4, 5,
+                   "troupe to count the four denials")
         self.assertEqual(self.readyz(t), (503, {"status": "forbidden",
                                                 "missing": ["create pods/binding"]}))
 
