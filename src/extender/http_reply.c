@@ -1,4 +1,9 @@
-/* The replies and client names both HTTP servers share (http_reply.h).
+/* The routed paths, replies and client names both HTTP servers share
+ * (http_reply.h).
+ *
+ * A path is cleaned in place in a fixed buffer, without allocating: it is
+ * built on every request, before the request is known to be one troupe
+ * serves.
  *
  * A reply's content type follows its body: /metrics' Prometheus text starts
  * with '#' ("# HELP ..."), everything else troupe answers is JSON. A body whose
@@ -18,6 +23,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+
+void ext__http_route_path(const char *url, const char *prefix, char *out, size_t len)
+{
+	size_t n = 0, plen = prefix ? strlen(prefix) : 0;
+
+	for (const char *p = url; *p && *p != '?' && n + 1 < len; p++) {
+		if (*p == '/' && n > 0 && out[n - 1] == '/')
+			continue;
+		out[n++] = *p;
+	}
+	if (n > 1 && out[n - 1] == '/')
+		n--;
+	out[n] = '\0';
+	while (plen > 1 && prefix[plen - 1] == '/')
+		plen--;
+	if (plen > 1 && strncmp(out, prefix, plen) == 0 && (out[plen] == '/' || !out[plen]))
+		memmove(out, out + plen, n - plen + 1);
+}
 
 enum MHD_Result ext__http_send(struct MHD_Connection *conn, unsigned status, struct strbuf *body,
 			       const char *hdr, const char *val)

@@ -1,8 +1,9 @@
 /* What the two libmicrohttpd servers (server.c for the verbs, ops_server.c for
- * the ops paths) both do with a connection: queue a reply built in a strbuf,
- * or an {"Error": ...} one, and name the client for log lines. In one place so
- * that the two listeners answer alike (the out-of-memory 500, the content
- * types) and a fix to one reaches both.
+ * the ops paths) both do with a connection: turn its URL into the path they
+ * route on, queue a reply built in a strbuf, or an {"Error": ...} one, and
+ * name the client for log lines. In one place so that the two listeners route
+ * and answer alike (the out-of-memory 500, the content types) and a fix to one
+ * reaches both.
  *
  * Shared only inside src/extender/ (hence ext__). Thread: any; each call
  * touches only the connection it is given.
@@ -21,6 +22,12 @@ enum {
 	EXT_PEER_NAME_BUF = 64,
 };
 
+/* The path <url> is routed on, into <out>: the query dropped, "//" collapsed
+ * (a urlPrefix ending in "/" makes kube-scheduler send "//filter"), a trailing
+ * "/" dropped, and then <prefix> stripped when it is set, not "/", and the
+ * path starts with it as a whole segment. A path longer than <len> is cut
+ * (and so matches no route). */
+void ext__http_route_path(const char *url, const char *prefix, char *out, size_t len);
 /* Queue <body> (taken: <body> is empty afterwards) with <status>, JSON, or
  * Prometheus text when it starts with '#', and the header <hdr>: <val> when
  * <hdr> is set. A body whose building ran out of memory is answered 500

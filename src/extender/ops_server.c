@@ -114,21 +114,6 @@ int ext_ops_config_validate(const struct ext_ops_config *c, char *err, size_t er
 	return 0;
 }
 
-/* Collapse "//" and drop a trailing "/" and the query, as server.c does. */
-static void normalise(const char *url, char *out, size_t len)
-{
-	size_t n = 0;
-
-	for (const char *p = url; *p && *p != '?' && n + 1 < len; p++) {
-		if (*p == '/' && n > 0 && out[n - 1] == '/')
-			continue;
-		out[n++] = *p;
-	}
-	if (n > 1 && out[n - 1] == '/')
-		n--;
-	out[n] = '\0';
-}
-
 /* A refusal as kube-apiserver words it: a v1 Status with its reason. */
 static enum MHD_Result send_status(struct MHD_Connection *conn, unsigned status, const char *msg)
 {
@@ -225,7 +210,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_data_size = 0;  /* a GET's body means nothing here */
 		return MHD_YES;
 	}
-	normalise(url, path, sizeof(path));
+	ext__http_route_path(url, NULL, path, sizeof(path));
 	for (size_t i = 0; i < ARRAY_SIZE(ops_routes); i++)
 		if (strcmp(path, ops_routes[i].path) == 0)
 			found = (int)i;

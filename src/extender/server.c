@@ -1,9 +1,10 @@
 /* The verbs' HTTP server over libmicrohttpd (ops_server.c is the ops
- * listener's; http_reply.c holds the replies and client names both send).
+ * listener's; http_reply.c holds the routed paths, replies and client names
+ * both use).
  *
  * Requests are routed on the path after collapsing repeated slashes (a
  * urlPrefix ending in "/" makes kube-scheduler send "//filter") and removing
- * the configured path prefix. POST bodies are gathered per connection up to
+ * the configured path prefix (ext__http_route_path). POST bodies are gathered per connection up to
  * http.max_body_bytes: a larger Content-Length is refused with 413 before any
  * byte is read, and a chunked body that grows past the cap is discarded and
  * answered 413 once it ends.
@@ -126,7 +127,7 @@ static const struct {
 };
 
 enum {
-	/* A request path as routed, after normalise_path: troupe's routes are
+	/* A request path as routed (ext__http_route_path): troupe's routes are
 	 * short, and a path cut here is none of them (404). */
 	ROUTE_PATH_BUF = 256,
 	/* One libmicrohttpd log line; longer ones are cut. */
@@ -139,26 +140,6 @@ enum {
 
 /* HTTPS: TLS 1.2 and 1.3 only, as kube-scheduler's Go client offers. */
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
-
-/* Normalise <url> into <out>: collapse "//", drop a trailing "/", strip the
- * configured prefix. */
-static void normalise_path(const char *url, const char *prefix, char *out, size_t len)
-{
-	size_t n = 0, plen = strlen(prefix);
-
-	for (const char *p = url; *p && *p != '?' && n + 1 < len; p++) {
-		if (*p == '/' && n > 0 && out[n - 1] == '/')
-			continue;
-		out[n++] = *p;
-	}
-	if (n > 1 && out[n - 1] == '/')
-		n--;
-	out[n] = '\0';
-	while (plen > 1 && prefix[plen - 1] == '/')
-		plen--;
-	if (plen > 1 && strncmp(out, prefix, plen) == 0 && (out[plen] == '/' || !out[plen]))
-		memmove(out, out + plen, n - plen + 1);
-}
 
 static enum ext_counter_verb counter_of(enum route route)
 {
@@ -406,7 +387,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		cs = conn_state_of(conn);
 		conn_guard_request_begin(s->guard, guard_of(cs));  /* headers are in */
 	}
-	normalise_path(url, svc->cfg->path_prefix, path, sizeof(path));
+	ext__http_route_path(url, svc->cfg->path_prefix, path, sizeof(path));
 	if (!rq && s->tls && ext_tls_wants_client_cert(s->tls) &&
 	    !client_allowed(s, conn, cs, method, path, &ret))
 		return ret;
