@@ -14,6 +14,7 @@
  * (for its refusal lines) and never need the resolver.
  */
 #include "extender/http_reply.h"
+#include "extender/budget.h"
 #include "extender/internal.h"
 
 #include <arpa/inet.h>
@@ -23,6 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+
+#include "common/log.h"
+#include "common/util.h"
 
 void ext__http_route_path(const char *url, const char *prefix, char *out, size_t len)
 {
@@ -109,4 +113,19 @@ void ext__http_peer_name(struct MHD_Connection *conn, char *out, size_t len)
 	} else {
 		snprintf(out, len, "an unknown address");
 	}
+}
+
+void ext__http_log_mhd(const char *module, struct ext_log_limit *limit, const char *fmt,
+		       va_list ap)
+{
+	char msg[EXT_MHD_LOG_BUF], left_out[EXT_LEFT_OUT_BUF] = "";
+	size_t n;
+
+	if (limit && !ext_log_limit_pass(limit, util_now_ns(), left_out, sizeof(left_out)))
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	log_warn(module, "libmicrohttpd: %s%s", msg, left_out);
 }

@@ -49,8 +49,6 @@ enum {
 	OPS_CONNECTION_TIMEOUT_S = 30,
 	/* A path as routed; a longer one is no route (404). */
 	OPS_PATH_BUF = 256,
-	/* One libmicrohttpd log line; longer ones are cut. */
-	OPS_MHD_LOG_BUF = 512,
 };
 
 struct ext_ops_server {
@@ -237,17 +235,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return ret;
 }
 
+/* libmicrohttpd's messages, every one: the ops listener (127.0.0.1 by
+ * default, no TLS) has no handshakes a client can fail at will. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	char msg[OPS_MHD_LOG_BUF];
-	size_t n;
-
 	(void)cls;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	n = strlen(msg);
-	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-		msg[--n] = '\0';
-	log_warn("ops", "libmicrohttpd: %s", msg);
+	ext__http_log_mhd("ops", NULL, fmt, ap);
 }
 
 struct ext_ops_server *ext_ops_server_start(const struct ext_ops_config *cfg,

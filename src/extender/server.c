@@ -130,12 +130,8 @@ enum {
 	/* A request path as routed (ext__http_route_path): troupe's routes are
 	 * short, and a path cut here is none of them (404). */
 	ROUTE_PATH_BUF = 256,
-	/* One libmicrohttpd log line; longer ones are cut. */
-	MHD_LOG_BUF = 512,
 	/* Refusals (and libmicrohttpd messages) logged a second, of each kind. */
 	LOG_BURST = 5,
-	/* " (N more like it left out since the last line)". */
-	LEFT_OUT_BUF = 96,
 };
 
 /* HTTPS: TLS 1.2 and 1.3 only, as kube-scheduler's Go client offers. */
@@ -231,7 +227,7 @@ static enum MHD_Result start_bind(struct MHD_Connection *conn, const struct ext_
 static enum MHD_Result refuse_busy(struct ext_server *s, struct MHD_Connection *conn,
 				   const char *method, const char *path, const char *size)
 {
-	char who[EXT_PEER_NAME_BUF], left_out[LEFT_OUT_BUF];
+	char who[EXT_PEER_NAME_BUF], left_out[EXT_LEFT_OUT_BUF];
 
 	if (ext_log_limit_pass(&s->busy_log, util_now_ns(), left_out, sizeof(left_out))) {
 		ext__http_peer_name(conn, who, sizeof(who));
@@ -335,7 +331,7 @@ static bool client_allowed(struct ext_server *s, struct MHD_Connection *conn,
 {
 	struct ext_tls_peer local, *peer = cs ? &cs->peer : &local;
 	unsigned generation = ext_tls_trust_generation(s->tls);
-	char who[EXT_PEER_NAME_BUF], left_out[LEFT_OUT_BUF];
+	char who[EXT_PEER_NAME_BUF], left_out[EXT_LEFT_OUT_BUF];
 
 	if (!cs || !cs->decided || cs->peer.trust_generation != generation) {
 		gnutls_session_t session = session_of(conn);
@@ -548,16 +544,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct ext_server *s = cls;
-	char msg[MHD_LOG_BUF], left_out[LEFT_OUT_BUF];
-	size_t n;
 
-	if (!ext_log_limit_pass(&s->mhd_log, util_now_ns(), left_out, sizeof(left_out)))
-		return;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	n = strlen(msg);
-	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-		msg[--n] = '\0';
-	log_warn("http", "libmicrohttpd: %s%s", msg, left_out);
+	ext__http_log_mhd("http", &s->mhd_log, fmt, ap);
 }
 
 /* Load the TLS credentials into <s>. Returns 0 or -EINVAL with <err> set. */
