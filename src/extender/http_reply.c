@@ -1,4 +1,9 @@
-/* The replies and client names both HTTP servers share (http_reply.h).
+/* The routed paths, replies and client names both HTTP servers share
+ * (http_reply.h).
+ *
+ * A path is cleaned in place in a fixed buffer, without allocating: it is
+ * built on every request, before the request is known to be one troupe
+ * serves.
  *
  * A reply's content type follows its body: /metrics' Prometheus text starts
  * with '#' ("# HELP ..."), everything else troupe answers is JSON. A body whose
@@ -9,6 +14,7 @@
  * (for its refusal lines) and never need the resolver.
  */
 #include "extender/http_reply.h"
+#include "extender/budget.h"
 #include "extender/internal.h"
 
 #include <arpa/inet.h>
@@ -18,6 +24,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+void ext__http_route_path(const char *url, const char *prefix, char *out, size_t len)
+{
+	size_t n = 0, plen = prefix ? strlen(prefix) : 0;
+
+	for (const char *p = url; *p && *p != '?' && n + 1 < len; p++) {
+		if (*p == '/' && n > 0 && out[n - 1] == '/')
+			continue;
+		out[n++] = *p;
+	}
+	if (n > 1 && out[n - 1] == '/')
+		n--;
+	out[n] = '\0';
+	while (plen > 1 && prefix[plen - 1] == '/')
+		plen--;
+	if (plen > 1 && strncmp(out, prefix, plen) == 0 && (out[plen] == '/' || !out[plen]))
+		memmove(out, out + plen, n - plen + 1);
+}
 
 enum MHD_Result ext__http_send(struct MHD_Connection *conn, unsigned status, struct strbuf *body,
 			       const char *hdr, const char *val)
@@ -86,4 +113,19 @@ void ext__http_peer_name(struct MHD_Connection *conn, char *out, size_t len)
 	} else {
 		snprintf(out, len, "an unknown address");
 	}
+}
+
+void ext__http_log_mhd(const char *module, struct ext_log_limit *limit, const char *fmt,
+		       va_list ap)
+{
+	char msg[EXT_MHD_LOG_BUF], left_out[EXT_LEFT_OUT_BUF] = "";
+	size_t n;
+
+	if (limit && !ext_log_limit_pass(limit, util_now_ns(), left_out, sizeof(left_out)))
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	log_warn(module, "libmicrohttpd: %s%s", msg, left_out);
 }

@@ -49,8 +49,6 @@ enum {
 	OPS_CONNECTION_TIMEOUT_S = 30,
 	/* A path as routed; a longer one is no route (404). */
 	OPS_PATH_BUF = 256,
-	/* One libmicrohttpd log line; longer ones are cut. */
-	OPS_MHD_LOG_BUF = 512,
 };
 
 struct ext_ops_server {
@@ -112,21 +110,6 @@ int ext_ops_config_validate(const struct ext_ops_config *c, char *err, size_t er
 		return -EINVAL;
 	}
 	return 0;
-}
-
-/* Collapse "//" and drop a trailing "/" and the query, as server.c does. */
-static void normalise(const char *url, char *out, size_t len)
-{
-	size_t n = 0;
-
-	for (const char *p = url; *p && *p != '?' && n + 1 < len; p++) {
-		if (*p == '/' && n > 0 && out[n - 1] == '/')
-			continue;
-		out[n++] = *p;
-	}
-	if (n > 1 && out[n - 1] == '/')
-		n--;
-	out[n] = '\0';
 }
 
 /* A refusal as kube-apiserver words it: a v1 Status with its reason. */
@@ -225,7 +208,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_data_size = 0;  /* a GET's body means nothing here */
 		return MHD_YES;
 	}
-	normalise(url, path, sizeof(path));
+	ext__http_route_path(url, NULL, path, sizeof(path));
 	for (size_t i = 0; i < ARRAY_SIZE(ops_routes); i++)
 		if (strcmp(path, ops_routes[i].path) == 0)
 			found = (int)i;
@@ -252,17 +235,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return ret;
 }
 
+/* libmicrohttpd's messages, every one: the ops listener (127.0.0.1 by
+ * default, no TLS) has no handshakes a client can fail at will. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	char msg[OPS_MHD_LOG_BUF];
-	size_t n;
-
 	(void)cls;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	n = strlen(msg);
-	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-		msg[--n] = '\0';
-	log_warn("ops", "libmicrohttpd: %s", msg);
+	ext__http_log_mhd("ops", NULL, fmt, ap);
 }
 
 struct ext_ops_server *ext_ops_server_start(const struct ext_ops_config *cfg,

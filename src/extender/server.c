@@ -1,9 +1,10 @@
 /* The verbs' HTTP server over libmicrohttpd (ops_server.c is the ops
- * listener's; http_reply.c holds the replies and client names both send).
+ * listener's; http_reply.c holds the routed paths, replies and client names
+ * both use).
  *
  * Requests are routed on the path after collapsing repeated slashes (a
  * urlPrefix ending in "/" makes kube-scheduler send "//filter") and removing
- * the configured path prefix. POST bodies are gathered per connection up to
+ * the configured path prefix (ext__http_route_path). POST bodies are gathered per connection up to
  * http.max_body_bytes: a larger Content-Length is refused with 413 before any
  * byte is read, and a chunked body that grows past the cap is discarded and
  * answered 413 once it ends.
@@ -20,6 +21,10 @@
  * each connection has the client's certificate checked (again after the CA
  * is reloaded) and a client that is not allowed gets 403 on every request.
  *
+ * Connections: the connection guard (conn_guard.c) is told as each one opens,
+ * gets its headers, has its body in, is answered and closes; server_conns.c
+ * owns the guard and the thread that sweeps it once a second.
+ *
  * Worker threads: MHD_USE_EPOLL_INTERNAL_THREAD with a thread pool of one
  * thread per core by default. Suspend/resume is enabled so that a later
  * release can park gang members' binds without blocking a worker.
@@ -28,6 +33,7 @@
 #include "extender/budget.h"
 #include "extender/http_reply.h"
 #include "extender/internal.h"
+#include "extender/server_conns.h"
 #include "extender/tls.h"
 
 #include <arpa/inet.h>
@@ -60,12 +66,7 @@ struct ext_server {
 	struct ext_tls *tls;            /* NULL: plain HTTP */
 	struct ext_budget budget;       /* http.body_budget_bytes */
 	struct ext_log_limit busy_log, denied_log, mhd_log;
-	struct conn_guard *guard;       /* deadlines and slots (conn_guard.h) */
-	pthread_t sweeper;              /* runs conn_guard_sweep once a second */
-	pthread_mutex_t stop_lock;
-	pthread_cond_t stop_cond;
-	bool stopping;                  /* guarded by stop_lock */
-	bool sweeping;                  /* the sweeper was started */
+	struct ext_conns conns;         /* the connection guard (server_conns.h) */
 };
 
 /* Per connection (libmicrohttpd's socket context). */
@@ -126,39 +127,15 @@ static const struct {
 };
 
 enum {
-	/* A request path as routed, after normalise_path: troupe's routes are
+	/* A request path as routed (ext__http_route_path): troupe's routes are
 	 * short, and a path cut here is none of them (404). */
 	ROUTE_PATH_BUF = 256,
-	/* One libmicrohttpd log line; longer ones are cut. */
-	MHD_LOG_BUF = 512,
 	/* Refusals (and libmicrohttpd messages) logged a second, of each kind. */
 	LOG_BURST = 5,
-	/* " (N more like it left out since the last line)". */
-	LEFT_OUT_BUF = 96,
 };
 
 /* HTTPS: TLS 1.2 and 1.3 only, as kube-scheduler's Go client offers. */
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
-
-/* Normalise <url> into <out>: collapse "//", drop a trailing "/", strip the
- * configured prefix. */
-static void normalise_path(const char *url, const char *prefix, char *out, size_t len)
-{
-	size_t n = 0, plen = strlen(prefix);
-
-	for (const char *p = url; *p && *p != '?' && n + 1 < len; p++) {
-		if (*p == '/' && n > 0 && out[n - 1] == '/')
-			continue;
-		out[n++] = *p;
-	}
-	if (n > 1 && out[n - 1] == '/')
-		n--;
-	out[n] = '\0';
-	while (plen > 1 && prefix[plen - 1] == '/')
-		plen--;
-	if (plen > 1 && strncmp(out, prefix, plen) == 0 && (out[plen] == '/' || !out[plen]))
-		memmove(out, out + plen, n - plen + 1);
-}
 
 static enum ext_counter_verb counter_of(enum route route)
 {
@@ -250,7 +227,7 @@ static enum MHD_Result start_bind(struct MHD_Connection *conn, const struct ext_
 static enum MHD_Result refuse_busy(struct ext_server *s, struct MHD_Connection *conn,
 				   const char *method, const char *path, const char *size)
 {
-	char who[EXT_PEER_NAME_BUF], left_out[LEFT_OUT_BUF];
+	char who[EXT_PEER_NAME_BUF], left_out[EXT_LEFT_OUT_BUF];
 
 	if (ext_log_limit_pass(&s->busy_log, util_now_ns(), left_out, sizeof(left_out))) {
 		ext__http_peer_name(conn, who, sizeof(who));
@@ -293,25 +270,15 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 		cs = *socket_context;
 		/* Before libmicrohttpd closes the descriptor (conn_guard.h). */
 		if (cs)
-			conn_guard_closed(s->guard, cs->guard);
+			conn_guard_closed(s->conns.guard, cs->guard);
 		free(cs);
 		*socket_context = NULL;
 		return;
 	}
 	cs = calloc(1, sizeof(*cs));
 	if (cs) {
-		const union MHD_ConnectionInfo *fd, *addr;
-
 		cs->s = s;
-		fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-		addr = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-		if (fd)
-			cs->guard = conn_guard_open(s->guard, fd->connect_fd,
-						    addr ? addr->client_addr : NULL,
-						    addr && addr->client_addr &&
-						    addr->client_addr->sa_family == AF_INET6 ?
-						    sizeof(struct sockaddr_in6) :
-						    sizeof(struct sockaddr_in));
+		cs->guard = ext__conns_open(&s->conns, conn);
 	}
 	*socket_context = cs;   /* NULL: retrieve_cert fails the handshake */
 	if (!s->tls)
@@ -354,7 +321,7 @@ static bool client_allowed(struct ext_server *s, struct MHD_Connection *conn,
 {
 	struct ext_tls_peer local, *peer = cs ? &cs->peer : &local;
 	unsigned generation = ext_tls_trust_generation(s->tls);
-	char who[EXT_PEER_NAME_BUF], left_out[LEFT_OUT_BUF];
+	char who[EXT_PEER_NAME_BUF], left_out[EXT_LEFT_OUT_BUF];
 
 	if (!cs || !cs->decided || cs->peer.trust_generation != generation) {
 		gnutls_session_t session = session_of(conn);
@@ -404,9 +371,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	(void)version;
 	if (!rq) {
 		cs = conn_state_of(conn);
-		conn_guard_request_begin(s->guard, guard_of(cs));  /* headers are in */
+		conn_guard_request_begin(s->conns.guard, guard_of(cs));  /* headers are in */
 	}
-	normalise_path(url, svc->cfg->path_prefix, path, sizeof(path));
+	ext__http_route_path(url, svc->cfg->path_prefix, path, sizeof(path));
 	if (!rq && s->tls && ext_tls_wants_client_cert(s->tls) &&
 	    !client_allowed(s, conn, cs, method, path, &ret))
 		return ret;
@@ -478,7 +445,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	/* The body is in: the verb runs, and the guard leaves the connection to
 	 * the verb's own timeouts. */
-	conn_guard_body_done(s->guard, rq->guard);
+	conn_guard_body_done(s->conns.guard, rq->guard);
 	if (rq->body_error == EXT_BODY_TOO_LARGE) {
 		log_warn("http", "%s %s: chunked body exceeded %zu bytes; refused", method, path,
 			 svc->cfg->max_body_bytes);
@@ -546,7 +513,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 	/* A request answered on its first call (404, 413, a refusal) has no
 	 * record to hold its guard: only then is the connection asked again. */
-	conn_guard_request_end(s->guard, rq ? rq->guard : guard_of(conn_state_of(conn)));
+	conn_guard_request_end(s->conns.guard, rq ? rq->guard : guard_of(conn_state_of(conn)));
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK &&
 	    toe != MHD_REQUEST_TERMINATED_CLIENT_ABORT && rq)
 		log_debug("http", "request ended early (code %d)", (int)toe);
@@ -567,16 +534,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct ext_server *s = cls;
-	char msg[MHD_LOG_BUF], left_out[LEFT_OUT_BUF];
-	size_t n;
 
-	if (!ext_log_limit_pass(&s->mhd_log, util_now_ns(), left_out, sizeof(left_out)))
-		return;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	n = strlen(msg);
-	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-		msg[--n] = '\0';
-	log_warn("http", "libmicrohttpd: %s%s", msg, left_out);
+	ext__http_log_mhd("http", &s->mhd_log, fmt, ap);
 }
 
 /* Load the TLS credentials into <s>. Returns 0 or -EINVAL with <err> set. */
@@ -601,72 +560,6 @@ static int start_tls(struct ext_server *s, const struct ext_config *cfg, char *e
 /* libmicrohttpd's own connection limit sits this far above the guard's, so
  * that the guard, not a refusal, decides who goes. */
 enum { GUARD_MARGIN = 64 };
-
-static void *sweep_main(void *arg)
-{
-	struct ext_server *s = arg;
-
-	pthread_mutex_lock(&s->stop_lock);
-	while (!s->stopping) {
-		struct timespec ts;
-
-		pthread_mutex_unlock(&s->stop_lock);
-		conn_guard_sweep(s->guard);
-		pthread_mutex_lock(&s->stop_lock);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
-		if (!s->stopping)
-			pthread_cond_timedwait(&s->stop_cond, &s->stop_lock, &ts);
-	}
-	pthread_mutex_unlock(&s->stop_lock);
-	return NULL;
-}
-
-/* http.connections_per_client, 0 meaning a quarter of the connection limit. */
-static unsigned ext_server_per_client(const struct ext_config *cfg)
-{
-	unsigned q = cfg->connection_limit / 4;
-
-	return cfg->connections_per_client ? cfg->connections_per_client : q ? q : 1;
-}
-
-static int start_guard(struct ext_server *s, const struct ext_config *cfg)
-{
-	struct conn_guard_config gc = {
-		.slots = cfg->connection_limit,
-		.per_client = ext_server_per_client(cfg),
-		.idle_s = cfg->connection_timeout_s,
-		.request_s = cfg->request_deadline_s,
-	};
-
-	s->guard = conn_guard_new(&gc);
-	if (!s->guard)
-		return -1;
-	pthread_mutex_init(&s->stop_lock, NULL);
-	pthread_cond_init(&s->stop_cond, NULL);
-	if (pthread_create(&s->sweeper, NULL, sweep_main, s) != 0)
-		return -1;
-	s->sweeping = true;
-	return 0;
-}
-
-static void stop_guard(struct ext_server *s)
-{
-	if (!s->guard)
-		return;
-	if (s->sweeping) {
-		pthread_mutex_lock(&s->stop_lock);
-		s->stopping = true;
-		pthread_cond_signal(&s->stop_cond);
-		pthread_mutex_unlock(&s->stop_lock);
-		pthread_join(s->sweeper, NULL);
-		s->sweeping = false;
-	}
-	pthread_mutex_destroy(&s->stop_lock);
-	pthread_cond_destroy(&s->stop_cond);
-	conn_guard_free(s->guard);
-	s->guard = NULL;
-}
 
 struct ext_server *ext_server_start(const struct ext_service *svc, char *err, size_t errlen)
 {
@@ -713,7 +606,7 @@ struct ext_server *ext_server_start(const struct ext_service *svc, char *err, si
 	s->mhd_log.per_second = LOG_BURST;
 	if (cfg->tls.cert_file[0] && start_tls(s, cfg, err, errlen) < 0)
 		goto fail;
-	if (start_guard(s, cfg) < 0) {
+	if (ext__conns_start(&s->conns, cfg) < 0) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
@@ -754,14 +647,14 @@ struct ext_server *ext_server_start(const struct ext_service *svc, char *err, si
 	log_info("http", "serving with %u threads%s; %u connections at most (%u per client), "
 		 "closed after %us with no request or %us for a request's body; body limit %zu "
 		 "bytes, %zu bytes for all bodies at once", threads, why, cfg->connection_limit,
-		 ext_server_per_client(cfg), cfg->connection_timeout_s, cfg->request_deadline_s,
+		 ext__conns_per_client(cfg), cfg->connection_timeout_s, cfg->request_deadline_s,
 		 cfg->max_body_bytes, cfg->body_budget_bytes);
 	return s;
 fail:
 	if (ai)
 		freeaddrinfo(ai);
 	if (s) {
-		stop_guard(s);
+		ext__conns_stop(&s->conns);
 		ext_tls_free(s->tls);
 	}
 	free(s);
@@ -793,12 +686,12 @@ void ext_server_stop(struct ext_server *s)
 	if (!s)
 		return;
 	MHD_stop_daemon(s->daemon);     /* reports every connection closed */
-	stop_guard(s);
+	ext__conns_stop(&s->conns);
 	ext_tls_free(s->tls);
 	free(s);
 }
 
 void ext_server_guard_stats(struct ext_server *s, struct conn_guard_stats *out)
 {
-	conn_guard_get_stats(s->guard, out);
+	conn_guard_get_stats(s->conns.guard, out);
 }
