@@ -74,6 +74,7 @@ void ext_config_defaults(struct ext_config *cfg)
 	snprintf(cfg->listen_host, sizeof(cfg->listen_host), "127.0.0.1");
 	cfg->listen_port = 8888;
 	cfg->log_level = LOG_INFO;
+	snprintf(cfg->log_format, sizeof(cfg->log_format), "text");
 	cfg->threads = 0;
 	cfg->connection_limit = 1024;
 	cfg->connection_timeout_s = 30;
@@ -174,6 +175,7 @@ struct key {
 static const struct key keys[] = {
 	{ "listen", K_LISTEN, 0, 0 },
 	{ "log_level", K_LOGLEVEL, F(log_level), 0 },
+	{ "log_format", K_STRING, F(log_format), S(log_format) },
 	{ "http", K_MAP, 0, 0 },
 	{ "http.threads", K_UINT, F(threads), 0 },
 	{ "http.connection_limit", K_UINT, F(connection_limit), 0 },
@@ -652,6 +654,14 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "gang: timeouts must be positive and margin_seconds below "
 			 "scheduler_http_timeout_seconds");
 		return -EINVAL;
+	}
+	{
+		enum log_format lf;
+
+		if (log_format_parse(cfg->log_format, &lf) < 0) {
+			snprintf(err, errlen, "log_format must be text or json");
+			return -EINVAL;
+		}
 	}
 	if (cfg->recover.interval_s < 1 || cfg->recover.interval_s > 3600) {
 		snprintf(err, errlen, "gang.recover_interval_seconds must be from 1 to 3600 (how "

@@ -50,6 +50,7 @@ struct ext_config {
 	char listen_host[256];          /* "127.0.0.1", "0.0.0.0", "::1" */
 	uint16_t listen_port;           /* 0: pick a free port (logged) */
 	enum log_level log_level;
+	char log_format[8];             /* "text" (default) or "json" */
 	unsigned threads;               /* HTTP worker threads; 0: one per core */
 	unsigned connection_limit;
 	unsigned connection_timeout_s;  /* no request in progress: closed after this */

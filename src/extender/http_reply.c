@@ -46,6 +46,26 @@ void ext__http_route_path(const char *url, const char *prefix, char *out, size_t
 		memmove(out, out + plen, n - plen + 1);
 }
 
+/* The codes troupe answers with; the first slot counts any other. */
+const unsigned ext_http_codes[EXT_HTTP_CODES] = { 0, 200, 400, 401, 403, 404, 405, 413, 429, 500,
+						  503, 504 };
+static unsigned long long responses[EXT_HTTP_CODES];   /* relaxed atomics */
+
+unsigned long long ext__http_responses(unsigned i)
+{
+	return i < EXT_HTTP_CODES ? __atomic_load_n(&responses[i], __ATOMIC_RELAXED) : 0;
+}
+
+static void count_response(unsigned status)
+{
+	unsigned i = 0;
+
+	for (unsigned k = 1; k < EXT_HTTP_CODES; k++)
+		if (ext_http_codes[k] == status)
+			i = k;
+	__atomic_add_fetch(&responses[i], 1, __ATOMIC_RELAXED);
+}
+
 enum MHD_Result ext__http_send(struct MHD_Connection *conn, unsigned status, struct strbuf *body,
 			       const char *hdr, const char *val)
 {
@@ -74,6 +94,8 @@ enum MHD_Result ext__http_send(struct MHD_Connection *conn, unsigned status, str
 		MHD_add_response_header(resp, hdr, val);
 	ret = MHD_queue_response(conn, status, resp);
 	MHD_destroy_response(resp);
+	if (ret == MHD_YES)
+		count_response(status);
 	return ret;
 }
 

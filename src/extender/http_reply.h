@@ -46,6 +46,14 @@ enum MHD_Result ext__http_send(struct MHD_Connection *conn, unsigned status, str
 enum MHD_Result ext__http_send_error(struct MHD_Connection *conn, unsigned status,
 				     const char *hdr, const char *val, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
+/* Answers queued by both listeners, by status code (ext__http_send counts
+ * each, for /metrics' troupe_http_responses_total). Codes outside the list
+ * count under 0, shown as "other". */
+enum { EXT_HTTP_CODES = 12 };
+extern const unsigned ext_http_codes[EXT_HTTP_CODES];
+/* The count of answers with ext_http_codes[i]. Thread: any. */
+unsigned long long ext__http_responses(unsigned i);
+
 /* The client's address as "10.0.0.7:51234" or "[2001:db8::1]:51234" into
  * <out> (EXT_PEER_NAME_BUF is enough), "an unknown address" when it is not
  * known. */

@@ -4,6 +4,7 @@
  * server), GET /readyz, and the Prometheus counters of GET /metrics with the
  * request counts the server bumps (ext_count).
  */
+#include "extender/http_reply.h"
 #include "extender/internal.h"
 #include "extender/recover.h"
 
@@ -13,6 +14,7 @@
 #include "extender/server.h"
 #include "extender/standby.h"
 #include "extender/cycle.h"
+#include "troupe_version.h"
 
 /* ---- debug ------------------------------------------------------------- */
 
@@ -209,13 +211,72 @@ void ext_readyz(const struct ext_service *svc, struct ext_reply *r)
 
 /* ---- metrics --------------------------------------------------------------- */
 
-void ext_count(struct ext_counters *c, enum ext_counter_verb verb, bool error)
+const double ext_latency_bounds_s[EXT_LATENCY_BOUNDS] = {
+	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+	0.5, 1, 2.5, 5, 10,
+};
+
+void ext_count(struct ext_counters *c, enum ext_counter_verb verb, bool error,
+	       uint64_t elapsed_ns)
 {
+	unsigned b = 0;
+
 	if (!c)
 		return;
 	__atomic_add_fetch(&c->requests[verb], 1, __ATOMIC_RELAXED);
 	if (error)
 		__atomic_add_fetch(&c->errors[verb], 1, __ATOMIC_RELAXED);
+	while (b < EXT_LATENCY_BOUNDS && (double)elapsed_ns > ext_latency_bounds_s[b] * 1e9)
+		b++;
+	__atomic_add_fetch(&c->latency[verb][b], 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&c->latency_ns_sum[verb], elapsed_ns, __ATOMIC_RELAXED);
+}
+
+/* troupe_request_duration_seconds: one histogram per verb, cumulative buckets
+ * as Prometheus reads them. */
+static void latency_histograms(struct strbuf *sb, const struct ext_counters *c,
+			       const char *const *verbs)
+{
+	strbuf_puts(sb, "# HELP troupe_request_duration_seconds Time from a request's headers to "
+		    "its answer, by verb (a gang member's bind includes its wait at the barrier)\n"
+		    "# TYPE troupe_request_duration_seconds histogram\n");
+	for (int v = 0; v < EXT_C_VERBS; v++) {
+		unsigned long long cum = 0;
+
+		for (unsigned b = 0; b <= EXT_LATENCY_BOUNDS; b++) {
+			cum += __atomic_load_n(&c->latency[v][b], __ATOMIC_RELAXED);
+			if (b < EXT_LATENCY_BOUNDS)
+				strbuf_printf(sb, "troupe_request_duration_seconds_bucket{verb=\"%s\","
+					      "le=\"%g\"} %llu\n", verbs[v], ext_latency_bounds_s[b],
+					      cum);
+			else
+				strbuf_printf(sb, "troupe_request_duration_seconds_bucket{verb=\"%s\","
+					      "le=\"+Inf\"} %llu\n", verbs[v], cum);
+		}
+		strbuf_printf(sb, "troupe_request_duration_seconds_sum{verb=\"%s\"} %.9f\n"
+			      "troupe_request_duration_seconds_count{verb=\"%s\"} %llu\n", verbs[v],
+			      __atomic_load_n(&c->latency_ns_sum[v], __ATOMIC_RELAXED) / 1e9, verbs[v],
+			      cum);
+	}
+}
+
+/* troupe_http_responses_total by status code, and troupe_build_info. */
+static void responses_and_build(struct strbuf *sb)
+{
+	strbuf_puts(sb, "# HELP troupe_http_responses_total Answers sent on both listeners, by "
+		    "status code (\"other\": a code not listed)\n"
+		    "# TYPE troupe_http_responses_total counter\n");
+	for (unsigned i = 0; i < EXT_HTTP_CODES; i++) {
+		if (ext_http_codes[i])
+			strbuf_printf(sb, "troupe_http_responses_total{code=\"%u\"} %llu\n",
+				      ext_http_codes[i], ext__http_responses(i));
+		else
+			strbuf_printf(sb, "troupe_http_responses_total{code=\"other\"} %llu\n",
+				      ext__http_responses(i));
+	}
+	strbuf_puts(sb, "# HELP troupe_build_info The running troupe's version (always 1)\n"
+		    "# TYPE troupe_build_info gauge\n"
+		    "troupe_build_info{version=\"" TROUPE_VERSION "\"} 1\n");
 }
 
 static void metric(struct strbuf *sb, const char *name, const char *type, const char *help,
@@ -274,7 +335,9 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 			      "# TYPE troupe_filter_seconds_total counter\n"
 			      "troupe_filter_seconds_total %.6f\n",
 			      __atomic_load_n(&c->filter_ns_total, __ATOMIC_RELAXED) / 1e9);
+		latency_histograms(sb, c, verbs);
 	}
+	responses_and_build(sb);
 	if (svc->cycle) {
 		uint64_t used, stale, names;
 

@@ -196,6 +196,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	char path[OPS_PATH_BUF];
 	struct ext_reply reply;
 	enum MHD_Result ret;
+	uint64_t t0 = util_now_ns();    /* a GET's headers are all it has */
 	int found = -1;
 
 	(void)version;
@@ -223,12 +224,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 					    "troupe: %s is not allowed on %s", method, path);
 	}
 	if (s->auth && ops_routes[found].protected && refused(s, conn, method, path, &ret)) {
-		ext_count(s->svc->counters, EXT_C_OTHER, true);
+		ext_count(s->svc->counters, EXT_C_OTHER, true, util_now_ns() - t0);
 		return ret;
 	}
 	ext_reply_init(&reply);
 	answer(s->svc, ops_routes[found].route, &reply);
-	ext_count(s->svc->counters, EXT_C_OTHER, reply.error || reply.status != 200);
+	ext_count(s->svc->counters, EXT_C_OTHER, reply.error || reply.status != 200,
+		  util_now_ns() - t0);
 	log_debug("ops", "%s %s -> %u (%zu bytes)", method, path, reply.status, reply.body.len);
 	ret = ext__http_send(conn, reply.status, &reply.body, NULL, NULL);
 	ext_reply_fini(&reply);

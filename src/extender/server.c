@@ -186,7 +186,8 @@ static enum MHD_Result send_pending(struct MHD_Connection *conn, struct request 
 
 	rq->pending = false;
 	__atomic_sub_fetch(&pending_total, 1, __ATOMIC_RELAXED);
-	ext_count(rq->counters, EXT_C_BIND, rq->reply.error || rq->reply.status != 200);
+	ext_count(rq->counters, EXT_C_BIND, rq->reply.error || rq->reply.status != 200,
+		  util_now_ns() - rq->started_ns);
 	log_debug("http", "POST %s -> %u (%zu bytes in, %zu out, %.0f us, answered later)", path,
 		  rq->reply.status, rq->body.len, rq->reply.body.len,
 		  (double)(util_now_ns() - rq->started_ns) / 1e3);
@@ -496,7 +497,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		handle_get(svc, route, &reply);
 		break;
 	}
-	ext_count(svc->counters, counter_of(route), reply.error || reply.status != 200);
+	ext_count(svc->counters, counter_of(route), reply.error || reply.status != 200,
+		  util_now_ns() - rq->started_ns);
 	log_debug("http", "%s %s -> %u (%zu bytes in, %zu out, %.0f us)", method, path,
 		  reply.status, rq->body.len, reply.body.len,
 		  (double)(util_now_ns() - rq->started_ns) / 1e3);

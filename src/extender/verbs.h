@@ -54,14 +54,23 @@ struct ext_baseline {
 /* Counters the server and the verbs bump (relaxed atomics) and /metrics reads. */
 enum ext_counter_verb { EXT_C_FILTER, EXT_C_PRIORITIZE, EXT_C_BIND, EXT_C_PREEMPT, EXT_C_OTHER,
 			EXT_C_VERBS };
+/* troupe_request_duration_seconds' upper bounds, 50 us to 10 s; one more
+ * bucket counts what is slower (+Inf). */
+enum { EXT_LATENCY_BOUNDS = 17 };
+extern const double ext_latency_bounds_s[EXT_LATENCY_BOUNDS];
 struct ext_counters {
 	uint64_t requests[EXT_C_VERBS];
 	uint64_t errors[EXT_C_VERBS];   /* non-200 answers, or 200 with an Error */
 	uint64_t filter_ns_total;       /* server-side time in filter, summed */
+	/* Time from a request's headers to its answer, by verb: counts per
+	 * bucket (not cumulative; /metrics sums them) and the sum. */
+	uint64_t latency[EXT_C_VERBS][EXT_LATENCY_BOUNDS + 1];
+	uint64_t latency_ns_sum[EXT_C_VERBS];
 };
 
-/* Count one answered request of <verb>. Thread: any. */
-void ext_count(struct ext_counters *c, enum ext_counter_verb verb, bool error);
+/* Count one answered request of <verb> that took <elapsed_ns>. Thread: any. */
+void ext_count(struct ext_counters *c, enum ext_counter_verb verb, bool error,
+	       uint64_t elapsed_ns);
 
 /* How a verb answered later tells its caller: <done>(<ctx>) runs, on another
  * thread, once the reply is complete. */
