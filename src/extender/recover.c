@@ -94,6 +94,8 @@ void ext_recover_opts_defaults(struct ext_recover_opts *o)
 
 struct recover_post {
 	struct ext_recover *rc;
+	unsigned attempt;               /* posts so far, minus one */
+	uint64_t retry_until_ns;        /* refusals are posted again until then */
 	char uid[K8S_UID_BUF];
 	char ns[K8S_NAMESPACE_BUF];
 	char name[K8S_NAME_BUF];
@@ -103,14 +105,51 @@ struct recover_post {
 	char *ann;
 };
 
+/* A refused Binding (an admission webhook's 403, a 429, a 5xx) is posted again
+ * after a backoff, its devices still claimed, for up to RECOVER_RETRY_NS: a
+ * refusal that passes (a webhook that was lagging, a throttle) then still
+ * completes the gang from its plan, and meanwhile the claimed member counts
+ * as bound, so no other plan is made for it. As bind.c does for a gang
+ * member after quorum. */
+#define RECOVER_RETRY_NS (15ULL * 1000000000ULL)
+enum { RECOVER_RETRY_FIRST_MS = 200, RECOVER_RETRY_MAX_MS = 2000 };
+
+static void recover_posted(void *arg, int result, const char *msg, unsigned retry_after_ms);
+
+/* Post <p> again after a backoff when that can still help. */
+static bool post_again(struct recover_post *p, int result, const char *msg,
+		       unsigned retry_after_ms)
+{
+	struct cache_binding b = { p->ns, p->name, p->uid, p->node, p->ann };
+	unsigned delay = RECOVER_RETRY_FIRST_MS << (p->attempt < 4 ? p->attempt : 4);
+	uint64_t now = util_now_ns();
+
+	if (result == 0 || result == -ETIMEDOUT || result == -EIO || result == -ECANCELED ||
+	    result == -ENOENT || result == -EEXIST || result == -ENOMEM || now >= p->retry_until_ns)
+		return false;
+	if (delay > RECOVER_RETRY_MAX_MS)
+		delay = RECOVER_RETRY_MAX_MS;
+	if (retry_after_ms > delay)
+		delay = retry_after_ms;
+	if (now + (uint64_t)delay * 1000000ULL >= p->retry_until_ns)
+		return false;
+	p->attempt++;
+	log_info("recover", "gang %s: binding pod %s/%s -> node %s refused (%s); posting it again "
+		 "in %u ms (attempt %u)", p->gang, p->ns, p->name, p->node, msg, delay,
+		 p->attempt + 1);
+	return cache_binder_submit_after(p->rc->svc->binder, &b, delay, recover_posted, p) == 0;
+}
+
 /* The API server answered a Binding this module posted (binder thread). A
- * refusal gives the devices back; the next pass tries again. */
+ * refusal is posted again for a while (post_again), then gives the devices
+ * back; a later pass tries again. */
 static void recover_posted(void *arg, int result, const char *msg, unsigned retry_after_ms)
 {
 	struct recover_post *p = arg;
 	struct cache *c = p->rc->svc->cache;
 
-	(void)retry_after_ms;
+	if (post_again(p, result, msg, retry_after_ms))
+		return;
 	if (result == 0) {
 		cache_pod_mark_bind(c, p->uid, true);
 		__atomic_add_fetch(&p->rc->stats.bindings, 1, __ATOMIC_RELAXED);
@@ -163,6 +202,7 @@ static int complete_member(struct ext_recover *rc, const char *ns, const char *g
 	if (!p)
 		goto nomem;
 	p->rc = rc;
+	p->retry_until_ns = util_now_ns() + RECOVER_RETRY_NS;
 	snprintf(p->uid, sizeof(p->uid), "%s", mb->uid);
 	snprintf(p->ns, sizeof(p->ns), "%s", ns);
 	snprintf(p->name, sizeof(p->name), "%s", mb->name);

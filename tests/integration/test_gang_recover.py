@@ -2,7 +2,8 @@
 the next troupe finishes it from the plan its bound members carry (r1), or rolls
 it back when it cannot (r2); a gang bound normally leaves the recovery nothing
 to do (r3); a plan too long to list its members can only be rolled back, and
-is (r4); a plan of a newer version is left alone (r5).
+is (r4); a plan of a newer version is left alone (r5); a recovery Binding the
+API server refuses for a moment is posted again until it is accepted (r6).
 
 How a gang is left partly bound here: the API server refuses one member's
 Binding on every post (as an admission webhook can), so the others are bound
@@ -162,6 +163,26 @@ class GangRecoverTest(GangCase):
         self.assertEqual(self.srv.deletions, [])
         self.assertNotRegex(t.log(), r"\[recover\]")
 
+
+    def test_r6_a_refused_recovery_binding_is_posted_again(self):
+        """The API server refuses the new troupe's Binding twice (a webhook
+        still in place): the recovery keeps the member's devices and posts it
+        again after a backoff, so the gang is completed from its plan and no
+        other plan is made for the member meanwhile."""
+        pods, plan = self.leave_partly_bound("rr")
+        last = next(m for m in plan["members"] if m["pod"] == member_name("rr", 3))
+        self.srv.fail_next(2, 403, path_contains="/pods/%s/binding" % last["pod"],
+                           message="denied by webhook still-there")
+        t2 = self.start_troupe(recover_config())
+        wait_until(lambda: self.server_pod(last["pod"])["spec"].get("nodeName"), 30,
+                   "the last member bound after the refusals")
+        self.assertEqual(self.server_pod(last["pod"])["spec"]["nodeName"], last["node"])
+        self.assertGreaterEqual(t2.log().count("gang ml/rr: binding pod ml/rr-3 -> node %s "
+                                               "refused" % last["node"]), 2, t2.log())
+        m = self.metrics(t2)
+        self.assertEqual(m["troupe_gang_recovery_bindings_total"], 1)
+        self.assertEqual(m["troupe_gang_recovery_refused_total"], 0)
+        assert_no_device_twice(self, t2)
 
     def bound_members_with(self, group, plan_text, n_bound, n_pending):
         """Gang <group> of 1-GPU members as the API would show it after a
