@@ -4,7 +4,7 @@
  *
  *   GET /healthz /readyz /version        always open (kubelet probes them)
  *   GET /debug/state /debug/cache        behind authentication when ops.auth
- *   GET /metrics                         is on (ops_auth.c)
+ *   GET /metrics /debug/explain          is on (ops_auth.c)
  *
  * Apart from the verbs so that the verbs' address can stay reachable by
  * kube-scheduler alone, and so that what the ops paths reveal (every pod
@@ -34,6 +34,7 @@
 #include "common/strbuf.h"
 #include "common/util.h"
 #include "extender/config.h"
+#include "extender/explain.h"
 #include "extender/http_reply.h"
 #include "extender/ops_auth.h"
 #include "extender/verbs.h"
@@ -58,7 +59,8 @@ struct ext_ops_server {
 	uint16_t port;
 };
 
-enum ops_route { O_HEALTHZ, O_READYZ, O_VERSION, O_DEBUG_STATE, O_DEBUG_CACHE, O_METRICS };
+enum ops_route { O_HEALTHZ, O_READYZ, O_VERSION, O_DEBUG_STATE, O_DEBUG_CACHE, O_METRICS,
+		 O_DEBUG_EXPLAIN };
 
 static const struct {
 	const char *path;
@@ -71,6 +73,7 @@ static const struct {
 	{ "/debug/state", O_DEBUG_STATE, true },
 	{ "/debug/cache", O_DEBUG_CACHE, true },
 	{ "/metrics", O_METRICS, true },
+	{ "/debug/explain", O_DEBUG_EXPLAIN, true },
 };
 
 /* A marker for "headers seen, wait for the end of the request". */
@@ -161,7 +164,8 @@ static bool refused(struct ext_ops_server *s, struct MHD_Connection *conn, const
 	return true;
 }
 
-static void answer(const struct ext_service *svc, enum ops_route route, struct ext_reply *r)
+static void answer(const struct ext_service *svc, struct MHD_Connection *conn,
+		   enum ops_route route, struct ext_reply *r)
 {
 	switch (route) {
 	case O_HEALTHZ:
@@ -182,6 +186,18 @@ static void answer(const struct ext_service *svc, enum ops_route route, struct e
 	case O_METRICS:
 		ext_metrics(svc, r);
 		break;
+	case O_DEBUG_EXPLAIN: {
+		/* The query's arguments, as libmicrohttpd decoded them. */
+		struct ext_explain_query q = {
+			MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "pod"),
+			MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "podgroup"),
+			MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "examples"),
+			MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "best"),
+		};
+
+		ext_explain(svc, &q, r);
+		break;
+	}
 	}
 }
 
@@ -228,7 +244,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return ret;
 	}
 	ext_reply_init(&reply);
-	answer(s->svc, ops_routes[found].route, &reply);
+	answer(s->svc, conn, ops_routes[found].route, &reply);
 	ext_count(s->svc->counters, EXT_C_OTHER, reply.error || reply.status != 200,
 		  util_now_ns() - t0);
 	log_debug("ops", "%s %s -> %u (%zu bytes)", method, path, reply.status, reply.body.len);
