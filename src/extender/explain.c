@@ -28,19 +28,19 @@ static const struct {
 } groups[EXPLAIN_GROUPS] = {
 	[PLACEMENT_WHY_FITS] = { "fits", "can take it now" },
 	[PLACEMENT_WHY_UNKNOWN_NODE] = { "unknownNode", "unknown to troupe" },
-	[PLACEMENT_WHY_NO_GPU_KIND] = { "kindMismatch", "have none of the GPU kind asked" },
-	[PLACEMENT_WHY_CAPACITY] = { "notEnoughCapacity", "have fewer GPUs in all than asked" },
-	[PLACEMENT_WHY_NOT_READY] = { "notReady", "are not Ready" },
-	[PLACEMENT_WHY_CORDONED] = { "cordoned", "are cordoned" },
-	[PLACEMENT_WHY_UNHEALTHY] = { "unhealthyDevices", "have too few healthy GPUs" },
-	[PLACEMENT_WHY_FREE] = { "notEnoughFree", "have too few free GPUs now" },
+	[PLACEMENT_WHY_NO_GPU_KIND] = { "kindMismatch", "none of the GPU kind asked" },
+	[PLACEMENT_WHY_CAPACITY] = { "notEnoughCapacity", "fewer GPUs in all than asked" },
+	[PLACEMENT_WHY_NOT_READY] = { "notReady", "not Ready" },
+	[PLACEMENT_WHY_CORDONED] = { "cordoned", "cordoned (spec.unschedulable)" },
+	[PLACEMENT_WHY_UNHEALTHY] = { "unhealthyDevices", "too few healthy GPUs (allocatable)" },
+	[PLACEMENT_WHY_FREE] = { "notEnoughFree", "too few free GPUs now" },
 	[PLACEMENT_WHY_TOPOLOGY_UNKNOWN] = { "topologyUnknown",
-					     "have unknown GPU links; a required policy needs them" },
+					     "GPU links unknown; the required policy needs them" },
 	[PLACEMENT_WHY_TOPOLOGY_NEVER] = { "topologyNoSet",
-					   "have no GPU set meeting the required policy" },
+					   "no GPU set meets the required policy" },
 	[PLACEMENT_WHY_TOPOLOGY_FREE] = { "topologyNoFreeSet",
-					  "have no free GPU set meeting the required policy now" },
-	[EXPLAIN_GROUP_HELD] = { "heldForGang", "keep freed GPUs for a starving gang" },
+					  "no free GPU set meets the required policy now" },
+	[EXPLAIN_GROUP_HELD] = { "heldForGang", "freed GPUs held for a starving gang" },
 };
 
 int ext__explain_group(const struct ext_node_verdict *v)
@@ -481,6 +481,10 @@ static void explain_pod(const struct ext_service *svc, const char *ns, const cha
 			 feasible);
 		if (!gang && feasible == 0)
 			snprintf(err, sizeof(err), "no node can take it now");
+		if (p.state != CACHE_POD_STATE_UNACCOUNTED)
+			snprintf(err, sizeof(err), "already %s to %s; the nodes are judged as if it "
+				 "asked again now (its own GPUs count as taken)", state_name(p.state),
+				 p.node);
 		ext__explain_put_str(sb, err);
 	}
 	strbuf_puts(sb, ",\"gang\":");

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cache/cache.h"
 #include "common/strbuf.h"
@@ -50,5 +51,9 @@ void ext__explain_put_queue(const struct ext_service *svc, const char *queue, co
 /* explain_gang.c: the answer for ?podgroup=<ns>/<name>. */
 void ext__explain_podgroup(const struct ext_service *svc, const char *ns, const char *name,
 			   unsigned examples, struct ext_reply *r);
+
+/* explain_print.c: the human answer for the JSON <json> into <out>. Returns 0,
+ * or -1 when <json> is not an explanation. */
+int ext__explain_print(FILE *out, const char *json, size_t len);
 
 #endif
