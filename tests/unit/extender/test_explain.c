@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "gang_fixture.h"
 #include "extender/explain.h"
 
 enum { SEEDS = 2000, MAX_NODES = 24 };
@@ -73,6 +74,7 @@ static const struct {
 	const char *text;
 	bool anywhere;
 } group_messages[] = {
+	{ "heldForGang", "troupe: GPUs on this node are held for gang ", false },
 	{ "kindMismatch", "troupe: node has no ", false },
 	{ "notEnoughCapacity", "troupe: node has ", false },
 	{ "notReady", "troupe: node is not Ready", false },
@@ -277,15 +279,15 @@ static void rfx_fini(struct rfx *r)
 	placement_registry_free(r->registry);
 }
 
-static cJSON *explain(struct rfx *r, const char *pod, const char *group, const char *examples,
-		      unsigned *status)
+static cJSON *explain(struct rfx *r, const struct ext_service *svc, const char *pod,
+		      const char *group, const char *examples, unsigned *status)
 {
 	struct ext_explain_query q = { pod, group, examples, "100" };
 	struct ext_reply rep;
 	cJSON *j;
 
 	ext_reply_init(&rep);
-	ext_explain(&r->f.svc, &q, &rep);
+	ext_explain(r ? &r->f.svc : svc, &q, &rep);
 	*status = rep.status;
 	j = cJSON_ParseWithLength(rep.body.buf, rep.body.len);
 	if (!j)
@@ -298,45 +300,15 @@ static cJSON *explain(struct rfx *r, const char *pod, const char *group, const c
  * "fits" last: the random clusters must reach every reason they can make. */
 static unsigned reached[sizeof(group_messages) / sizeof(group_messages[0]) + 1];
 
-/* One seed: explain and filter agree on every node. */
-static void one_cluster(unsigned seed)
+/* Explain's answer <ex> (every node listed) and filter's <fr> for the same pod
+ * over the same <n> nodes agree: each node explain says fits filter passed;
+ * each other one filter refused with the same message, in the list explain's
+ * "resolvable" names, and the message belongs to explain's group. */
+static void check_agrees(const cJSON *ex, const cJSON *fr, unsigned n, unsigned seed)
 {
-	cJSON *list = cJSON_CreateObject(), *items, *pod, *fr, *ex, *pr;
-	const char *names[MAX_NODES + 1];
-	char node_names[MAX_NODES][32], *snap, *args, *pargs;
-	unsigned n = 1 + (seed % MAX_NODES), pod_seq = 0, status, seen = 0;
-	struct rfx r;
-	const cJSON *g, *e, *passed;
-	size_t n_pass;
+	unsigned seen = 0;
+	const cJSON *g, *e;
 
-	rng_state = 0x9e3779b97f4a7c15ULL ^ ((uint64_t)seed * 0x2545f4914f6cdd1dULL);
-	for (int i = 0; i < 4; i++)
-		rnd(2);
-	cJSON_AddStringToObject(list, "kind", "List");
-	items = cJSON_AddArrayToObject(list, "items");
-	for (unsigned i = 0; i < n; i++) {
-		add_node(items, i, &pod_seq);
-		snprintf(node_names[i], sizeof(node_names[i]), "node-%02u", i);
-		names[i] = node_names[i];
-	}
-	names[n] = NULL;
-	pod = probe_pod();
-	cJSON_AddItemToArray(items, cJSON_Duplicate(pod, true));
-	snap = cJSON_PrintUnformatted(list);
-	rfx_init(&r, snap, rnd(2) ? "topology" : "binpack");
-
-	fr = call(ext_filter, &r.f, (args = names_args(cJSON_Duplicate(pod, true), names)),
-		  &status);
-	assert_int_equal(status, 200);
-	ex = explain(&r, "ml/probe", NULL, "100000", &status);
-	if (status != 200)
-		fail_msg("seed %u: explain answered %u", seed, status);
-	if (strcmp(json_str(ex, "decidedBy"), "nodes") != 0) {
-		/* An invalid request (a policy or kind filter refuses at once). */
-		assert_true(is_error_reply(200, fr));
-		goto out;
-	}
-	assert_false(is_error_reply(200, fr));
 	assert_int_equal(item(item(ex, "nodes"), "total")->valueint, (int)n);
 	cJSON_ArrayForEach(g, item(item(ex, "nodes"), "groups")) {
 		const char *key = item(g, "reason")->valuestring;
@@ -382,6 +354,48 @@ static void one_cluster(unsigned seed)
 		assert_int_equal(count, item(g, "count")->valueint);
 	}
 	assert_int_equal(seen, n);
+}
+
+/* One seed: explain and filter agree on every node. */
+static void one_cluster(unsigned seed)
+{
+	cJSON *list = cJSON_CreateObject(), *items, *pod, *fr, *ex, *pr;
+	const char *names[MAX_NODES + 1];
+	char node_names[MAX_NODES][32], *snap, *args, *pargs;
+	unsigned n = 1 + (seed % MAX_NODES), pod_seq = 0, status;
+	struct rfx r;
+	const cJSON *passed;
+	size_t n_pass;
+
+	rng_state = 0x9e3779b97f4a7c15ULL ^ ((uint64_t)seed * 0x2545f4914f6cdd1dULL);
+	for (int i = 0; i < 4; i++)
+		rnd(2);
+	cJSON_AddStringToObject(list, "kind", "List");
+	items = cJSON_AddArrayToObject(list, "items");
+	for (unsigned i = 0; i < n; i++) {
+		add_node(items, i, &pod_seq);
+		snprintf(node_names[i], sizeof(node_names[i]), "node-%02u", i);
+		names[i] = node_names[i];
+	}
+	names[n] = NULL;
+	pod = probe_pod();
+	cJSON_AddItemToArray(items, cJSON_Duplicate(pod, true));
+	snap = cJSON_PrintUnformatted(list);
+	rfx_init(&r, snap, rnd(2) ? "topology" : "binpack");
+
+	fr = call(ext_filter, &r.f, (args = names_args(cJSON_Duplicate(pod, true), names)),
+		  &status);
+	assert_int_equal(status, 200);
+	ex = explain(&r, NULL, "ml/probe", NULL, "100000", &status);
+	if (status != 200)
+		fail_msg("seed %u: explain answered %u", seed, status);
+	if (strcmp(json_str(ex, "decidedBy"), "nodes") != 0) {
+		/* An invalid request (a policy or kind filter refuses at once). */
+		assert_true(is_error_reply(200, fr));
+		goto out;
+	}
+	assert_false(is_error_reply(200, fr));
+	check_agrees(ex, fr, n, seed);
 	/* The best nodes: fitting, best first, with prioritize's scores. */
 	passed = item(fr, "NodeNames");
 	n_pass = (size_t)cJSON_GetArraySize(passed);
@@ -426,7 +440,8 @@ out:
 }
 
 /* Over the seeds every group is reached (else the agreement proves little),
- * but unknownNode: explain looks only at the nodes troupe knows. */
+ * but unknownNode (explain looks only at the nodes troupe knows) and
+ * heldForGang (test_held_nodes_are_filters). */
 static void test_agrees_with_filter(void **state)
 {
 	size_t ng = sizeof(group_messages) / sizeof(group_messages[0]);
@@ -435,7 +450,8 @@ static void test_agrees_with_filter(void **state)
 	for (unsigned seed = 0; seed < SEEDS; seed++)
 		one_cluster(seed);
 	for (size_t x = 0; x < ng; x++)
-		if (!reached[x] && strcmp(group_messages[x].group, "unknownNode") != 0)
+		if (!reached[x] && strcmp(group_messages[x].group, "unknownNode") != 0 &&
+		    strcmp(group_messages[x].group, "heldForGang") != 0)
 			fail_msg("no random cluster made a node of group %s",
 				 group_messages[x].group);
 	assert_true(reached[ng] > 0);
@@ -512,12 +528,69 @@ static void test_gang_member(void **state)
 	ext_reply_fini(&rep);
 }
 
+/* A starving gang's holds: the nodes filter refuses a lower pod because their
+ * freed GPUs are held are explain's heldForGang, with filter's words. The gang
+ * (3 x 8 GPUs where two 8-GPU sets are free) waits; with
+ * gang.starvation_seconds 0 the manager's next pass (within 100 ms) holds
+ * capacity for it. */
+static void test_held_nodes_are_filters(void **state)
+{
+	struct gfx *g = *state;
+	const char *const *nodes = cluster_nodes;
+	char note[TROUPE_MESSAGE_BUF], err[CACHE_ERR_LEN], *args;
+	struct cache_pod *solo;
+	unsigned status, held = 0;
+	cJSON *j, *fr, *ex, *pod;
+	const cJSON *grp;
+
+	gang_manager_shutdown(g->gangs);
+	gang_manager_free(g->gangs);
+	g->fx.cfg.gang.starvation_s = 0;
+	g->gangs = gang_manager_new(g->fx.cache, &g->fx.cfg.gang);
+	assert_non_null(g->gangs);
+	g->fx.svc.gangs = g->gangs;
+	gang_create(g, "big", "big", 3, 8, 3);
+	j = filter_member(g, "big-0", "big", 3, 8, gpu_nodes);
+	assert_string_equal(error_of(j), "");   /* refused on every node: it waits */
+	assert_false(names_has(j, "gpu-a100-1"));
+	cJSON_Delete(j);
+	/* Wait (a deadline, not a time) for the pass to hold something. */
+	for (int i = 0; i < 1000; i++) {
+		bool any = false;
+
+		for (const char *const *n = nodes; *n; n++)
+			any |= gang_hold_note(g->gangs, *n, 0, note, sizeof(note));
+		if (any)
+			break;
+		usleep(10000);
+	}
+	pod = pod_with("solo", "{\"limits\": {\"nvidia.com/gpu\": \"2\"}}");
+	solo = cache_pod_parse(pod, cache_get_opts(g->fx.cache), err, sizeof(err));
+	assert_non_null(solo);
+	assert_int_equal(cache_pod_remember(g->fx.cache, solo), 0);
+	fr = call(ext_filter, &g->fx, (args = names_args(pod, nodes)), &status);
+	assert_int_equal(status, 200);
+	ex = explain((struct rfx *)NULL, &g->fx.svc, "ml/solo", NULL, "1000", &status);
+	assert_int_equal(status, 200);
+	check_agrees(ex, fr, 8, 0);
+	cJSON_ArrayForEach(grp, item(item(ex, "nodes"), "groups"))
+		if (strcmp(item(grp, "reason")->valuestring, "heldForGang") == 0)
+			held = (unsigned)item(grp, "count")->valueint;
+	if (!held)
+		fail_msg("no node held for the starving gang: %s", cJSON_PrintUnformatted(ex));
+	cJSON_Delete(fr);
+	cJSON_Delete(ex);
+	free(args);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agrees_with_filter),
 		cmocka_unit_test_setup_teardown(test_query_errors, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_gang_member, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_held_nodes_are_filters, gfx_setup,
+						gfx_teardown),
 	};
 
 	log_set_level(LOG_ERROR);
