@@ -186,7 +186,20 @@ out:
 	return ret;
 }
 
-/* Answer here from <snapshot>, as `troupe --cluster` would. */
+/* The snapshot mode's gang manager clock: stopped, so that its expiry thread
+ * never runs a fairness pass (the first comes once the clock passes 1 s). The
+ * answer is then that of a troupe that has just loaded the snapshot, every
+ * time, instead of depending on whether the thread's first pass won the race
+ * with the question: no gang is waiting or holding yet ("manager": null), and
+ * "planNow" says what the planner would do. */
+static uint64_t stopped_clock(void *ctx)
+{
+	(void)ctx;
+	return 1;
+}
+
+/* Answer here from <snapshot>, as `troupe --cluster` would just after loading
+ * it. */
 static int local(const char *snapshot, const char *config, const struct ext_explain_query *q,
 		 long *status, struct body *b, char *err, size_t errlen)
 {
@@ -224,6 +237,7 @@ static int local(const char *snapshot, const char *config, const struct ext_expl
 	svc.source = snapshot;
 	svc.registry = registry;
 	/* A fresh manager: a snapshot holds no plans, so every gang is idle. */
+	cfg.gang.now_ns = stopped_clock;
 	svc.gangs = gang_manager_new(cache, &cfg.gang);
 	ext_reply_init(&r);
 	ext_explain(&svc, q, &r);

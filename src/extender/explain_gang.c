@@ -27,6 +27,8 @@ enum {
 
 struct members {
 	struct strbuf *sb;              /* NULL: only look for a request */
+	char queue[K8S_NAME_BUF];       /* member_queue_fn: the first member's */
+	int32_t priority;
 	unsigned listed;
 	bool have_req;                  /* req is a pending member's */
 	struct placement_request req;
@@ -60,6 +62,18 @@ static void member_fn(const struct cache_pod_info *p, const char *uid, void *arg
 		      : p->state == CACHE_POD_STATE_ASSUMED ? "assumed" : "pending");
 	ext__explain_put_str(m->sb, p->node[0] ? p->node : NULL);
 	strbuf_printf(m->sb, ",\"gpus\":%u}", p->demand.gpus);
+}
+
+/* The queue and priority of a pod group's first active member. */
+static void member_queue_fn(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct members *m = arg;
+
+	(void)uid;
+	if (p->reservation || !p->active || m->queue[0])
+		return;
+	snprintf(m->queue, sizeof(m->queue), "%s", p->queue);
+	m->priority = p->priority;
 }
 
 /* ---- The plan troupe would make now -------------------------------------------- */
@@ -228,6 +242,60 @@ static void put_plan_now(const struct ext_service *svc, const struct placement_r
 	free(vs.v);
 }
 
+/* ---- The gang manager's view ---------------------------------------------------------- */
+
+/* A plan slot's member: the pod's name when the cache knows its UID. */
+static void put_member(const struct ext_service *svc, const char *uid, struct strbuf *sb)
+{
+	struct cache_pod_info info;
+
+	if (!uid[0])
+		strbuf_puts(sb, "null");
+	else if (cache_pod_get(svc->cache, uid, &info) == 0 && !info.reservation)
+		ext__explain_put_str(sb, info.name);
+	else
+		ext__explain_put_str(sb, uid);
+}
+
+/* "manager": what the gang manager holds for the gang (gang_view_get), or
+ * null when it keeps no state for it (no member filtered yet, or forgotten
+ * when idle). */
+static void put_manager(const struct ext_service *svc, const char *ns, const char *group,
+			struct strbuf *sb)
+{
+	struct gang_view v;
+	char ids[EXT_DEVICE_IDS_BUF];
+
+	if (!svc->gangs || gang_view_get(svc->gangs, ns, group, &v) < 0) {
+		if (svc->gangs)
+			gang_view_fini(&v);
+		strbuf_puts(sb, "null");
+		return;
+	}
+	strbuf_printf(sb, "{\"state\":\"%s\",\"quorum\":%u,\"timeoutSeconds\":%u,\"need\":%u,"
+		      "\"needGPUs\":%llu,\"priority\":%d,\"queue\":",
+		      gang_view_state_name(v.state), v.quorum, v.timeout_s, v.need,
+		      (unsigned long long)v.need_gpus, (int)v.priority);
+	ext__explain_put_str(sb, v.queue);
+	strbuf_puts(sb, ",\"plan\":[");
+	for (unsigned i = 0; i < v.n_slots; i++) {
+		cache_devices_format(v.slots[i].devices, ids, sizeof(ids));
+		strbuf_puts(sb, i ? ",{\"node\":" : "{\"node\":");
+		ext__explain_put_str(sb, v.slots[i].node);
+		strbuf_printf(sb, ",\"devices\":\"%s\",\"gpus\":%u,\"member\":", ids,
+			      v.slots[i].gpus);
+		put_member(svc, v.slots[i].member, sb);
+		strbuf_puts(sb, "}");
+	}
+	strbuf_printf(sb, "],\"parked\":%u,\"waitingSeconds\":%.1f,\"deadlineSeconds\":%.1f,"
+		      "\"holds\":%u,\"heldNodes\":%u,\"fairPosition\":%u,\"share\":%.4f,"
+		      "\"reason\":", v.n_parked, v.waiting_s, v.deadline_s, v.n_holds, v.n_targets,
+		      v.fair_position, v.share);
+	ext__explain_put_str(sb, v.reason[0] ? v.reason : NULL);
+	strbuf_puts(sb, "}");
+	gang_view_fini(&v);
+}
+
 /* ---- The gang ---------------------------------------------------------------------- */
 
 void ext__explain_put_gang(const struct ext_service *svc, const char *ns, const char *group,
@@ -267,6 +335,8 @@ void ext__explain_put_gang(const struct ext_service *svc, const char *ns, const 
 	strbuf_printf(sb, ",\"members\":%u,\"bound\":%u,\"quorum\":%u,\"quorumFrom\":\"%s\","
 		      "\"timeoutSeconds\":%d", exist, bound, quorum, from,
 		      have_pg ? (int)pg.timeout_s : 0);
+	strbuf_puts(sb, ",\"manager\":");
+	put_manager(svc, ns, group, sb);
 	if (!req && (m.have_req || m.req.demand.gpus))
 		req = &m.req;
 	if (need && req && req->demand.gpus) {
@@ -280,16 +350,52 @@ void ext__explain_put_gang(const struct ext_service *svc, const char *ns, const 
 void ext__explain_put_queue(const struct ext_service *svc, const char *queue, const char *ns,
 			    const char *group, int32_t priority, struct strbuf *sb)
 {
-	(void)ns;
-	(void)group;
-	(void)priority;
+	struct gang_queue_view *qs = NULL;
+	struct gang_view *gv = NULL;
+	unsigned nq = 0, ng = 0, shown = 0;
+	bool found = false;
+
 	if (!svc->gangs || !queue || !*queue) {
 		strbuf_puts(sb, "null");
 		return;
 	}
 	strbuf_puts(sb, "{\"name\":");
 	ext__explain_put_str(sb, queue);
-	strbuf_printf(sb, ",\"share\":%.4f}", gang_queue_share(svc->gangs, queue));
+	if (gang_queue_list(svc->gangs, &qs, &nq) == 0) {
+		for (unsigned i = 0; i < nq && !found; i++) {
+			if (strcmp(qs[i].name, queue) != 0)
+				continue;
+			found = true;
+			strbuf_printf(sb, ",\"weight\":%g,\"share\":%.4f,\"waitingGangs\":%u,"
+				      "\"plannedGangs\":%u,\"gpus\":%llu", qs[i].weight,
+				      qs[i].share, qs[i].waiting, qs[i].planned,
+				      (unsigned long long)qs[i].gpus);
+		}
+	}
+	free(qs);
+	if (!found)
+		strbuf_printf(sb, ",\"share\":%.4f", gang_queue_share(svc->gangs, queue));
+	/* The gangs holding capacity now, and whether their holds refuse a pod
+	 * of this priority (held_nodes.c: a gang of at least its priority). */
+	strbuf_puts(sb, ",\"starvingGangs\":[");
+	if (gang_view_list(svc->gangs, &gv, &ng) == 0) {
+		for (unsigned i = 0; i < ng; i++) {
+			bool self = ns && strcmp(gv[i].ns, ns) == 0 && strcmp(gv[i].name, group) == 0;
+
+			if (!gv[i].n_holds && !gv[i].n_targets)
+				continue;
+			strbuf_puts(sb, shown++ ? ",{\"gang\":" : "{\"gang\":");
+			strbuf_printf(sb, "\"%s/%s\",\"priority\":%d,\"queue\":", gv[i].ns,
+				      gv[i].name, (int)gv[i].priority);
+			ext__explain_put_str(sb, gv[i].queue);
+			strbuf_printf(sb, ",\"holds\":%u,\"heldNodes\":%u,\"waitingSeconds\":%.1f,"
+				      "\"fairPosition\":%u,\"refusesThisPod\":%s}", gv[i].n_holds,
+				      gv[i].n_targets, gv[i].waiting_s, gv[i].fair_position,
+				      !self && gv[i].priority >= priority ? "true" : "false");
+		}
+		gang_view_list_free(gv, ng);
+	}
+	strbuf_puts(sb, "]}");
 }
 
 void ext__explain_podgroup(const struct ext_service *svc, const char *ns, const char *name,
@@ -308,7 +414,27 @@ void ext__explain_podgroup(const struct ext_service *svc, const char *ns, const 
 	}
 	strbuf_puts(sb, "{\"kind\":\"podgroup\",\"gang\":");
 	ext__explain_put_gang(svc, ns, name, NULL, examples, sb);
-	strbuf_puts(sb, ",\"queue\":null}");
+	strbuf_puts(sb, ",\"queue\":");
+	{
+		struct members m = { 0 };
+		struct gang_view v;
+		char queue[K8S_NAME_BUF] = "";
+		int32_t prio = 0;
+
+		if (svc->gangs && gang_view_get(svc->gangs, ns, name, &v) == 0) {
+			snprintf(queue, sizeof(queue), "%s", v.queue);
+			prio = v.priority;
+		}
+		if (svc->gangs)
+			gang_view_fini(&v);
+		if (!queue[0]) {
+			cache_group_foreach(svc->cache, ns, name, member_queue_fn, &m);
+			snprintf(queue, sizeof(queue), "%s", m.queue);
+			prio = m.priority;
+		}
+		ext__explain_put_queue(svc, queue, ns, name, prio, sb);
+	}
+	strbuf_puts(sb, "}");
 	log_debug("extender", "explain: pod group %s/%s: %u members, %u bound", ns, name, exist,
 		  bound);
 }

@@ -109,6 +109,9 @@ static void print_gang(FILE *out, const cJSON *g)
 		fprintf(out, "; timeout %.0fs", num(g, "timeoutSeconds"));
 	fprintf(out, "%s\n", cJSON_IsFalse(json_get(g, "podGroupKnown")) ? " (no PodGroup object)"
 									  : "");
+	if (!view && cJSON_IsTrue(json_get(g, "managed")))
+		fprintf(out, "  the gang manager keeps no state for it (no member filtered yet, "
+			"or forgotten while idle)\n");
 	if (view) {
 		fprintf(out, "  state %s", str_or(view, "state", "?"));
 		if (has_num(view, "waitingSeconds") && num(view, "waitingSeconds") > 0)
@@ -156,6 +159,8 @@ static void print_gang(FILE *out, const cJSON *g)
 
 static void print_queue(FILE *out, const cJSON *q)
 {
+	const cJSON *g;
+
 	fprintf(out, "\nQueue %s: weighted dominant share %.3f", str_or(q, "name", "?"),
 		num(q, "share"));
 	if (has_num(q, "weight"))
@@ -164,6 +169,12 @@ static void print_queue(FILE *out, const cJSON *q)
 		fprintf(out, ", %.0f gangs waiting, %.0f planned", num(q, "waitingGangs"),
 			num(q, "plannedGangs"));
 	fprintf(out, "\n");
+	cJSON_ArrayForEach(g, json_get(q, "starvingGangs"))
+		fprintf(out, "  gang %s (priority %.0f, queue %s) holds %.0f set(s) on %.0f node(s)%s\n",
+			str_or(g, "gang", "?"), num(g, "priority"), str_or(g, "queue", "?"),
+			num(g, "holds"), num(g, "heldNodes"),
+			cJSON_IsTrue(json_get(g, "refusesThisPod")) ? ": they are refused to this pod"
+								    : "");
 }
 
 int ext__explain_print(FILE *out, const char *json, size_t len)

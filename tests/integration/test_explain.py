@@ -41,6 +41,18 @@ def snapshot_with(folder, pods):
     return path, doc
 
 
+def without_manager(answer):
+    """<answer> without what only a running gang manager adds: its view of the
+    gang and the queue's gang counts."""
+    a = json.loads(json.dumps(answer))
+    if a.get("gang"):
+        a["gang"].pop("manager", None)
+    if a.get("queue"):
+        for k in ("waitingGangs", "plannedGangs", "starvingGangs"):
+            a["queue"].pop(k, None)
+    return a
+
+
 def cli(*args, timeout=30):
     return subprocess.run([binary(), "explain"] + list(args), capture_output=True, text=True,
                           timeout=timeout)
@@ -173,8 +185,28 @@ class ExplainSnapshotTest(unittest.TestCase):
             r2 = cli(what, key, "--cluster", self.snapshot, "-o", "json")
             self.assertEqual((r1.returncode, r2.returncode), (0, 0), r1.stderr + r2.stderr)
             a, b = json.loads(r1.stdout), json.loads(r2.stdout)
-            self.assertEqual(a, b, key)
-            self.assertEqual(a, self.get(what, key)[2])
+            self.assertEqual(without_manager(a), without_manager(self.get(what, key)[2]))
+            # The snapshot's manager has run no pass yet (explain_cli.c):
+            # beside what the running one has done since, the same answer.
+            self.assertEqual(without_manager(a), without_manager(b), key)
+            if b.get("gang"):
+                self.assertIsNone(b["gang"]["manager"])
+
+    def test_the_managers_view_of_a_waiting_gang(self):
+        def manager():
+            return self.get("podgroup", "ml/llm")[2]["gang"]["manager"]
+
+        wait_until(lambda: manager() is not None, 20, "the manager sees ml/llm")
+        m = manager()
+        self.assertEqual((m["state"], m["quorum"], m["need"], m["needGPUs"]),
+                         ("waiting", 2, 2, 16))
+        self.assertEqual(m["fairPosition"], 1)
+        self.assertEqual(m["plan"], [])
+        q = self.get("podgroup", "ml/llm")[2]["queue"]
+        self.assertEqual((q["name"], q["waitingGangs"]), ("ml", 1))
+        r = cli("podgroup", "ml/llm", "--server", self.url)
+        self.assertIn("state waiting", r.stdout)
+        self.assertIn("position 1 in the fair order", r.stdout)
 
     def test_cli_human_answer(self):
         r = cli("pod", "ml/solo-4", "--server", self.url + "/")
@@ -185,7 +217,9 @@ class ExplainSnapshotTest(unittest.TestCase):
         self.assertIn("Nodes: 5 of 8 can take it now", out)
         self.assertIn("gpu-l4-0: troupe: node is cordoned (spec.unschedulable)", out)
         self.assertIn("Best nodes (scoring topology", out)
-        self.assertEqual(out, cli("pod", "ml/solo-4", "--cluster", self.snapshot).stdout)
+        self.assertEqual(out.split("\nQueue")[0],
+                         cli("pod", "ml/solo-4", "--cluster", self.snapshot).stdout.split(
+                             "\nQueue")[0])
         r = cli("podgroup", "ml/llm", "--cluster", self.snapshot)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("Gang ml/llm: 2 members of quorum 2", r.stdout)

@@ -583,6 +583,32 @@ static void test_held_nodes_are_filters(void **state)
 	free(args);
 }
 
+/* A planned gang: the manager's view (state, its plan's slots) is in the
+ * answer, and its queue. */
+static void test_planned_gang_shows_the_managers_plan(void **state)
+{
+	struct gfx *g = *state;
+	const cJSON *m, *slot;
+	unsigned status;
+	cJSON *ex;
+
+	pair_planned(g);
+	ex = explain(NULL, &g->fx.svc, NULL, "ml/pair", NULL, &status);
+	assert_int_equal(status, 200);
+	m = item(item(ex, "gang"), "manager");
+	assert_string_equal(item(m, "state")->valuestring, "planned");
+	assert_int_equal(item(m, "quorum")->valueint, 2);
+	assert_int_equal(cJSON_GetArraySize(item(m, "plan")), 2);
+	cJSON_ArrayForEach(slot, item(m, "plan")) {
+		assert_string_equal(item(slot, "devices")->valuestring, "0,1,2,3,4,5,6,7");
+		assert_true(strcmp(item(slot, "node")->valuestring, "gpu-a100-1") == 0 ||
+			    strcmp(item(slot, "node")->valuestring, "gpu-h100-1") == 0);
+	}
+	assert_string_equal(item(item(ex, "queue"), "name")->valuestring, "ml");
+	assert_int_equal(item(item(ex, "queue"), "plannedGangs")->valueint, 1);
+	cJSON_Delete(ex);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -591,6 +617,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_gang_member, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_held_nodes_are_filters, gfx_setup,
 						gfx_teardown),
+		cmocka_unit_test_setup_teardown(test_planned_gang_shows_the_managers_plan,
+						gfx_setup, gfx_teardown),
 	};
 
 	log_set_level(LOG_ERROR);
