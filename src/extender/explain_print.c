@@ -97,13 +97,14 @@ static void print_best(FILE *out, const cJSON *j)
 	}
 }
 
-static void print_gang(FILE *out, const cJSON *g)
+/* <first>: the answer's first lines (a pod group's), so no blank line before. */
+static void print_gang(FILE *out, const cJSON *g, bool first)
 {
 	const cJSON *plan = json_obj(g, "planNow"), *cd = json_obj(g, "closestDomain");
 	const cJSON *m, *s, *view = json_obj(g, "manager");
 
-	fprintf(out, "\nGang %s/%s: %.0f members of quorum %.0f (from %s), %.0f bound", str_or(g,
-		"namespace", "?"), str_or(g, "name", "?"), num(g, "members"), num(g, "quorum"),
+	fprintf(out, "%sGang %s/%s: %.0f members of quorum %.0f (from %s), %.0f bound", first ? "" : "\n",
+		str_or(g, "namespace", "?"), str_or(g, "name", "?"), num(g, "members"), num(g, "quorum"),
 		str_or(g, "quorumFrom", "?"), num(g, "bound"));
 	if (num(g, "timeoutSeconds") > 0)
 		fprintf(out, "; timeout %.0fs", num(g, "timeoutSeconds"));
@@ -191,12 +192,9 @@ int ext__explain_print(FILE *out, const char *json, size_t len)
 		if ((v = json_obj(j, "nodes")))
 			print_nodes(out, v);
 		print_best(out, j);
-	} else {
-		fprintf(out, "Pod group %s/%s\n", str_or(json_obj(j, "gang"), "namespace", "?"),
-			str_or(json_obj(j, "gang"), "name", "?"));
 	}
 	if ((v = json_obj(j, "gang")))
-		print_gang(out, v);
+		print_gang(out, v, strcmp(str_or(j, "kind", ""), "pod") != 0);
 	if ((v = json_obj(j, "queue")))
 		print_queue(out, v);
 	cJSON_Delete(j);
