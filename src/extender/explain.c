@@ -203,16 +203,14 @@ void ext__explain_policy_name(const struct placement_policy *p, char *buf, size_
 	}
 }
 
-static const char *state_name(enum cache_pod_state st)
+/* The pod's state for a person: where it is, not troupe's accounting. */
+static const char *state_name(const struct cache_pod_info *p)
 {
-	switch (st) {
-	case CACHE_POD_STATE_ASSUMED:
+	if (!p->active)
+		return "finished";
+	if (p->state == CACHE_POD_STATE_ASSUMED)
 		return "assumed";
-	case CACHE_POD_STATE_BOUND:
-		return "bound";
-	default:
-		return "pending";
-	}
+	return p->node[0] ? "bound" : "pending";
 }
 
 /* ---- Every node's verdict -------------------------------------------------------- */
@@ -416,9 +414,8 @@ static void explain_pod(const struct ext_service *svc, const char *ns, const cha
 	long feasible = 0;
 
 	if (ext__explain_find_pod(svc, ns, name, &p, uid, sizeof(uid)) < 0) {
-		ext__explain_error(r, 404, "troupe: no pod %s/%s in troupe's cache (it asks for no "
-				 "GPU troupe manages and was never filtered, or it is gone)", ns,
-				 name);
+		ext__explain_error(r, 404, "troupe: no pod %s/%s in troupe's cache (neither its "
+				 "watch nor a filter has shown it, or it is gone)", ns, name);
 		return;
 	}
 	req.demand = p.demand;
@@ -441,7 +438,7 @@ static void explain_pod(const struct ext_service *svc, const char *ns, const cha
 	ext__explain_put_str(sb, p.name);
 	strbuf_puts(sb, ",\"uid\":");
 	ext__explain_put_str(sb, uid);
-	strbuf_printf(sb, ",\"state\":\"%s\",\"node\":", state_name(p.state));
+	strbuf_printf(sb, ",\"state\":\"%s\",\"node\":", state_name(&p));
 	ext__explain_put_str(sb, p.node[0] ? p.node : NULL);
 	strbuf_printf(sb, ",\"priority\":%d,\"queue\":", (int)p.priority);
 	ext__explain_put_str(sb, p.queue);
@@ -481,10 +478,9 @@ static void explain_pod(const struct ext_service *svc, const char *ns, const cha
 			 feasible);
 		if (!gang && feasible == 0)
 			snprintf(err, sizeof(err), "no node can take it now");
-		if (p.state != CACHE_POD_STATE_UNACCOUNTED)
-			snprintf(err, sizeof(err), "already %s to %s; the nodes are judged as if it "
-				 "asked again now (its own GPUs count as taken)", state_name(p.state),
-				 p.node);
+		if (p.node[0])
+			snprintf(err, sizeof(err), "it is %s on %s; the nodes are judged as if it "
+				 "asked again now", state_name(&p), p.node);
 		ext__explain_put_str(sb, err);
 	}
 	strbuf_puts(sb, ",\"gang\":");
