@@ -584,13 +584,15 @@ static void test_held_nodes_are_filters(void **state)
 }
 
 /* A planned gang: the manager's view (state, its plan's slots) is in the
- * answer, and its queue. */
+ * answer, and its queue; its open slots are the nodes filter passes to the
+ * member still to come. */
 static void test_planned_gang_shows_the_managers_plan(void **state)
 {
 	struct gfx *g = *state;
 	const cJSON *m, *slot;
 	unsigned status;
-	cJSON *ex;
+	int open_slots = 0;
+	cJSON *ex, *fr;
 
 	pair_planned(g);
 	ex = explain(NULL, &g->fx.svc, NULL, "ml/pair", NULL, &status);
@@ -606,6 +608,19 @@ static void test_planned_gang_shows_the_managers_plan(void **state)
 	}
 	assert_string_equal(item(item(ex, "queue"), "name")->valuestring, "ml");
 	assert_int_equal(item(item(ex, "queue"), "plannedGangs")->valueint, 1);
+	cJSON_Delete(ex);
+	/* The other member: filter passes exactly the plan's open slots. */
+	ex = explain(NULL, &g->fx.svc, "ml/w-1", NULL, NULL, &status);
+	assert_int_equal(status, 200);
+	assert_string_equal(json_str(ex, "decidedBy"), "gang");
+	fr = filter_member(g, "w-1", "pair", 2, 8, gpu_nodes);
+	cJSON_ArrayForEach(slot, item(item(item(ex, "gang"), "manager"), "plan")) {
+		assert_true(cJSON_IsNull(item(slot, "member")));
+		assert_true(names_has(fr, item(slot, "node")->valuestring));
+		open_slots++;
+	}
+	assert_int_equal(cJSON_GetArraySize(item(fr, "NodeNames")), open_slots);
+	cJSON_Delete(fr);
 	cJSON_Delete(ex);
 }
 
