@@ -467,21 +467,33 @@ static void explain_pod(const struct ext_service *svc, const char *ns, const cha
 					     "passes every node");
 		strbuf_puts(sb, ",\"nodes\":null,\"best\":[]");
 	} else {
-		feasible = put_pod_nodes(svc, &p, &req, examples, gang ? 0 : best, sb);
-		if (feasible < 0) {
+		/* The nodes first (the summary counts them), written after it. */
+		struct strbuf nodes = STRBUF_INIT;
+		size_t at;
+
+		feasible = put_pod_nodes(svc, &p, &req, examples, gang ? 0 : best, &nodes);
+		if (feasible < 0 || strbuf_failed(&nodes)) {
+			strbuf_fini(&nodes);
 			ext__explain_error(r, 500, "troupe: out of memory explaining %s/%s", ns, name);
 			return;
 		}
-		strbuf_puts(sb, ",\"summary\":");
-		snprintf(err, sizeof(err), gang ? "a gang member: the gang's plan decides; %ld "
-			 "nodes could take this member alone now" : "%ld nodes can take it now",
-			 feasible);
-		if (!gang && feasible == 0)
-			snprintf(err, sizeof(err), "no node can take it now");
+		at = 0;
 		if (p.node[0])
-			snprintf(err, sizeof(err), "it is %s on %s; the nodes are judged as if it "
-				 "asked again now", state_name(&p), p.node);
+			at = (size_t)snprintf(err, sizeof(err), "it is %s on %s; judged as if it asked "
+					      "again now, ", state_name(&p), p.node);
+		if (at >= sizeof(err))
+			at = sizeof(err) - 1;   /* cut: the rest is cut too */
+		if (gang)
+			snprintf(err + at, sizeof(err) - at, "a gang member: the gang's plan decides; "
+				 "%ld nodes could take this member alone now", feasible);
+		else if (feasible)
+			snprintf(err + at, sizeof(err) - at, "%ld nodes can take it now", feasible);
+		else
+			snprintf(err + at, sizeof(err) - at, "no node can take it now");
+		strbuf_puts(sb, ",\"summary\":");
 		ext__explain_put_str(sb, err);
+		strbuf_append(sb, nodes.buf, nodes.len);
+		strbuf_fini(&nodes);
 	}
 	strbuf_puts(sb, ",\"gang\":");
 	if (p.group[0])
