@@ -17,10 +17,10 @@
 
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/strmap.h"
 
 enum {
 	EXPLAIN_MEMBERS_MAX = 50,       /* members listed by name */
-	EXPLAIN_DOMAINS_MAX = 4096,     /* domains of one level looked at */
 };
 
 /* ---- Members ----------------------------------------------------------------- */
@@ -137,41 +137,45 @@ static const char *domain_of(const struct cache_node *n, const struct gang_level
 }
 
 /* "closestDomain": at the finest level where some node has a label, the
- * domain whose nodes take the most members alone, and how many it lacks. */
+ * domain whose nodes take the most members alone (ties: by name), and how many
+ * it lacks. */
 static void put_closest(const struct ext_service *svc, const struct views *vs,
 			const struct gang_levels *lv, const struct placement_request *req,
 			unsigned need, struct strbuf *sb)
 {
-	const char **name = NULL;
-	unsigned *holds = NULL, *per = NULL;
+	size_t cap = vs->n ? vs->n : 1;
+	const char **name = calloc(cap, sizeof(*name));
+	unsigned *holds = calloc(cap, sizeof(*holds)), *per = calloc(cap, sizeof(*per));
+	struct strmap index;
+	bool done = false;
 
-	per = calloc(vs->n ? vs->n : 1, sizeof(*per));
-	name = calloc(EXPLAIN_DOMAINS_MAX, sizeof(*name));
-	holds = calloc(EXPLAIN_DOMAINS_MAX, sizeof(*holds));
-	if (!per || !name || !holds) {
-		strbuf_puts(sb, "null");
+	strmap_init(&index);
+	if (!per || !name || !holds)
 		goto out;
-	}
 	for (size_t i = 0; i < vs->n; i++)
 		per[i] = members_on(svc, &vs->v[i], req);
-	for (int level = (int)lv->n - 1; level >= 0; level--) {
+	for (int level = (int)lv->n - 1; level >= 0 && !done; level--) {
 		unsigned nd = 0, best = 0;
 
+		strmap_fini(&index);
+		strmap_init(&index);
 		for (size_t i = 0; i < vs->n; i++) {
 			const char *d = domain_of(vs->v[i].node, lv, (unsigned)level);
-			unsigned j;
+			uintptr_t j;
 
 			if (!d)
 				continue;
-			for (j = 0; j < nd && strcmp(name[j], d) != 0; j++)
-				;
-			if (j == nd) {
-				if (nd == EXPLAIN_DOMAINS_MAX)
-					continue;
+			/* Domain numbers are stored + 1: NULL means absent. */
+			j = (uintptr_t)strmap_get(&index, d, strlen(d));
+			if (!j) {
+				if (strmap_put(&index, d, strlen(d), (void *)(uintptr_t)(nd + 1),
+					       NULL) < 0)
+					goto out;
 				name[nd] = d;
-				holds[nd++] = 0;
+				holds[nd] = 0;
+				j = ++nd;
 			}
-			holds[j] += per[i];
+			holds[j - 1] += per[i];
 		}
 		if (!nd)
 			continue;
@@ -185,10 +189,12 @@ static void put_closest(const struct ext_service *svc, const struct views *vs,
 		ext__explain_put_str(sb, name[best]);
 		strbuf_printf(sb, ",\"domains\":%u,\"holds\":%u,\"needs\":%u,\"lacks\":%u}", nd,
 			      holds[best], need, holds[best] >= need ? 0 : need - holds[best]);
-		goto out;
+		done = true;
 	}
-	strbuf_puts(sb, "null");        /* no node carries a domain label */
 out:
+	if (!done)
+		strbuf_puts(sb, "null");        /* no node carries a domain label, or no memory */
+	strmap_fini(&index);
 	free(per);
 	free(name);
 	free(holds);

@@ -507,7 +507,7 @@ static void test_gang_member(void **state)
 	struct fx *f = *state;
 	struct ext_explain_query q = { "ml/llm-worker-0", NULL, NULL, NULL };
 	struct ext_reply rep;
-	const cJSON *gang, *plan;
+	const cJSON *gang, *plan, *closest;
 	cJSON *j;
 
 	ext_reply_init(&rep);
@@ -524,6 +524,14 @@ static void test_gang_member(void **state)
 	plan = item(gang, "planNow");
 	assert_true(cJSON_IsTrue(item(plan, "possible")));
 	assert_int_equal(cJSON_GetArraySize(item(plan, "slots")), 2);
+	/* The finest level (NVLink domain): rack-1's nodes take one 8-GPU
+	 * member of the two. */
+	closest = item(gang, "closestDomain");
+	assert_string_equal(item(closest, "levelKey")->valuestring,
+			    "network.topology.nvidia.com/accelerator");
+	assert_string_equal(item(closest, "domain")->valuestring, "rack-1");
+	assert_int_equal(item(closest, "holds")->valueint, 1);
+	assert_int_equal(item(closest, "lacks")->valueint, 1);
 	cJSON_Delete(j);
 	ext_reply_fini(&rep);
 }
