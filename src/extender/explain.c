@@ -497,7 +497,7 @@ static void explain_pod(const struct ext_service *svc, const char *ns, const cha
 	}
 	strbuf_puts(sb, ",\"gang\":");
 	if (p.group[0])
-		ext__explain_put_gang(svc, p.ns, p.group, &req, examples, sb);
+		ext__explain_put_gang(svc, p.ns, p.group, &req, sb);
 	else
 		strbuf_puts(sb, "null");
 	strbuf_puts(sb, ",\"queue\":");
@@ -534,5 +534,5 @@ void ext_explain(const struct ext_service *svc, const struct ext_explain_query *
 	if (q->pod)
 		explain_pod(svc, ns, name, examples, best, r);
 	else
-		ext__explain_podgroup(svc, ns, name, examples, r);
+		ext__explain_podgroup(svc, ns, name, r);
 }

@@ -305,8 +305,7 @@ static void put_manager(const struct ext_service *svc, const char *ns, const cha
 /* ---- The gang ---------------------------------------------------------------------- */
 
 void ext__explain_put_gang(const struct ext_service *svc, const char *ns, const char *group,
-			   const struct placement_request *req, unsigned examples,
-			   struct strbuf *sb)
+			   const struct placement_request *req, struct strbuf *sb)
 {
 	struct cache_podgroup pg;
 	char pgbuf[K8S_KEY_BUF + 64];
@@ -315,7 +314,6 @@ void ext__explain_put_gang(const struct ext_service *svc, const char *ns, const 
 	bool have_pg = cache_podgroup_get(svc->cache, ns, group, &pg, pgbuf, sizeof(pgbuf)) == 0;
 	const char *from;
 
-	(void)examples;
 	cache_group_count(svc->cache, ns, group, &exist, &bound);
 	strbuf_puts(sb, "{\"namespace\":");
 	ext__explain_put_str(sb, ns);
@@ -405,7 +403,7 @@ void ext__explain_put_queue(const struct ext_service *svc, const char *queue, co
 }
 
 void ext__explain_podgroup(const struct ext_service *svc, const char *ns, const char *name,
-			   unsigned examples, struct ext_reply *r)
+			   struct ext_reply *r)
 {
 	struct cache_podgroup pg;
 	char pgbuf[K8S_KEY_BUF + 64];
@@ -419,7 +417,7 @@ void ext__explain_podgroup(const struct ext_service *svc, const char *ns, const 
 		return;
 	}
 	strbuf_puts(sb, "{\"kind\":\"podgroup\",\"gang\":");
-	ext__explain_put_gang(svc, ns, name, NULL, examples, sb);
+	ext__explain_put_gang(svc, ns, name, NULL, sb);
 	strbuf_puts(sb, ",\"queue\":");
 	{
 		struct members m = { 0 };

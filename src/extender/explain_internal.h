@@ -42,15 +42,14 @@ void ext__explain_policy_name(const struct placement_policy *p, char *buf, size_
 /* explain_gang.c: the value of "gang" for pod group <ns>/<group>, whose members
  * ask <req> (NULL: find it from a member). */
 void ext__explain_put_gang(const struct ext_service *svc, const char *ns, const char *group,
-			   const struct placement_request *req, unsigned examples,
-			   struct strbuf *sb);
+			   const struct placement_request *req, struct strbuf *sb);
 /* explain_gang.c: the value of "queue" for <queue> (a pod of <priority>, of
  * gang <ns>/<group> when <ns> is set). */
 void ext__explain_put_queue(const struct ext_service *svc, const char *queue, const char *ns,
 			    const char *group, int32_t priority, struct strbuf *sb);
 /* explain_gang.c: the answer for ?podgroup=<ns>/<name>. */
 void ext__explain_podgroup(const struct ext_service *svc, const char *ns, const char *name,
-			   unsigned examples, struct ext_reply *r);
+			   struct ext_reply *r);
 
 /* explain_print.c: the human answer for the JSON <json> into <out>. Returns 0,
  * or -1 when <json> is not an explanation. */
