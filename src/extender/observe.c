@@ -6,6 +6,7 @@
  */
 #include "extender/http_reply.h"
 #include "extender/internal.h"
+#include "extender/process_metrics.h"
 #include "extender/recover.h"
 
 #include <string.h>
@@ -279,6 +280,65 @@ static void responses_and_build(struct strbuf *sb)
 		    "troupe_build_info{version=\"" TROUPE_VERSION "\"} 1\n");
 }
 
+/* ---- Gangs in the cache ------------------------------------------------------------ */
+
+/* A pod group's members as the cache knows them: those not finished, those on
+ * a node (bound or assumed), and the largest quorum a member names. */
+struct group_tally {
+	unsigned exist, bound, pod_quorum;
+};
+
+static void tally_member(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct group_tally *t = arg;
+
+	(void)uid;
+	if (!p->active)
+		return;
+	t->exist++;
+	if (p->node[0])
+		t->bound++;
+	if (p->min_member > t->pod_quorum)
+		t->pod_quorum = p->min_member;
+}
+
+struct bound_count {
+	struct cache *cache;
+	unsigned long long n;
+};
+
+/* A gang is bound once its quorum of members is on nodes: the quorum its
+ * PodGroup's minMember names, else the one its pods name, else every member
+ * that exists, as the gang manager reckons it (gang/admit.c, gang__terms). */
+static void count_if_bound(const char *ns, const char *group, void *arg)
+{
+	struct bound_count *bc = arg;
+	struct group_tally t = { 0 };
+	struct cache_podgroup pg;
+	char buf[K8S_KEY_BUF];
+	unsigned quorum;
+
+	cache_group_foreach(bc->cache, ns, group, tally_member, &t);
+	quorum = t.pod_quorum ? t.pod_quorum : t.exist;
+	if (cache_podgroup_get(bc->cache, ns, group, &pg, buf, sizeof(buf)) == 0 &&
+	    pg.min_member > 0)
+		quorum = (unsigned)pg.min_member;
+	if (quorum > 0 && t.bound >= quorum)
+		bc->n++;
+}
+
+/* The pod groups whose quorum is bound. Costs the members of every group
+ * (the cache's member index), not every pod. */
+static unsigned long long gangs_bound(struct cache *c)
+{
+	struct bound_count bc = { c, 0 };
+
+	cache_groups_foreach(c, count_if_bound, &bc);
+	return bc.n;
+}
+
+/* ---- metrics --------------------------------------------------------------- */
+
 static void metric(struct strbuf *sb, const char *name, const char *type, const char *help,
 		   unsigned long long v)
 {
@@ -295,22 +355,24 @@ static void metric_by_verb(struct strbuf *sb, const char *name, const char *help
 			      (unsigned long long)__atomic_load_n(&counts[i], __ATOMIC_RELAXED));
 }
 
-void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
+/* Each group of metrics below is one function and one line in ext_metrics, in
+ * the order /metrics shows them; a new group is added the same way. Every
+ * family is declared once, with # HELP and # TYPE, and named as Prometheus
+ * wants: base units (seconds, bytes), counters ending in _total
+ * (tests/integration/test_promtool.py runs promtool over it). */
+
+static void cache_metrics(struct strbuf *sb, const struct ext_service *svc,
+			  const struct cache_readiness *rd)
 {
-	static const char *const verbs[EXT_C_VERBS] = { "filter", "prioritize", "bind", "preempt",
-							"other" };
-	struct strbuf *sb = &r->body;
-	struct cache_readiness rd;
 	struct cache_stats st;
 
 	cache_get_stats(svc->cache, &st);
-	readiness_get(svc, &rd);
 	metric(sb, "troupe_synced", "gauge", "1 once every initial list is applied",
 	       cache_is_synced(svc->cache));
 	metric(sb, "troupe_ready", "gauge",
 	       "1 while /readyz answers 200: synced, the API server reachable, no permission "
 	       "missing, and the leader when leader election is on",
-	       rd.state == CACHE_READY && !ext_service_is_standby(svc, NULL, 0) &&
+	       rd->state == CACHE_READY && !ext_service_is_standby(svc, NULL, 0) &&
 		       ext_recover_ready(svc->recover));
 	if (svc->lease)
 		metric(sb, "troupe_leader", "gauge", "1 while this replica holds the Lease",
@@ -323,140 +385,200 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 	       st.gpus_allocatable);
 	metric(sb, "troupe_gpus_held", "gauge", "GPUs held by bound or assumed pods",
 	       st.gpus_held);
-	if (svc->counters) {
-		struct ext_counters *c = svc->counters;
+}
 
-		metric_by_verb(sb, "troupe_requests_total", "Requests answered, by verb", verbs,
-			       c->requests);
-		metric_by_verb(sb, "troupe_request_errors_total", "Requests answered with an error",
-			       verbs, c->errors);
-		strbuf_printf(sb, "# HELP troupe_filter_seconds_total Server-side time in filter "
-			      "(divided by the filter count: the mean)\n"
-			      "# TYPE troupe_filter_seconds_total counter\n"
-			      "troupe_filter_seconds_total %.6f\n",
-			      __atomic_load_n(&c->filter_ns_total, __ATOMIC_RELAXED) / 1e9);
-		latency_histograms(sb, c, verbs);
-	}
+static void verb_metrics(struct strbuf *sb, const struct ext_service *svc)
+{
+	static const char *const verbs[EXT_C_VERBS] = { "filter", "prioritize", "bind", "preempt",
+							"other" };
+	struct ext_counters *c = svc->counters;
+
+	if (!c)
+		return;
+	metric_by_verb(sb, "troupe_requests_total", "Requests answered, by verb", verbs,
+		       c->requests);
+	metric_by_verb(sb, "troupe_request_errors_total", "Requests answered with an error", verbs,
+		       c->errors);
+	strbuf_printf(sb, "# HELP troupe_filter_seconds_total Server-side time in filter "
+		      "(divided by the filter count: the mean)\n"
+		      "# TYPE troupe_filter_seconds_total counter\n"
+		      "troupe_filter_seconds_total %.6f\n",
+		      __atomic_load_n(&c->filter_ns_total, __ATOMIC_RELAXED) / 1e9);
+	latency_histograms(sb, c, verbs);
+}
+
+static void cycle_metrics(struct strbuf *sb, const struct ext_service *svc)
+{
+	uint64_t used, stale, names;
+
+	if (!svc->cycle)
+		return;
+	ext_cycle_get_stats(svc->cycle, &used, &stale, &names);
+	metric(sb, "troupe_prioritize_from_filter_total", "counter",
+	       "Prioritize requests answered from the scores their filter left", used);
+	metric(sb, "troupe_prioritize_filter_stale_total", "counter",
+	       "Filter scores not used: the cache or the pod's request changed since", stale);
+	metric(sb, "troupe_prioritize_names_from_filter_total", "counter",
+	       "Node scores prioritize took from its filter instead of computing them", names);
+}
+
+static void informer_metrics(struct strbuf *sb, const struct ext_service *svc,
+			     const struct cache_readiness *rd)
+{
+	struct cache_informer_stats is;
+
+	if (!svc->informer)
+		return;
+	cache_informer_get_stats(svc->informer, &is);
+	metric(sb, "troupe_watch_events_total", "counter", "Watch events applied", is.events);
+	metric(sb, "troupe_lists_total", "counter", "Full lists completed", is.lists);
+	metric(sb, "troupe_relists_total", "counter",
+	       "Lists caused by an expired resourceVersion (410)", is.relists);
+	metric(sb, "troupe_watch_restarts_total", "counter", "Watches re-opened",
+	       is.watch_restarts);
+	metric(sb, "troupe_api_errors_total", "counter",
+	       "Failed API requests (connection, 429, 5xx, ...)", is.errors);
+	metric(sb, "troupe_partial_events_total", "counter", "Cut watch events discarded",
+	       is.partial_lines);
+	metric(sb, "troupe_permission_denials_total", "counter",
+	       "Access reviews answering not allowed, and lists or watches refused (403)",
+	       is.permission_denials);
+	metric(sb, "troupe_permissions_missing", "gauge",
+	       "Permissions troupe needs and lacks now (named by /readyz)",
+	       (unsigned long long)__builtin_popcount(rd->missing));
+}
+
+static void gang_metrics(struct strbuf *sb, const struct ext_service *svc)
+{
+	struct gang_stats gs;
+
+	if (!svc->gangs)
+		return;
+	gang_get_stats(svc->gangs, &gs);
+	metric(sb, "troupe_gangs_planned_total", "counter", "Gang plans made and reserved",
+	       gs.planned);
+	metric(sb, "troupe_gangs_refused_total", "counter",
+	       "Gang plans refused for lack of capacity", gs.refused);
+	metric(sb, "troupe_gangs_deferred_total", "counter",
+	       "Gangs told to wait behind a gang earlier in the fair order", gs.deferred);
+	metric(sb, "troupe_gangs_expired_total", "counter",
+	       "Gang plans rolled back at their deadline", gs.expired);
+	metric(sb, "troupe_gangs_released_total", "counter",
+	       "Gangs whose held binds were released at quorum", gs.released);
+	metric(sb, "troupe_gangs_planned", "gauge", "Gangs with a plan now", gs.active);
+	metric(sb, "troupe_gangs_waiting", "gauge", "Gangs waiting for capacity", gs.waiting);
+	metric(sb, "troupe_gang_held_sets", "gauge",
+	       "Member-sized GPU sets held for a starving gang", gs.held_sets);
+	metric(sb, "troupe_gang_entries", "gauge", "Pod groups the gang manager keeps state for",
+	       gs.entries);
+	metric(sb, "troupe_gang_entries_dropped_total", "counter",
+	       "Idle pod-group entries forgotten early to stay under gang.max_entries",
+	       gs.entries_dropped);
+	metric(sb, "troupe_gang_entries_refused_total", "counter",
+	       "Attempts to admit a pod group refused (a member's filter, or the gang "
+	       "manager's pass discovering waiting gangs, about once a second): "
+	       "gang.max_entries reached with every entry in flight",
+	       gs.entries_refused);
+}
+
+/* troupe_gangs{state}: every gang in one state. Bound comes from the cache
+ * (a pod group whose quorum is on nodes), so it is shown without a gang
+ * manager too. */
+static void gang_state_metrics(struct strbuf *sb, const struct ext_service *svc)
+{
+	strbuf_printf(sb, "# HELP troupe_gangs Gangs by state: waiting for capacity, planned "
+		      "(GPUs reserved, members arriving), binding (quorum reached, Bindings "
+		      "being posted), bound (the pod group's quorum is on nodes)\n"
+		      "# TYPE troupe_gangs gauge\n"
+		      "troupe_gangs{state=\"bound\"} %llu\n", gangs_bound(svc->cache));
+}
+
+static void recover_metrics(struct strbuf *sb, const struct ext_service *svc)
+{
+	struct ext_recover_stats rs;
+
+	if (!svc->recover)
+		return;
+	ext_recover_get_stats(svc->recover, &rs);
+	metric(sb, "troupe_gang_recovery_passes_total", "counter",
+	       "Passes looking for gangs left partly bound", rs.passes);
+	metric(sb, "troupe_gang_recovered_total", "counter",
+	       "Gangs found partly bound that are complete again", rs.completed);
+	metric(sb, "troupe_gang_recovery_bindings_total", "counter",
+	       "Bindings posted from a partly bound gang's plan and accepted", rs.bindings);
+	metric(sb, "troupe_gang_recovery_refused_total", "counter",
+	       "Bindings posted from a partly bound gang's plan and refused", rs.refused);
+	metric(sb, "troupe_gang_rolled_back_total", "counter",
+	       "Partly bound gangs rolled back (gang.partial_rollback_seconds)", rs.rolled_back);
+	metric(sb, "troupe_gang_rollback_pods_deleted_total", "counter",
+	       "Bound members deleted to roll a gang back", rs.pods_deleted);
+}
+
+static void connection_metrics(struct strbuf *sb, const struct ext_service *svc)
+{
+	struct conn_guard_stats cg;
+
+	if (!svc->server)
+		return;
+	ext_server_guard_stats(svc->server, &cg);
+	metric(sb, "troupe_http_connections", "gauge", "Connections the verbs listener keeps open",
+	       cg.open);
+	metric(sb, "troupe_http_connections_displaced_total", "counter",
+	       "Idle connections closed to make room for a new one (slots or a client's "
+	       "share full)", cg.displaced);
+	metric(sb, "troupe_http_connections_idle_expired_total", "counter",
+	       "Connections closed after http.connection_timeout_seconds with no request "
+	       "in progress", cg.idle_expired);
+	metric(sb, "troupe_http_connections_request_expired_total", "counter",
+	       "Connections closed: a request body not in within "
+	       "http.request_deadline_seconds", cg.request_expired);
+	metric(sb, "troupe_http_connections_refused_total", "counter",
+	       "New connections closed at once: every slot was mid-request", cg.refused);
+}
+
+static void filter_only_metrics(struct strbuf *sb, const struct ext_service *svc)
+{
+	struct cache_filter_only_stats fo;
+
+	cache_filter_only_get(svc->cache, &fo);
+	metric(sb, "troupe_filter_only_pods", "gauge",
+	       "Pods known only from filter calls, occupying nothing", fo.pods);
+	metric(sb, "troupe_filter_only_pods_dropped_total", "counter",
+	       "Pods known only from filter calls dropped, oldest first, at "
+	       "cache.max_filter_only_pods", fo.dropped);
+	metric(sb, "troupe_filter_only_pods_refused_total", "counter",
+	       "Pods from filter calls not remembered: the cap was reached and none could go",
+	       fo.refused);
+}
+
+static void topology_metrics(struct strbuf *sb, const struct ext_service *svc)
+{
+	uint64_t classes, bad;
+
+	if (!svc->registry)
+		return;
+	placement_registry_stats(svc->registry, &classes, &bad);
+	metric(sb, "troupe_topology_classes", "gauge", "Distinct GPU topologies in use", classes);
+	metric(sb, "troupe_topology_parse_errors_total", "counter",
+	       "Node troupe.io/gpu-topology annotations that could not be read", bad);
+}
+
+void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
+{
+	struct strbuf *sb = &r->body;
+	struct cache_readiness rd;
+
+	readiness_get(svc, &rd);
+	cache_metrics(sb, svc, &rd);
+	verb_metrics(sb, svc);
 	responses_and_build(sb);
-	if (svc->cycle) {
-		uint64_t used, stale, names;
-
-		ext_cycle_get_stats(svc->cycle, &used, &stale, &names);
-		metric(sb, "troupe_prioritize_from_filter_total", "counter",
-		       "Prioritize requests answered from the scores their filter left", used);
-		metric(sb, "troupe_prioritize_filter_stale_total", "counter",
-		       "Filter scores not used: the cache or the pod's request changed since",
-		       stale);
-		metric(sb, "troupe_prioritize_names_from_filter_total", "counter",
-		       "Node scores prioritize took from its filter instead of computing them",
-		       names);
-	}
-	if (svc->informer) {
-		struct cache_informer_stats is;
-
-		cache_informer_get_stats(svc->informer, &is);
-		metric(sb, "troupe_watch_events_total", "counter", "Watch events applied", is.events);
-		metric(sb, "troupe_lists_total", "counter", "Full lists completed", is.lists);
-		metric(sb, "troupe_relists_total", "counter",
-		       "Lists caused by an expired resourceVersion (410)", is.relists);
-		metric(sb, "troupe_watch_restarts_total", "counter", "Watches re-opened",
-		       is.watch_restarts);
-		metric(sb, "troupe_api_errors_total", "counter",
-		       "Failed API requests (connection, 429, 5xx, ...)", is.errors);
-		metric(sb, "troupe_partial_events_total", "counter",
-		       "Cut watch events discarded", is.partial_lines);
-		metric(sb, "troupe_permission_denials_total", "counter",
-		       "Access reviews answering not allowed, and lists or watches refused (403)",
-		       is.permission_denials);
-		metric(sb, "troupe_permissions_missing", "gauge",
-		       "Permissions troupe needs and lacks now (named by /readyz)",
-		       (unsigned long long)__builtin_popcount(rd.missing));
-	}
-	if (svc->gangs) {
-		struct gang_stats gs;
-
-		gang_get_stats(svc->gangs, &gs);
-		metric(sb, "troupe_gangs_planned_total", "counter", "Gang plans made and reserved",
-		       gs.planned);
-		metric(sb, "troupe_gangs_refused_total", "counter",
-		       "Gang plans refused for lack of capacity", gs.refused);
-		metric(sb, "troupe_gangs_deferred_total", "counter",
-		       "Gangs told to wait behind a gang earlier in the fair order", gs.deferred);
-		metric(sb, "troupe_gangs_expired_total", "counter",
-		       "Gang plans rolled back at their deadline", gs.expired);
-		metric(sb, "troupe_gangs_released_total", "counter",
-		       "Gangs whose held binds were released at quorum", gs.released);
-		metric(sb, "troupe_gangs_planned", "gauge", "Gangs with a plan now", gs.active);
-		metric(sb, "troupe_gangs_waiting", "gauge", "Gangs waiting for capacity", gs.waiting);
-		metric(sb, "troupe_gang_held_sets", "gauge",
-		       "Member-sized GPU sets held for a starving gang", gs.held_sets);
-		metric(sb, "troupe_gang_entries", "gauge",
-		       "Pod groups the gang manager keeps state for", gs.entries);
-		metric(sb, "troupe_gang_entries_dropped_total", "counter",
-		       "Idle pod-group entries forgotten early to stay under gang.max_entries",
-		       gs.entries_dropped);
-		metric(sb, "troupe_gang_entries_refused_total", "counter",
-		       "Attempts to admit a pod group refused (a member's filter, or the gang "
-		       "manager's pass discovering waiting gangs, about once a second): "
-		       "gang.max_entries reached with every entry in flight",
-		       gs.entries_refused);
-	}
-	if (svc->recover) {
-		struct ext_recover_stats rs;
-
-		ext_recover_get_stats(svc->recover, &rs);
-		metric(sb, "troupe_gang_recovery_passes_total", "counter",
-		       "Passes looking for gangs left partly bound", rs.passes);
-		metric(sb, "troupe_gang_recovered_total", "counter",
-		       "Gangs found partly bound that are complete again", rs.completed);
-		metric(sb, "troupe_gang_recovery_bindings_total", "counter",
-		       "Bindings posted from a partly bound gang's plan and accepted", rs.bindings);
-		metric(sb, "troupe_gang_recovery_refused_total", "counter",
-		       "Bindings posted from a partly bound gang's plan and refused", rs.refused);
-		metric(sb, "troupe_gang_rolled_back_total", "counter",
-		       "Partly bound gangs rolled back (gang.partial_rollback_seconds)",
-		       rs.rolled_back);
-		metric(sb, "troupe_gang_rollback_pods_deleted_total", "counter",
-		       "Bound members deleted to roll a gang back", rs.pods_deleted);
-	}
-	if (svc->server) {
-		struct conn_guard_stats cg;
-
-		ext_server_guard_stats(svc->server, &cg);
-		metric(sb, "troupe_http_connections", "gauge",
-		       "Connections the verbs listener keeps open", cg.open);
-		metric(sb, "troupe_http_connections_displaced_total", "counter",
-		       "Idle connections closed to make room for a new one (slots or a client's "
-		       "share full)", cg.displaced);
-		metric(sb, "troupe_http_connections_idle_expired_total", "counter",
-		       "Connections closed after http.connection_timeout_seconds with no request "
-		       "in progress", cg.idle_expired);
-		metric(sb, "troupe_http_connections_request_expired_total", "counter",
-		       "Connections closed: a request body not in within "
-		       "http.request_deadline_seconds", cg.request_expired);
-		metric(sb, "troupe_http_connections_refused_total", "counter",
-		       "New connections closed at once: every slot was mid-request", cg.refused);
-	}
-	{
-		struct cache_filter_only_stats fo;
-
-		cache_filter_only_get(svc->cache, &fo);
-		metric(sb, "troupe_filter_only_pods", "gauge",
-		       "Pods known only from filter calls, occupying nothing", fo.pods);
-		metric(sb, "troupe_filter_only_pods_dropped_total", "counter",
-		       "Pods known only from filter calls dropped, oldest first, at "
-		       "cache.max_filter_only_pods", fo.dropped);
-		metric(sb, "troupe_filter_only_pods_refused_total", "counter",
-		       "Pods from filter calls not remembered: the cap was reached and none could go",
-		       fo.refused);
-	}
-	if (svc->registry) {
-		uint64_t classes, bad;
-
-		placement_registry_stats(svc->registry, &classes, &bad);
-		metric(sb, "troupe_topology_classes", "gauge", "Distinct GPU topologies in use",
-		       classes);
-		metric(sb, "troupe_topology_parse_errors_total", "counter",
-		       "Node troupe.io/gpu-topology annotations that could not be read", bad);
-	}
+	ext_process_metrics(sb);
+	cycle_metrics(sb, svc);
+	informer_metrics(sb, svc, &rd);
+	gang_metrics(sb, svc);
+	gang_state_metrics(sb, svc);
+	recover_metrics(sb, svc);
+	connection_metrics(sb, svc);
+	filter_only_metrics(sb, svc);
+	topology_metrics(sb, svc);
 }
