@@ -9,6 +9,7 @@
 #include "extender/process_metrics.h"
 #include "extender/recover.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "cache/lease.h"
@@ -481,16 +482,109 @@ static void gang_metrics(struct strbuf *sb, const struct ext_service *svc)
 	       gs.entries_refused);
 }
 
-/* troupe_gangs{state}: every gang in one state. Bound comes from the cache
- * (a pod group whose quorum is on nodes), so it is shown without a gang
- * manager too. */
+/* A label's value as the text format wants it: backslash, double quote and
+ * line feed escaped (a queue is named by a label of the user's). */
+static void put_label_value(struct strbuf *sb, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			strbuf_putc(sb, '\\');
+		if (*s == '\n')
+			strbuf_puts(sb, "\\n");
+		else
+			strbuf_putc(sb, *s);
+	}
+}
+
+/* troupe_gangs{state}: waiting, planned and binding as the gang manager holds
+ * its gangs (gang_view_list), bound from the cache, so that one is shown
+ * without a gang manager too. A gang is in one of them at most, but for the
+ * moment its last member's Binding lands (bound, and its plan not yet
+ * finished). The manager's idle gangs (members missing, or done) are not
+ * shown: troupe_gang_entries counts every gang it keeps. */
 static void gang_state_metrics(struct strbuf *sb, const struct ext_service *svc)
 {
-	strbuf_printf(sb, "# HELP troupe_gangs Gangs by state: waiting for capacity, planned "
-		      "(GPUs reserved, members arriving), binding (quorum reached, Bindings "
-		      "being posted), bound (the pod group's quorum is on nodes)\n"
-		      "# TYPE troupe_gangs gauge\n"
-		      "troupe_gangs{state=\"bound\"} %llu\n", gangs_bound(svc->cache));
+	static const enum gang_view_state shown[] = { GANG_VIEW_WAITING, GANG_VIEW_PLANNED,
+						      GANG_VIEW_BINDING };
+	unsigned long long count[GANG_VIEW_BINDING + 1] = { 0 };
+	struct gang_view *views = NULL;
+	unsigned n = 0;
+	bool listed = false;
+
+	/* A copy of every gang under the manager's lock and a walk of every
+	 * pod (the shares): fine once a scrape, not on a verb's path. */
+	if (svc->gangs && gang_view_list(svc->gangs, &views, &n) == 0) {
+		listed = true;
+		for (unsigned i = 0; i < n; i++)
+			if (views[i].state <= GANG_VIEW_BINDING)
+				count[views[i].state]++;
+		gang_view_list_free(views, n);
+	}
+	strbuf_puts(sb, "# HELP troupe_gangs Gangs by state: waiting for capacity, planned (GPUs "
+		    "reserved, members arriving), binding (binds parked at the barrier), bound "
+		    "(the pod group's quorum is on nodes)\n# TYPE troupe_gangs gauge\n");
+	for (size_t i = 0; listed && i < ARRAY_SIZE(shown); i++)
+		strbuf_printf(sb, "troupe_gangs{state=\"%s\"} %llu\n",
+			      gang_view_state_name(shown[i]), count[shown[i]]);
+	strbuf_printf(sb, "troupe_gangs{state=\"bound\"} %llu\n", gangs_bound(svc->cache));
+}
+
+/* The per-queue gauges, one family each. */
+enum queue_field { Q_SHARE, Q_WEIGHT, Q_WAITING, Q_PLANNED, Q_GPUS };
+
+static const struct {
+	const char *name, *help;
+	enum queue_field field;
+} queue_families[] = {
+	{ "troupe_queue_dominant_share", "The queue's weighted dominant share: the largest "
+	  "share of the ready nodes' GPUs, CPU and memory its pods occupy, divided by its "
+	  "weight (the lowest goes first)", Q_SHARE },
+	{ "troupe_queue_weight", "The queue's weight (queues: in the config; 1 when not named)",
+	  Q_WEIGHT },
+	{ "troupe_queue_gangs_waiting", "The queue's gangs waiting for capacity", Q_WAITING },
+	{ "troupe_queue_gangs_planned", "The queue's gangs with a plan", Q_PLANNED },
+	{ "troupe_queue_gpus", "GPUs the queue's pods hold", Q_GPUS },
+};
+
+static double queue_value(const struct gang_queue_view *q, enum queue_field f)
+{
+	switch (f) {
+	case Q_SHARE:
+		return q->share;
+	case Q_WEIGHT:
+		return q->weight;
+	case Q_WAITING:
+		return q->waiting;
+	case Q_PLANNED:
+		return q->planned;
+	case Q_GPUS:
+		return (double)q->gpus;
+	}
+	return 0;
+}
+
+/* The fair-sharing queues (gang_queue_list: those configured, those with
+ * pods running, those gangs wait in), one series each; a queue that has none
+ * of these any more drops out. */
+static void queue_metrics(struct strbuf *sb, const struct ext_service *svc)
+{
+	struct gang_queue_view *q = NULL;
+	unsigned n = 0;
+
+	if (!svc->gangs || gang_queue_list(svc->gangs, &q, &n) < 0)
+		return;
+	for (size_t f = 0; f < ARRAY_SIZE(queue_families); f++) {
+		const char *name = queue_families[f].name;
+
+		strbuf_printf(sb, "# HELP %s %s\n# TYPE %s gauge\n", name, queue_families[f].help,
+			      name);
+		for (unsigned i = 0; i < n; i++) {
+			strbuf_printf(sb, "%s{queue=\"", name);
+			put_label_value(sb, q[i].name);
+			strbuf_printf(sb, "\"} %.9g\n", queue_value(&q[i], queue_families[f].field));
+		}
+	}
+	free(q);
 }
 
 static void recover_metrics(struct strbuf *sb, const struct ext_service *svc)
@@ -577,6 +671,7 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 	informer_metrics(sb, svc, &rd);
 	gang_metrics(sb, svc);
 	gang_state_metrics(sb, svc);
+	queue_metrics(sb, svc);
 	recover_metrics(sb, svc);
 	connection_metrics(sb, svc);
 	filter_only_metrics(sb, svc);
