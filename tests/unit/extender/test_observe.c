@@ -220,7 +220,7 @@ static void test_ext_proc_boot_time_parse(void **state)
 		int ret;
 		double want;
 	} cases[] = {
-		{ "cpu  1 2 3\nintr 5 0 0\nctxt 9\nbtime 1796160000\nprocesses 12\n", 0, 1796160000 },
+		{ "cpu  1 2 3\nintr 5 0 0\nbtime 1796160000\nprocesses 12\n", 0, 1796160000 },
 		{ "cpu  1 2 3\nbtime 1700000000", 0, 1700000000 },
 		{ "cpu  1 2 3\nbtimex 5\n", -EINVAL, 0 },
 		{ "cpu  1 2 3\nbtime \n", -EINVAL, 0 },
