@@ -2,7 +2,8 @@
  *
  * A single pod is judged node by node (placement_check_request), in one walk
  * over the request's nodes inside one cache read section, after the gang
- * manager's word on nodes whose freed GPUs it holds for a starving gang. A
+ * manager's word on nodes whose freed GPUs it holds for a starving gang: one
+ * function, ext__judge_node, which `troupe explain` calls too (explain.c). A
  * gang member is judged by the gang manager over all the candidates at once
  * (filter_gang): it plans and reserves the whole gang on first sight. The
  * scores of what passes are left for the prioritize that follows (cycle.h).
