@@ -229,4 +229,14 @@ int cache_api_subject_access_review(struct cache_api *api, const char *user_json
 int cache_api_delete_pod(struct cache_api *api, const char *ns, const char *name,
 			 const char *uid, char *err, size_t errlen);
 
+/* GET <path> (with its query, escaped by the caller) from the server <api>
+ * names, as a blocking request on the calling thread: `troupe explain
+ * --server` asks a troupe's ops listener so, with the same TLS and bearer
+ * token handling as every API request. Returns 0 once the server answered
+ * (any status; the body, NUL-terminated and the caller's to free, in <body>
+ * and <len>, at most <max> bytes), -E2BIG for a longer answer, -EIO /
+ * -ETIMEDOUT / -ENOMEM; <err> says why. */
+int cache_api_get(struct cache_api *api, const char *path, size_t max, long *status,
+		  char **body, size_t *len, char *err, size_t errlen);
+
 #endif

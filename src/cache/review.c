@@ -42,13 +42,14 @@ enum {
 struct answer {
 	struct strbuf body;
 	bool cut;
+	size_t max;                     /* the most kept; 0: REVIEW_ANSWER_MAX */
 };
 
 static size_t on_data(char *ptr, size_t size, size_t n, void *arg)
 {
 	struct answer *a = arg;
 
-	if (a->body.len + size * n > REVIEW_ANSWER_MAX)
+	if (a->body.len + size * n > (a->max ? a->max : REVIEW_ANSWER_MAX))
 		a->cut = true;
 	else
 		strbuf_append(&a->body, ptr, size * n);
@@ -140,7 +141,7 @@ int cache_api_token_review(struct cache_api *api, const char *token,
 			   struct cache_token_review *out, char *err, size_t errlen)
 {
 	struct strbuf req = STRBUF_INIT;
-	struct answer a = { STRBUF_INIT, false };
+	struct answer a = { STRBUF_INIT, false, 0 };
 	const cJSON *st, *user, *ok;
 	const char *s;
 	cJSON *root = NULL;
@@ -237,7 +238,7 @@ int cache_api_subject_access_review(struct cache_api *api, const char *user_json
 				    char *reason, size_t reasonlen, char *err, size_t errlen)
 {
 	struct strbuf req = STRBUF_INIT;
-	struct answer a = { STRBUF_INIT, false };
+	struct answer a = { STRBUF_INIT, false, 0 };
 	const cJSON *st, *ok;
 	const char *why;
 	cJSON *root = NULL;
@@ -341,5 +342,23 @@ out:
 	strbuf_fini(&a.body);
 	strbuf_fini(&path);
 	strbuf_fini(&body);
+	return ret;
+}
+
+int cache_api_get(struct cache_api *api, const char *path, size_t max, long *status,
+		  char **body, size_t *len, char *err, size_t errlen)
+{
+	struct answer a = { STRBUF_INIT, false, max };
+	int ret = send_request(api, "GET", path, NULL, status, &a, err, errlen);
+
+	if (ret == 0 && a.cut) {
+		snprintf(err, errlen, "GET %.300s: the answer is larger than %zu bytes", path, max);
+		ret = -E2BIG;
+	}
+	*body = NULL;
+	*len = 0;
+	if (ret == 0)
+		*body = strbuf_take(&a.body, len);
+	strbuf_fini(&a.body);
 	return ret;
 }

@@ -2,8 +2,8 @@
  * terminal (explain_print.c) or, with -o json, for a script.
  *
  *   troupe explain pod|podgroup NS/NAME --server URL [--token-file F]
- *       asks a running troupe's ops listener (libcurl; a bearer token when
- *       ops.auth is on);
+ *       asks a running troupe's ops listener (through the cache's API client;
+ *       a bearer token when ops.auth is on);
  *   troupe explain pod|podgroup NS/NAME --cluster SNAPSHOT [--config F]
  *       loads the snapshot into a cache as `troupe --cluster` does (the same
  *       settings, topologies and gang manager) and answers here, without a
@@ -22,18 +22,15 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
-#include <curl/curl.h>
 
+#include "cache/api.h"
 #include "common/log.h"
+#include "common/strbuf.h"
 #include "common/util.h"
 #include "extender/config.h"
 
 enum {
-	EXPLAIN_CLI_TIMEOUT_S = 30,             /* a whole request to --server */
 	EXPLAIN_CLI_MAX_BODY = 64 << 20,        /* the most of an answer read */
-	EXPLAIN_CLI_TOKEN_MAX = 16384,          /* a bearer token file's size */
-	EXPLAIN_CLI_URL_BUF = 2048,
-	EXPLAIN_CLI_AUTH_BUF = EXPLAIN_CLI_TOKEN_MAX + 32,
 };
 
 static void usage(FILE *out)
@@ -79,111 +76,74 @@ static void usage(FILE *out)
 struct body {
 	char *buf;
 	size_t len;
-	bool too_big;
 };
 
-static size_t on_data(char *p, size_t size, size_t n, void *arg)
+/* <s> percent-encoded into <sb>, as a query value (RFC 3986's unreserved
+ * characters kept). */
+static void put_escaped(struct strbuf *sb, const char *s)
 {
-	struct body *b = arg;
-	size_t add = size * n;
-	char *nb;
+	static const char hex[] = "0123456789ABCDEF";
 
-	if (b->len + add > EXPLAIN_CLI_MAX_BODY) {
-		b->too_big = true;
-		return 0;
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '.' || c == '_' || c == '~')
+			strbuf_putc(sb, (char)c);
+		else
+			strbuf_printf(sb, "%%%c%c", hex[c >> 4], hex[c & 15]);
 	}
-	nb = realloc(b->buf, b->len + add + 1);
-	if (!nb)
-		return 0;
-	memcpy(nb + b->len, p, add);
-	b->buf = nb;
-	b->len += add;
-	b->buf[b->len] = '\0';
-	return add;
 }
 
-/* The bearer token in <path>, whitespace trimmed, into <out>. */
-static int read_token(const char *path, char *out, size_t len, char *err, size_t errlen)
-{
-	char *buf = NULL;
-	size_t n = 0, a = 0;
-
-	if (util_read_file(path, EXPLAIN_CLI_TOKEN_MAX, &buf, &n) < 0) {
-		snprintf(err, errlen, "cannot read the token file %s: %s", path, strerror(errno));
-		return -1;
-	}
-	while (a < n && (buf[a] == ' ' || buf[a] == '\n' || buf[a] == '\r' || buf[a] == '\t'))
-		a++;
-	while (n > a && (buf[n - 1] == ' ' || buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
-			 buf[n - 1] == '\t'))
-		n--;
-	if (n == a || n - a >= len) {
-		snprintf(err, errlen, "the token file %s is %s", path, n == a ? "empty" : "too long");
-		free(buf);
-		return -1;
-	}
-	memcpy(out, buf + a, n - a);
-	out[n - a] = '\0';
-	free(buf);
-	return 0;
-}
-
-/* GET <server>/debug/explain?<what>=<key>...: the status and body. */
+/* GET <server>/debug/explain?<what>=<key>...: the status and body, through
+ * the cache's API client (the same TLS and bearer token handling as troupe's
+ * requests to the API server; libcurl stays in the cache). */
 static int fetch(const char *server, const char *token_file, const char *what, const char *key,
 		 const char *examples, const char *best, long *status, struct body *b, char *err,
 		 size_t errlen)
 {
-	char url[EXPLAIN_CLI_URL_BUF], auth[EXPLAIN_CLI_AUTH_BUF], curl_err[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdr = NULL;
+	static const char UNREACHABLE[] = "API server unreachable: ";
+	struct strbuf path = STRBUF_INIT;
+	char why[TROUPE_MESSAGE_BUF];
+	struct cache_api *api;
 	size_t sl = strlen(server);
-	CURL *c;
-	char *ek;
-	CURLcode rc;
-	int ret = -1;
+	char *base;
+	int rc;
 
-	if (token_file) {
-		memcpy(auth, "Authorization: Bearer ", 22);
-		if (read_token(token_file, auth + 22, sizeof(auth) - 22, err, errlen) < 0)
-			return -1;
-	}
-	c = curl_easy_init();
-	if (!c) {
-		snprintf(err, errlen, "cannot start libcurl");
-		return -1;
-	}
-	ek = curl_easy_escape(c, key, 0);
 	while (sl && server[sl - 1] == '/')
 		sl--;
-	if (!ek || snprintf(url, sizeof(url), "%.*s/debug/explain?%s=%s%s%s%s%s", (int)sl, server,
-			    what, ek, examples ? "&examples=" : "", examples ? examples : "",
-			    best ? "&best=" : "", best ? best : "") >= (int)sizeof(url)) {
-		snprintf(err, errlen, "the URL is too long");
-		goto out;
+	base = strndup(server, sl);
+	if (!base) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
 	}
-	if (token_file)
-		hdr = curl_slist_append(hdr, auth);
-	hdr = curl_slist_append(hdr, "Accept: application/json");
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)EXPLAIN_CLI_TIMEOUT_S);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_err);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	rc = curl_easy_perform(c);
-	if (rc != CURLE_OK) {
-		snprintf(err, errlen, "GET %.300s: %.180s", url,
-			 b->too_big ? "the answer is too large" : curl_err[0] ? curl_err
-								  : curl_easy_strerror(rc));
-		goto out;
+	api = cache_api_from_url(base, token_file, err, errlen);
+	free(base);
+	if (!api)
+		return -1;
+	strbuf_printf(&path, "/debug/explain?%s=", what);
+	put_escaped(&path, key);
+	if (examples) {
+		strbuf_puts(&path, "&examples=");
+		put_escaped(&path, examples);
 	}
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-	ret = 0;
-out:
-	curl_slist_free_all(hdr);
-	curl_free(ek);
-	curl_easy_cleanup(c);
-	return ret;
+	if (best) {
+		strbuf_puts(&path, "&best=");
+		put_escaped(&path, best);
+	}
+	rc = cache_api_get(api, path.buf, EXPLAIN_CLI_MAX_BODY, status, &b->buf, &b->len, why,
+			   sizeof(why));
+	if (rc < 0) {
+		/* The client words it for the API server; here it is a troupe. */
+		const char *w = strncmp(why, UNREACHABLE, strlen(UNREACHABLE)) == 0 ?
+				why + strlen(UNREACHABLE) : why;
+
+		snprintf(err, errlen, "GET %.*s%.200s: %.200s", (int)(sl < 200 ? sl : 200), server,
+			 path.buf, w);
+	}
+	strbuf_fini(&path);
+	cache_api_free(api);
+	return rc < 0 ? -1 : 0;
 }
 
 /* The snapshot mode's gang manager clock: stopped, so that its expiry thread
@@ -352,10 +312,10 @@ int ext_explain_main(int argc, char **argv)
 	}
 	log_set_level(LOG_WARN);        /* the snapshot's loading lines are not the answer */
 	if (server) {
-		curl_global_init(CURL_GLOBAL_DEFAULT);
+		cache_api_global_init();
 		rc = fetch(server, token_file, what, key, q.examples, q.best, &status, &b, err,
 			   sizeof(err));
-		curl_global_cleanup();
+		cache_api_global_cleanup();
 	} else {
 		rc = local(cluster, config, &q, &status, &b, err, sizeof(err));
 	}
