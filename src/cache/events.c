@@ -43,8 +43,9 @@
 #define NS_PER_S 1000000000ULL
 
 enum {
-	/* type|reason|action|kind|ns|name|uid: room for every part at its limit. */
-	SERIES_KEY_BUF = 8 + CACHE_EVENT_REASON_BUF + CACHE_EVENT_ACTION_BUF + CACHE_EVENT_KIND_BUF +
+	/* type|reason|action|kind|ns|name|uid|note hash: room for every part at
+	 * its limit. */
+	SERIES_KEY_BUF = 8 + 17 + CACHE_EVENT_REASON_BUF + CACHE_EVENT_ACTION_BUF + CACHE_EVENT_KIND_BUF +
 			 K8S_NAMESPACE_BUF + K8S_NAME_BUF + K8S_UID_BUF,
 	EVENTS_TIMEOUT_MS = 5000,       /* one write; the worker waits for it */
 	EVENTS_ANSWER_MAX = 64 * 1024,  /* an Event echoed back; only errors are read */
@@ -59,7 +60,8 @@ enum {
 
 /* One occurrence as emitted: a queue slot, and a series' first. */
 struct occurrence {
-	enum cache_event_type type;
+	enum cache_event_type type;     /* CACHE_EVENT_NORMAL or _WARNING */
+	bool by_note;                   /* CACHE_EVENT_BY_NOTE */
 	uint64_t at_ns;                 /* the recorder's clock */
 	struct timespec wall;           /* CLOCK_REALTIME, for eventTime */
 	char kind[CACHE_EVENT_KIND_BUF];
@@ -111,6 +113,7 @@ struct cache_events {
 	struct strmap buckets;          /* key -> struct bucket */
 	uint64_t fail_logged_ns;
 	unsigned fails_unlogged;
+	uint64_t last_name_ns;          /* names' times only grow: no two alike */
 
 	/* Counters: relaxed atomics, read by cache_events_get_stats. */
 	struct cache_events_stats stats;
@@ -185,7 +188,8 @@ int cache_events_emit(struct cache_events *r, enum cache_event_type type,
 		goto out;
 	}
 	o = &r->ring[(r->head + r->n) % r->opts.queue_size];
-	o->type = type;
+	o->type = type & CACHE_EVENT_WARNING ? CACHE_EVENT_WARNING : CACHE_EVENT_NORMAL;
+	o->by_note = type & CACHE_EVENT_BY_NOTE;
 	o->at_ns = at;
 	o->wall = wall;
 	copy_str(o->kind, sizeof(o->kind), regarding->kind);
@@ -427,6 +431,7 @@ static void take(struct cache_events *r, struct occurrence *o)
 	char key[SERIES_KEY_BUF], buf[K8S_KEY_BUF + K8S_UID_BUF];
 	struct cache_podgroup pg;
 	struct series *s;
+	uint64_t stamp;
 	size_t room;
 	int n;
 
@@ -439,8 +444,10 @@ static void take(struct cache_events *r, struct occurrence *o)
 		}
 		copy_str(o->uid, sizeof(o->uid), pg.uid);
 	}
-	n = snprintf(key, sizeof(key), "%d|%s|%s|%s|%s|%s|%s", (int)o->type, o->reason, o->action,
-		     o->kind, o->ns, o->name, o->uid);
+	/* With by_note, the note's FNV-1a hash stands for it in the key. */
+	n = snprintf(key, sizeof(key), "%d|%s|%s|%s|%s|%s|%s|%016llx", (int)o->type, o->reason,
+		     o->action, o->kind, o->ns, o->name, o->uid,
+		     o->by_note ? (unsigned long long)strmap_hash(o->note, strlen(o->note)) : 0ULL);
 	s = strmap_get(&r->series, key, (size_t)n);
 	if (s) {
 		s->count++;
@@ -467,8 +474,12 @@ static void take(struct cache_events *r, struct occurrence *o)
 	/* client-go's name: the object's name and the time in hex nanoseconds,
 	 * the name cut so the whole stays a valid name. */
 	room = sizeof(s->ev_name) - 18;
+	stamp = (uint64_t)o->wall.tv_sec * NS_PER_S + (uint64_t)o->wall.tv_nsec;
+	if (stamp <= r->last_name_ns)
+		stamp = r->last_name_ns + 1;
+	r->last_name_ns = stamp;
 	snprintf(s->ev_name, sizeof(s->ev_name), "%.*s.%llx", (int)room, o->name,
-		 (unsigned long long)o->wall.tv_sec * NS_PER_S + (unsigned long long)o->wall.tv_nsec);
+		 (unsigned long long)stamp);
 	if (strmap_put(&r->series, s->key, (size_t)n, s, NULL) < 0) {
 		free(s);
 		count(&r->stats.dropped[CACHE_EVENTS_DROP_GAVE_UP]);

@@ -5,8 +5,8 @@
  *
  * It records as client-go's recorder does (k8s.io/client-go/tools/events):
  * occurrences with the same type, reason, action, reporting controller and
- * instance and regarding object (the note is not part of the key) make one
- * series, first created with a POST, later updated with a PATCH of
+ * instance and regarding object (the note is not part of the key, unless the
+ * caller asks: CACHE_EVENT_BY_NOTE) make one series, first created with a POST, later updated with a PATCH of
  * series.count and series.lastObservedTime; a series nobody observed for
  * series_finish_s is closed. Writes per object are rate-limited by a token
  * bucket as client-go's spam filter (tools/record/events_cache.go) limits them:
@@ -46,7 +46,16 @@ enum {
 #define CACHE_EVENT_PODGROUP_KIND "PodGroup"
 #define CACHE_EVENT_PODGROUP_API_VERSION "scheduling.x-k8s.io/v1alpha1"
 
-enum cache_event_type { CACHE_EVENT_NORMAL, CACHE_EVENT_WARNING };
+enum cache_event_type {
+	CACHE_EVENT_NORMAL = 0,
+	CACHE_EVENT_WARNING = 1,
+	/* Or'ed into the type: the note is part of the series key too, so an
+	 * occurrence in other words starts an Event of its own. For notes that
+	 * carry state ("waiting for its members: 2 of 3 exist"): a series keeps
+	 * its first note, as the API server refuses to change an Event's note,
+	 * and `kubectl describe` would show the first state for ever. */
+	CACHE_EVENT_BY_NOTE = 0x100,
+};
 
 /* The object an Event is about (its `regarding`). <uid> NULL or "" for a
  * PodGroup: the worker looks it up in the cache (cache_podgroup_get), so a

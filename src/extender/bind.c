@@ -115,7 +115,9 @@ static void pod_event(const struct ext_service *svc, const char *ns, const char 
 {
 	const struct cache_event_ref ref = { "Pod", "v1", ns, name, uid };
 
-	cache_events_emit(svc->events, refused ? CACHE_EVENT_WARNING : CACHE_EVENT_NORMAL, &ref,
+	/* A refusal's note is its reason: another reason, another Event. */
+	cache_events_emit(svc->events,
+			  refused ? CACHE_EVENT_WARNING | CACHE_EVENT_BY_NOTE : CACHE_EVENT_NORMAL, &ref,
 			  refused ? "BindRefused" : "DevicesChosen", "Binding", "%s", note);
 }
 

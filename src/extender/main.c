@@ -113,21 +113,25 @@ enum { SOURCE_BUF = 600 };
  * this only queues (cache_events_emit). */
 static void gang_noted(void *ctx, const struct gang_note *n)
 {
-	static const struct { const char *reason, *action; bool warning; } kinds[] = {
-		[GANG_NOTE_PLANNED] = { "GangPlanned", "Scheduling", false },
-		[GANG_NOTE_WAITING] = { "GangWaitingForMembers", "Scheduling", false },
-		[GANG_NOTE_TIMED_OUT] = { "GangTimedOut", "Binding", true },
-		[GANG_NOTE_BOUND] = { "GangBound", "Binding", false },
-		[GANG_NOTE_HOLD] = { "GangStarvationHold", "Scheduling", false },
+	/* The notes that carry state (counts, nodes) key their series too. */
+	static const struct { const char *reason, *action; unsigned type; } kinds[] = {
+		[GANG_NOTE_PLANNED] = { "GangPlanned", "Scheduling",
+					CACHE_EVENT_NORMAL | CACHE_EVENT_BY_NOTE },
+		[GANG_NOTE_WAITING] = { "GangWaitingForMembers", "Scheduling",
+					CACHE_EVENT_NORMAL | CACHE_EVENT_BY_NOTE },
+		[GANG_NOTE_TIMED_OUT] = { "GangTimedOut", "Binding",
+					  CACHE_EVENT_WARNING | CACHE_EVENT_BY_NOTE },
+		[GANG_NOTE_BOUND] = { "GangBound", "Binding", CACHE_EVENT_NORMAL },
+		[GANG_NOTE_HOLD] = { "GangStarvationHold", "Scheduling", CACHE_EVENT_NORMAL },
 	};
 	const struct cache_event_ref pg = { CACHE_EVENT_PODGROUP_KIND,
 					    CACHE_EVENT_PODGROUP_API_VERSION, n->ns, n->name, NULL };
 	const struct cache_event_ref pod = { "Pod", "v1", n->ns, n->member_name, n->member_uid };
-	enum cache_event_type type;
+	unsigned type;
 
 	if ((unsigned)n->kind >= sizeof(kinds) / sizeof(kinds[0]))
 		return;
-	type = kinds[n->kind].warning ? CACHE_EVENT_WARNING : CACHE_EVENT_NORMAL;
+	type = kinds[n->kind].type;
 	cache_events_emit(ctx, type, &pg, kinds[n->kind].reason, kinds[n->kind].action, "%s",
 			  n->text);
 	if (n->member_uid && n->member_name)

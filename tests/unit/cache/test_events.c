@@ -237,6 +237,49 @@ static void test_events_keys_apart(void **state)
 		assert_string_equal(x->f.reqs[i].method, "POST");
 }
 
+static void test_events_by_note_splits_series(void **state)
+{
+	struct fixture *x = *state;
+	const unsigned by_note = CACHE_EVENT_NORMAL | CACHE_EVENT_BY_NOTE;
+	const char *names[3] = { NULL };
+	unsigned posts = 0;
+
+	start(x);
+	/* The counts a waiting gang reports: each state its own Event, each
+	 * repeated state one series. */
+	for (unsigned present = 1; present <= 3; present++)
+		for (unsigned i = 0; i < 5; i++)
+			assert_int_equal(cache_events_emit(x->r, by_note, &POD_A,
+							   "GangWaitingForMembers", "Scheduling",
+							   "waiting for its members: %u of 4 exist",
+							   present), 0);
+	cache_events_pump(x->r);
+	x->f.now += (uint64_t)x->o.series_flush_s * S;
+	cache_events_pump(x->r);
+	for (unsigned i = 0; i < x->f.n; i++) {
+		char want[64];
+
+		if (strcmp(x->f.reqs[i].method, "POST") != 0)
+			continue;
+		assert_true(posts < 3);
+		snprintf(want, sizeof(want), "waiting for its members: %u of 4 exist", posts + 1);
+		assert_string_equal(str_at(x->f.reqs[i].body, "note", NULL), want);
+		assert_string_equal(str_at(x->f.reqs[i].body, "type", NULL), "Normal");
+		names[posts++] = str_at(x->f.reqs[i].body, "metadata", "name");
+	}
+	assert_int_equal(posts, 3);
+	/* Each series' last write says 5. */
+	for (unsigned k = 0; k < 3; k++) {
+		int count = 0;
+
+		for (unsigned i = 0; i < x->f.n; i++)
+			if (strcmp(x->f.reqs[i].method, "PATCH") == 0 &&
+			    strstr(x->f.reqs[i].path, names[k]))
+				count = series_count(&x->f.reqs[i]);
+		assert_int_equal(count, 5);
+	}
+}
+
 static void test_events_rate_limit_per_object(void **state)
 {
 	struct fixture *x = *state;
@@ -468,6 +511,7 @@ int main(void)
 		T(test_events_series_one_post_then_patches),
 		T(test_events_post_body),
 		T(test_events_keys_apart),
+		T(test_events_by_note_splits_series),
 		T(test_events_rate_limit_per_object),
 		T(test_events_series_update_waits_for_token),
 		T(test_events_queue_full_drops),
