@@ -103,7 +103,7 @@ struct cache_events {
 	pthread_cond_t wake;
 	struct occurrence *ring;        /* opts.queue_size slots */
 	unsigned head, n;               /* guarded by lock */
-	bool stop;                      /* guarded by lock */
+	bool stop;                      /* written under lock; read with __atomic too */
 	pthread_t thread;
 	bool running;
 
@@ -164,10 +164,7 @@ int cache_events_emit(struct cache_events *r, enum cache_event_type type,
 		      const struct cache_event_ref *regarding, const char *reason,
 		      const char *action, const char *fmt, ...)
 {
-	char note[CACHE_EVENT_NOTE_BUF];
-	struct occurrence *o;
-	struct timespec wall;
-	uint64_t at;
+	struct occurrence o;
 	va_list ap;
 	int ret = 0;
 
@@ -176,30 +173,28 @@ int cache_events_emit(struct cache_events *r, enum cache_event_type type,
 	if (!regarding || !regarding->kind || !regarding->ns || !*regarding->ns ||
 	    !regarding->name || !*regarding->name || !reason || !action)
 		return -EINVAL;
-	/* The work that costs (formatting, the clocks) is done before the lock. */
+	/* Everything that costs (formatting, the clocks) is done on the caller's
+	 * stack; the lock covers one copy into the ring. */
+	o.type = type & CACHE_EVENT_WARNING ? CACHE_EVENT_WARNING : CACHE_EVENT_NORMAL;
+	o.by_note = type & CACHE_EVENT_BY_NOTE;
+	o.at_ns = now_ns(r);
+	clock_gettime(CLOCK_REALTIME, &o.wall);
+	copy_str(o.kind, sizeof(o.kind), regarding->kind);
+	copy_str(o.api_version, sizeof(o.api_version), regarding->api_version);
+	copy_str(o.ns, sizeof(o.ns), regarding->ns);
+	copy_str(o.name, sizeof(o.name), regarding->name);
+	copy_str(o.uid, sizeof(o.uid), regarding->uid);
+	copy_str(o.reason, sizeof(o.reason), reason);
+	copy_str(o.action, sizeof(o.action), action);
 	va_start(ap, fmt);
-	vsnprintf(note, sizeof(note), fmt, ap);
+	vsnprintf(o.note, sizeof(o.note), fmt, ap);
 	va_end(ap);
-	at = now_ns(r);
-	clock_gettime(CLOCK_REALTIME, &wall);
 	pthread_mutex_lock(&r->lock);
 	if (r->n == r->opts.queue_size) {
 		ret = -ENOSPC;
 		goto out;
 	}
-	o = &r->ring[(r->head + r->n) % r->opts.queue_size];
-	o->type = type & CACHE_EVENT_WARNING ? CACHE_EVENT_WARNING : CACHE_EVENT_NORMAL;
-	o->by_note = type & CACHE_EVENT_BY_NOTE;
-	o->at_ns = at;
-	o->wall = wall;
-	copy_str(o->kind, sizeof(o->kind), regarding->kind);
-	copy_str(o->api_version, sizeof(o->api_version), regarding->api_version);
-	copy_str(o->ns, sizeof(o->ns), regarding->ns);
-	copy_str(o->name, sizeof(o->name), regarding->name);
-	copy_str(o->uid, sizeof(o->uid), regarding->uid);
-	copy_str(o->reason, sizeof(o->reason), reason);
-	copy_str(o->action, sizeof(o->action), action);
-	memcpy(o->note, note, strlen(note) + 1);
+	r->ring[(r->head + r->n) % r->opts.queue_size] = o;
 	if (r->n++ == 0)
 		pthread_cond_signal(&r->wake);
 out:
@@ -396,7 +391,9 @@ static bool bucket_take(struct cache_events *r, const struct occurrence *o, uint
 	b->tokens += (double)util_elapsed_ns(now, b->at_ns) / (double)NS_PER_S * r->opts.qps;
 	if (b->tokens > r->opts.burst)
 		b->tokens = r->opts.burst;
-	b->at_ns = now;
+	/* An occurrence queued a while ago may be older than the last look. */
+	if (now > b->at_ns)
+		b->at_ns = now;
 	if (b->tokens < 1.0)
 		return false;
 	b->tokens -= 1.0;
@@ -505,6 +502,10 @@ static void flush_due(struct cache_events *r)
 		bool due = s->count != s->written &&
 			   (done || s->written == 1 || util_elapsed_ns(now, s->written_ns) >= flush);
 
+		/* Stopping: no more writes (each may wait EVENTS_TIMEOUT_MS). The
+		 * load pairs with the store in cache_events_free. */
+		if (__atomic_load_n(&r->stop, __ATOMIC_RELAXED))
+			return;
 		/* A series not created yet (its POST failed) waits a flush. */
 		if (!s->written && util_elapsed_ns(now, s->written_ns) < flush && !done)
 			due = false;
@@ -664,7 +665,7 @@ void cache_events_free(struct cache_events *r)
 	if (!r)
 		return;
 	pthread_mutex_lock(&r->lock);
-	r->stop = true;
+	__atomic_store_n(&r->stop, true, __ATOMIC_RELAXED);    /* pairs with flush_due's load */
 	pthread_cond_signal(&r->wake);
 	pthread_mutex_unlock(&r->lock);
 	if (r->running)
