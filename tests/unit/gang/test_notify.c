@@ -7,6 +7,8 @@
 #include "fixture.h"
 
 #include "common/util.h"
+/* The gang's own test: holds are grown on a gang of the table (internal.h). */
+#include "gang/internal.h"
 
 enum { MAX_NOTES = 64 };
 
@@ -177,6 +179,35 @@ static void test_gang_notes_timed_out(void **state)
 	free(w);
 }
 
+static void test_gang_notes_the_first_starvation_hold(void **state)
+{
+	struct world *w = calloc(1, sizeof(*w));
+	struct gang *g;
+	int last = -1;
+
+	(void)state;
+	assert_non_null(w);
+	world_start(w, true);
+	pthread_mutex_lock(&w->gm->lock);
+	g = gang__get(w->gm, "ml", "whole", true);
+	assert_non_null(g);
+	g->quorum = 2;
+	g->need = 2;
+	g->need_gpus = 16;
+	g->req.demand.gpus = 8;
+	snprintf(g->queue, sizeof(g->queue), "team-a");
+	gang__enter(g, GANG_WAITING, gang__now(w->gm));
+	gang__holds_grow(w->gm, g);
+	gang__holds_grow(w->gm, g);     /* a later pass holds more: no second note */
+	gang__holds_release(w->gm, g);
+	gang__unlock(w->gm);
+	assert_int_equal(count_of(&w->log, GANG_NOTE_HOLD, "ml/whole", &last), 1);
+	assert_non_null(strstr(w->log.notes[last].text, "first in the fair order (queue team-a"));
+	assert_non_null(strstr(w->log.notes[last].text, "holding GPUs for it as they free"));
+	world_stop(w);
+	free(w);
+}
+
 static void test_gang_notes_none_without_a_listener(void **state)
 {
 	struct world *w = calloc(1, sizeof(*w));
@@ -197,6 +228,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gang_notes_waiting_planned_bound),
 		cmocka_unit_test(test_gang_notes_timed_out),
+		cmocka_unit_test(test_gang_notes_the_first_starvation_hold),
 		cmocka_unit_test(test_gang_notes_none_without_a_listener),
 	};
 
