@@ -32,14 +32,32 @@ static const struct cache_permission permissions[CACHE_PERM_COUNT] = {
 	[CACHE_PERM_DELETE_PODS] = { "delete", "", "pods", "", "delete pods" },
 };
 
+/* The event recorder's (events.c): a POST per new Event, a PATCH per series
+ * update. Missing, troupe warns and its events fail, nothing else. */
+static const struct cache_permission optional_permissions[CACHE_OPT_PERM_COUNT] = {
+	[CACHE_OPT_PERM_CREATE_EVENTS] = { "create", "events.k8s.io", "events", "",
+					   "create events" },
+	[CACHE_OPT_PERM_PATCH_EVENTS] = { "patch", "events.k8s.io", "events", "",
+					  "patch events" },
+};
+
 const struct cache_permission *cache_permission_get(enum cache_perm p)
 {
 	return (unsigned)p < CACHE_PERM_COUNT ? &permissions[p] : NULL;
 }
 
+const struct cache_permission *cache_optional_permission_get(enum cache_optional_perm p)
+{
+	return (unsigned)p < CACHE_OPT_PERM_COUNT ? &optional_permissions[p] : NULL;
+}
+
 char *cache__access_review_new(enum cache_perm p)
 {
-	const struct cache_permission *perm = cache_permission_get(p);
+	return cache__access_review_of(cache_permission_get(p));
+}
+
+char *cache__access_review_of(const struct cache_permission *perm)
+{
 	struct strbuf sb = STRBUF_INIT;
 
 	if (!perm) {

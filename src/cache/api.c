@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/strbuf.h"
 #include "common/util.h"
 #include "common/yamljson.h"
 
@@ -218,6 +219,75 @@ int cache__api_prepare(struct cache_api *a, CURL *easy, const char *path,
 nomem:
 	curl_slist_free_all(h);
 	return -ENOMEM;
+}
+
+/* One blocking request on the calling thread, for the rare writes that need
+ * no multi handle (the event recorder's posts): its own easy handle, the
+ * answer's body kept up to <max_answer> bytes (more is dropped, *cut set). */
+struct api_answer {
+	struct strbuf *body;
+	size_t max;
+	bool cut;
+};
+
+static size_t api_answer_data(char *ptr, size_t size, size_t n, void *arg)
+{
+	struct api_answer *a = arg;
+
+	if (a->body->len + size * n > a->max)
+		a->cut = true;
+	else
+		strbuf_append(a->body, ptr, size * n);
+	return size * n;
+}
+
+int cache__api_request(struct cache_api *a, const char *method, const char *path,
+		       const char *content_type, const char *body, unsigned timeout_ms,
+		       size_t max_answer, long *status, struct strbuf *answer, char *err,
+		       size_t errlen)
+{
+	char curl_err[CURL_ERROR_SIZE] = "", ctype[128];
+	struct curl_slist *headers = NULL, *n;
+	struct api_answer ans = { answer, max_answer, false };
+	CURL *easy = curl_easy_init();
+	CURLcode rc;
+	int ret = -ENOMEM;
+
+	*status = 0;
+	snprintf(err, errlen, "out of memory");
+	if (!easy || cache__api_prepare(a, easy, path, &headers) < 0)
+		goto out;
+	snprintf(ctype, sizeof(ctype), "Content-Type: %s", content_type);
+	n = curl_slist_append(headers, ctype);
+	if (!n)
+		goto out;
+	headers = n;
+	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method);
+	if (body)
+		curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, api_answer_data);
+	curl_easy_setopt(easy, CURLOPT_WRITEDATA, &ans);
+	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, curl_err);
+	rc = curl_easy_perform(easy);
+	if (rc != CURLE_OK) {
+		snprintf(err, errlen, "API server unreachable: %s",
+			 curl_err[0] ? curl_err : curl_easy_strerror(rc));
+		ret = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
+		goto out;
+	}
+	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, status);
+	/* troupe's own token was refused: re-read the file (a rotated token). */
+	if (*status == 401)
+		cache__api_refresh_token(a, true);
+	err[0] = '\0';
+	ret = 0;
+out:
+	curl_slist_free_all(headers);
+	if (easy)
+		curl_easy_cleanup(easy);
+	return ret;
 }
 
 /* ---- Sources ------------------------------------------------------------ */

@@ -70,6 +70,18 @@ struct cache_permission {
 /* The permission <p> (static storage), or NULL when out of range. */
 const struct cache_permission *cache_permission_get(enum cache_perm p);
 
+/* Permissions troupe can do without: the event recorder (events.h) checks them
+ * once at start and only warns when one is missing, so they never fail
+ * readiness and the informer does not review them. */
+enum cache_optional_perm {
+	CACHE_OPT_PERM_CREATE_EVENTS,   /* create events.k8s.io events */
+	CACHE_OPT_PERM_PATCH_EVENTS,    /* patch events.k8s.io events (a series' count) */
+	CACHE_OPT_PERM_COUNT
+};
+
+/* The optional permission <p> (static storage), or NULL when out of range. */
+const struct cache_permission *cache_optional_permission_get(enum cache_optional_perm p);
+
 /* ---- Informer ------------------------------------------------------------- */
 
 struct cache_informer_opts {

@@ -22,9 +22,22 @@ int cache__api_prepare(struct cache_api *api, CURL *easy, const char *path,
  * 401). Thread: any. */
 void cache__api_refresh_token(struct cache_api *api, bool force);
 
+/* Send <method> <path> with <body> (NULL: none) of <content_type>, blocking
+ * the calling thread up to <timeout_ms>: the answer's status in <status>, its
+ * body appended to <answer> (at most <max_answer> bytes kept). Returns 0 once
+ * the server answered (any status); -EIO / -ETIMEDOUT when it could not be
+ * reached, -ENOMEM; then <err> says why. Thread: any. */
+struct strbuf;
+int cache__api_request(struct cache_api *api, const char *method, const char *path,
+		       const char *content_type, const char *body, unsigned timeout_ms,
+		       size_t max_answer, long *status, struct strbuf *answer, char *err,
+		       size_t errlen);
+
 /* The SelfSubjectAccessReview asking for permission <p>, as JSON text the
  * caller frees. NULL with errno set (ENOMEM, EINVAL). */
 char *cache__access_review_new(enum cache_perm p);
+/* The same for any permission <perm> (NULL: errno EINVAL). */
+char *cache__access_review_of(const struct cache_permission *perm);
 /* Read a SelfSubjectAccessReview answer: <allowed> from status.allowed,
  * <reason> from status.reason (or status.evaluationError; "" when neither).
  * Returns 0, or -EINVAL when <body> is not such an answer (not JSON, another

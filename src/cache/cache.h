@@ -438,6 +438,7 @@ void cache_pod_foreach(struct cache *c, void (*fn)(const struct cache_pod_info *
 struct cache_podgroup {
 	const char *ns;
 	const char *name;
+	const char *uid;                /* metadata.uid ("" when absent): Events regard it */
 	int32_t min_member;             /* spec.minMember; 0 when absent */
 	int32_t timeout_s;              /* spec.scheduleTimeoutSeconds; 0 when absent */
 	uint32_t min_gpus;              /* spec.minResources of the managed GPU kinds */
@@ -453,7 +454,8 @@ void cache_podgroup_free(struct cache_podgroup *pg);
 int cache_podgroup_apply(struct cache *c, struct cache_podgroup *pg);
 /* Writer: remove. -ENOENT when unknown. */
 int cache_podgroup_delete(struct cache *c, const char *ns, const char *name);
-/* Any: copy pod group ns/name into <out> (strings point into <buf>). */
+/* Any: copy pod group ns/name into <out> (strings point into <buf>; a <buf>
+ * of K8S_KEY_BUF + K8S_UID_BUF holds them all, a shorter one leaves uid ""). */
 int cache_podgroup_get(struct cache *c, const char *ns, const char *name,
 		       struct cache_podgroup *out, char *buf, size_t buflen);
 /* Any: visit every pod group (under the pod-group lock: <fn> must not call

@@ -307,6 +307,14 @@ int cache_podgroup_get(struct cache *c, const char *ns, const char *name,
 		out->name = strchr(buf, '/') ? strchr(buf, '/') + 1 : buf;
 		if (strchr(buf, '/'))
 			*strchr(buf, '/') = '\0';
+		/* The uid after the key, when <buf> has room for it. */
+		out->uid = "";
+		if (strlen(g->key) + 1 < buflen) {
+			char *u = buf + strlen(g->key) + 1;
+
+			snprintf(u, buflen - (size_t)(u - buf), "%s", g->pg->uid);
+			out->uid = u;
+		}
 		ret = 0;
 	}
 	pthread_mutex_unlock(&c->groups_lock);

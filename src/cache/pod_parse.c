@@ -423,6 +423,7 @@ struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache
 	const cJSON *to = json_get(spec, "scheduleTimeoutSeconds");
 	const char *name = json_str(meta, "name");
 	const char *ns = json_str(meta, "namespace");
+	const char *uid;
 	struct cache_podgroup *pg;
 	int64_t min_member = 0, timeout_s = 0;
 	size_t size;
@@ -443,7 +444,10 @@ struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache
 			 "number from 0 to %d; taken as absent", ns, name, INT32_MAX);
 		timeout_s = 0;
 	}
-	size = sizeof(*pg) + str_size(ns) + str_size(name);
+	uid = json_str(meta, "uid");
+	if (!uid)
+		uid = "";
+	size = sizeof(*pg) + str_size(ns) + str_size(name) + str_size(uid);
 	pg = calloc(1, size);
 	if (!pg) {
 		snprintf(err, errlen, "out of memory");
@@ -453,6 +457,7 @@ struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache
 	b.end = (char *)pg + size;
 	pg->ns = blk_str(&b, ns);
 	pg->name = blk_str(&b, name);
+	pg->uid = blk_str(&b, uid);
 	pg->min_member = (int32_t)min_member;
 	pg->timeout_s = (int32_t)timeout_s;
 	for (unsigned i = 0; i < opts->n_gpu_resources; i++) {

@@ -108,6 +108,19 @@ char *ext__binding_annotations(const struct ext_service *svc, const char *node,
 	return binding_annotations(&rec, plan);
 }
 
+/* An Event on the pod (cache/events.h): a choice or a refusal, in the words
+ * the log line has. Only queued; nothing when events are off. */
+static void pod_event(const struct ext_service *svc, const char *ns, const char *name,
+		      const char *uid, bool refused, const char *note)
+{
+	const struct cache_event_ref ref = { "Pod", "v1", ns, name, uid };
+
+	/* A refusal's note is its reason: another reason, another Event. */
+	cache_events_emit(svc->events,
+			  refused ? CACHE_EVENT_WARNING | CACHE_EVENT_BY_NOTE : CACHE_EVENT_NORMAL, &ref,
+			  refused ? "BindRefused" : "DevicesChosen", "Binding", "%s", note);
+}
+
 /* ---- Posting the Binding, and posting it again -------------------------------- */
 
 /* A binding posted to the API server, waiting for its answer. */
@@ -120,6 +133,7 @@ struct bind_pending {
 	char name[K8S_NAME_BUF];
 	char node[K8S_NAME_BUF];
 	char ids[EXT_DEVICE_IDS_BUF];
+	char link[EXT_LINK_NAME_BUF];   /* the devices' worst link, "" when unknown */
 	char *ann;                      /* the Binding's annotations, JSON; owned */
 	int attempt;                    /* posts so far, minus one */
 	uint64_t retry_until_ns;        /* gang member: refusals retried until then; 0: not */
@@ -207,6 +221,13 @@ static void bind_posted(void *arg, int result, const char *msg, unsigned retry_a
 		cache_pod_mark_bind(p->svc->cache, p->uid, true);
 		log_info("extender", "bind: pod %s/%s -> node %s, GPU devices [%s] (%s)", p->ns,
 			 p->name, p->node, p->ids, msg);
+		if (p->svc->events) {
+			char note[CACHE_EVENT_NOTE_BUF];
+
+			snprintf(note, sizeof(note), "bound to node %s, GPU devices [%s]%s%s",
+				 p->node, p->ids, p->link[0] ? ", worst link " : "", p->link);
+			pod_event(p->svc, p->ns, p->name, p->uid, false, note);
+		}
 		strbuf_puts(&p->r->body, "{\"Error\":\"\"}");
 	} else if (ambiguous) {
 		cache_pod_mark_bind(p->svc->cache, p->uid, false);
@@ -223,6 +244,13 @@ static void bind_posted(void *arg, int result, const char *msg, unsigned retry_a
 			 p->name, p->node, msg);
 		ext__reply_error(p->r, 200, "troupe: binding pod %s/%s to node %s failed: %s",
 				 p->ns, p->name, p->node, msg);
+		if (p->svc->events) {
+			char note[CACHE_EVENT_NOTE_BUF];
+
+			snprintf(note, sizeof(note), "the Binding to node %s failed, GPUs released: "
+				 "%s", p->node, msg);
+			pod_event(p->svc, p->ns, p->name, p->uid, true, note);
+		}
 	}
 	p->async.done(p->async.ctx);
 	pending_free(p);
@@ -254,6 +282,7 @@ static bool bind_post(const struct ext_service *svc, const struct cache_pod_info
 	snprintf(p->name, sizeof(p->name), "%s", info->name);
 	snprintf(p->node, sizeof(p->node), "%s", node);
 	snprintf(p->ids, sizeof(p->ids), "%s", rec->ids);
+	snprintf(p->link, sizeof(p->link), "%s", rec->link);
 	p->ann = binding_annotations(rec, plan);
 	if (!p->ann) {
 		cache_pod_forget(svc->cache, uid);
@@ -306,6 +335,7 @@ static void gang_released(void *ctx, bool ok, const char *why, const char *plan)
 		/* The manager has already released the member's devices. */
 		log_info("extender", "bind: pod %s/%s: %s", pk->info.ns, pk->info.name, why);
 		ext__reply_error(pk->r, 200, "%s", why);
+		pod_event(pk->svc, pk->info.ns, pk->info.name, pk->uid, true, why);
 	} else if (pk->svc->binder) {
 		complete = bind_post(pk->svc, &pk->info, pk->uid, pk->node, &pk->rec, plan,
 				     pk->retry_until_ns, pk->r, &pk->async);
@@ -359,6 +389,7 @@ static enum gang_bind_result bind_gang(const struct ext_service *svc,
 	if (gr == GANG_BIND_REFUSED) {
 		log_info("extender", "bind: pod %s/%s: %s", info->ns, info->name, reason);
 		ext__reply_error(r, 200, "%s", reason);
+		pod_event(svc, info->ns, info->name, uid, true, reason);
 	}
 	return gr;
 }
@@ -375,12 +406,13 @@ static const char *bind_caller(const struct ext_async *async)
 
 /* Refuse the bind: log who asked and why, and answer with the reason in the
  * ExtenderBindingResult's Error. Nothing has been claimed or posted. */
-static void bind_refuse(struct ext_reply *r, const struct ext_async *async,
-			const struct ext_bind_args *b, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+static void bind_refuse(const struct ext_service *svc, struct ext_reply *r,
+			const struct ext_async *async, const struct ext_bind_args *b,
+			const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-static void bind_refuse(struct ext_reply *r, const struct ext_async *async,
-			const struct ext_bind_args *b, const char *fmt, ...)
+static void bind_refuse(const struct ext_service *svc, struct ext_reply *r,
+			const struct ext_async *async, const struct ext_bind_args *b,
+			const char *fmt, ...)
 {
 	char why[EXT_REPLY_ERROR_BUF];
 	va_list ap;
@@ -391,6 +423,7 @@ static void bind_refuse(struct ext_reply *r, const struct ext_async *async,
 	log_warn("extender", "bind: refused pod %s/%s (uid %s) -> node %s, asked by %s: %s",
 		 b->pod_namespace, b->pod_name, b->pod_uid, b->node, bind_caller(async), why);
 	ext__reply_error(r, 200, "%s", why);
+	pod_event(svc, b->pod_namespace, b->pod_name, b->pod_uid, true, why);
 }
 
 /* Write a refusal's reason into <why> (at most <len> bytes: names at their
@@ -522,26 +555,26 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	if (cache_pod_get(svc->cache, b.pod_uid, &info) < 0) {
 		/* Perhaps a pod created a moment ago that troupe's watch has not
 		 * delivered yet: kube-scheduler retries, and by then it has. */
-		bind_refuse(r, async, &b, "troupe: pod %s/%s (uid %s) is unknown to troupe; it is "
+		bind_refuse(svc, r, async, &b, "troupe: pod %s/%s (uid %s) is unknown to troupe; it is "
 			    "neither in the cluster state it watches nor seen by filter",
 			    b.pod_namespace, b.pod_name, b.pod_uid);
 		goto out;
 	}
 	ret = bind_check_pod(&b, &info, why, sizeof(why));
 	if (ret == -EPERM) {
-		bind_refuse(r, async, &b, "%s", why);
+		bind_refuse(svc, r, async, &b, "%s", why);
 		goto out;
 	}
 	if (ret == 0) {
 		req.demand = info.demand;
 		if (!info.demand_valid ||
 		    placement_policy_parse(info.topology, &req.policy, err, sizeof(err)) < 0) {
-			bind_refuse(r, async, &b, "troupe: pod %s/%s has an invalid GPU request%s%s",
+			bind_refuse(svc, r, async, &b, "troupe: pod %s/%s has an invalid GPU request%s%s",
 				    info.ns, info.name, err[0] ? ": " : "", err);
 			goto out;
 		}
 		if (ext__bind_check_node(svc, &info, b.node, why, sizeof(why)) < 0) {
-			bind_refuse(r, async, &b, "%s", why);
+			bind_refuse(svc, r, async, &b, "%s", why);
 			goto out;
 		}
 		ret = -EAGAIN;  /* claim below */
@@ -620,7 +653,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 		strbuf_puts(&r->body, "{\"Error\":\"\"}");
 		break;
 	case -EEXIST:
-		bind_refuse(r, async, &b, "troupe: pod %s/%s is already bound to node %s", info.ns,
+		bind_refuse(svc, r, async, &b, "troupe: pod %s/%s is already bound to node %s", info.ns,
 			    info.name, info.node);
 		break;
 	case -ENOENT:
@@ -640,6 +673,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 				 b.node, info.demand.gpus);
 		log_info("extender", "bind: pod %s/%s no longer fits node %s: %s", info.ns,
 			 info.name, b.node, err);
+		pod_event(svc, info.ns, info.name, b.pod_uid, true, err);
 		ext__reply_error(r, 200, "%s (pod %s/%s on node %s; it will be retried)", err,
 				 info.ns, info.name, b.node);
 		break;

@@ -98,6 +98,8 @@ void ext_config_defaults(struct ext_config *cfg)
 	gang_config_defaults(&cfg->gang);
 	ext_recover_opts_defaults(&cfg->recover);
 	ext_ops_config_defaults(&cfg->ops);
+	cfg->events.enabled = true;
+	cache_events_opts_defaults(&cfg->events.opts);
 	/* TLS stays off (empty paths). A quarter of the 1 GiB container limit:
 	 * four max-size bodies at once, with room left for what decoding them
 	 * costs. */
@@ -242,6 +244,12 @@ static const struct key keys[] = {
 	{ "leader_election.lease_duration_seconds", K_UINT, F(leader_election.lease_duration_s), 0 },
 	{ "leader_election.renew_deadline_seconds", K_UINT, F(leader_election.renew_deadline_s), 0 },
 	{ "leader_election.retry_period_seconds", K_UINT, F(leader_election.retry_period_s), 0 },
+	{ "events", K_MAP, 0, 0 },
+	{ "events.enabled", K_BOOL, F(events.enabled), 0 },
+	{ "events.queue_size", K_UINT, F(events.opts.queue_size), 0 },
+	{ "events.qps", K_DOUBLE, F(events.opts.qps), 0 },
+	{ "events.burst", K_UINT, F(events.opts.burst), 0 },
+	{ "events.series_flush_seconds", K_UINT, F(events.opts.series_flush_s), 0 },
 };
 
 static const struct key *key_find(const char *path)
@@ -701,6 +709,12 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 	}
 	if (cfg->path_prefix[0] && cfg->path_prefix[0] != '/') {
 		snprintf(err, errlen, "http.path_prefix must start with / (e.g. /sched)");
+		return -EINVAL;
+	}
+	if (cfg->events.opts.queue_size < 1 || cfg->events.opts.burst < 1 ||
+	    cfg->events.opts.series_flush_s < 1) {
+		snprintf(err, errlen, "events.queue_size, events.burst and "
+			 "events.series_flush_seconds must be at least 1");
 		return -EINVAL;
 	}
 	if (ext_ops_config_validate(&cfg->ops, err, errlen) < 0)

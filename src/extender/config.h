@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "cache/api.h"
+#include "cache/events.h"
 #include "cache/cache.h"
 #include "cache/lease.h"
 #include "gang/gang.h"
@@ -85,6 +86,12 @@ struct ext_config {
 		char identity[CACHE_LEASE_HOLDER_BUF];
 		unsigned lease_duration_s, renew_deadline_s, retry_period_s;
 	} leader_election;
+	/* events.*: Kubernetes Events of troupe's decisions (cache/events.h);
+	 * opts' controller and instance are filled in at start. */
+	struct {
+		bool enabled;
+		struct cache_events_opts opts;
+	} events;
 };
 
 /* Fill in the defaults. */

@@ -12,6 +12,7 @@
 
 #include "cache/api.h"
 #include "cache/cache.h"
+#include "cache/events.h"
 #include "cache/lease.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -107,6 +108,39 @@ static void usage(FILE *out)
 /* Where the cluster state comes from, for logs and replies: a snapshot's path
  * or cache_api_describe's text; longer is cut. */
 enum { SOURCE_BUF = 600 };
+
+/* ---- Events ---- */
+
+/* The gang manager's notes as Events on the PodGroup, and on the member pod
+ * named, so both `kubectl describe`s show them. The manager's lock is held:
+ * this only queues (cache_events_emit). */
+static void gang_noted(void *ctx, const struct gang_note *n)
+{
+	/* The notes that carry state (counts, nodes) key their series too. */
+	static const struct { const char *reason, *action; unsigned type; } kinds[] = {
+		[GANG_NOTE_PLANNED] = { "GangPlanned", "Scheduling",
+					CACHE_EVENT_NORMAL | CACHE_EVENT_BY_NOTE },
+		[GANG_NOTE_WAITING] = { "GangWaitingForMembers", "Scheduling",
+					CACHE_EVENT_NORMAL | CACHE_EVENT_BY_NOTE },
+		[GANG_NOTE_TIMED_OUT] = { "GangTimedOut", "Binding",
+					  CACHE_EVENT_WARNING | CACHE_EVENT_BY_NOTE },
+		[GANG_NOTE_BOUND] = { "GangBound", "Binding", CACHE_EVENT_NORMAL },
+		[GANG_NOTE_HOLD] = { "GangStarvationHold", "Scheduling", CACHE_EVENT_NORMAL },
+	};
+	const struct cache_event_ref pg = { CACHE_EVENT_PODGROUP_KIND,
+					    CACHE_EVENT_PODGROUP_API_VERSION, n->ns, n->name, NULL };
+	const struct cache_event_ref pod = { "Pod", "v1", n->ns, n->member_name, n->member_uid };
+	unsigned type;
+
+	if ((unsigned)n->kind >= sizeof(kinds) / sizeof(kinds[0]))
+		return;
+	type = kinds[n->kind].type;
+	cache_events_emit(ctx, type, &pg, kinds[n->kind].reason, kinds[n->kind].action, "%s",
+			  n->text);
+	if (n->member_uid && n->member_name)
+		cache_events_emit(ctx, type, &pod, kinds[n->kind].reason, kinds[n->kind].action,
+				  "gang %s: %s", n->name, n->text);
+}
 
 /* ---- TLS flags ---- */
 enum { OPT_TLS_CERT = 256, OPT_TLS_KEY, OPT_TLS_CA, OPT_TLS_SUBJECT, OPT_LOG_FORMAT };
@@ -212,6 +246,7 @@ int main(int argc, char **argv)
 	struct placement_registry *registry = NULL;
 	struct gang_manager *gangs = NULL;
 	struct ext_recover *recover = NULL;
+	struct cache_events *events = NULL;
 	static struct ext_counters counters;
 	char source[SOURCE_BUF];
 	int sources;
@@ -427,6 +462,17 @@ int main(int argc, char **argv)
 	svc.lease = lease;
 	svc.informer = informer;
 	svc.registry = registry;
+	if (binder && cfg.events.enabled) {
+		/* Events only where troupe talks to an API server; the recorder's
+		 * worker posts them, nothing waits for it. */
+		events = cache_events_new(cache, api, &cfg.events.opts);
+		if (!events)
+			log_warn("main", "events: cannot start the recorder (%s); troupe runs "
+				 "without Events", strerror(errno));
+		cfg.gang.notify = events ? gang_noted : NULL;
+		cfg.gang.notify_ctx = events;
+		svc.events = events;
+	}
 	gangs = gang_manager_new(cache, &cfg.gang);
 	if (!gangs) {
 		log_error("main", "cannot start the gang manager");
@@ -502,6 +548,9 @@ out:
 	cache_binder_free(binder);
 	/* Its Bindings' answers ran on the binder thread, which is gone now. */
 	ext_recover_free(recover);
+	/* Nothing emits any more: the gang manager, binder, recovery and
+	 * server are stopped. */
+	cache_events_free(events);
 	cache_lease_free(lease);
 	cache_informer_stop(informer);
 	cache_free(cache);

@@ -406,6 +406,34 @@ static void recover_metrics(struct strbuf *sb, const struct ext_service *svc)
 	       "Bound members deleted to roll a gang back", rs.pods_deleted);
 }
 
+/* The event recorder's (cache/events.h): absent when Events are off. */
+static void events_metrics(struct strbuf *sb, const struct ext_service *svc)
+{
+	struct cache_events_stats es;
+
+	if (!svc->events)
+		return;
+	cache_events_get_stats(svc->events, &es);
+	metric(sb, "troupe_events_emitted_total", "counter",
+	       "Occurrences queued to become Kubernetes Events", es.emitted);
+	metric(sb, "troupe_events_posted_total", "counter", "Kubernetes Events created",
+	       es.posted);
+	metric(sb, "troupe_events_series_updates_total", "counter",
+	       "Event series counts written", es.series_updates);
+	metric(sb, "troupe_events_failed_total", "counter", "Event writes that failed (logged)",
+	       es.failed);
+	strbuf_puts(sb, "# HELP troupe_events_dropped_total Occurrences never written, by why\n"
+		    "# TYPE troupe_events_dropped_total counter\n");
+	for (int d = 0; d < CACHE_EVENTS_DROP_COUNT; d++)
+		strbuf_printf(sb, "troupe_events_dropped_total{reason=\"%s\"} %llu\n",
+			      cache_events_drop_name((enum cache_events_drop)d),
+			      (unsigned long long)es.dropped[d]);
+	metric(sb, "troupe_events_queued", "gauge", "Occurrences waiting for the event worker",
+	       es.queued);
+	metric(sb, "troupe_events_series", "gauge", "Event series the recorder remembers",
+	       es.series);
+}
+
 static void connection_metrics(struct strbuf *sb, const struct ext_service *svc)
 {
 	struct conn_guard_stats cg;
@@ -483,6 +511,7 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 	queue_metrics(sb, queues, n_queues);
 	free(queues);
 	recover_metrics(sb, svc);
+	events_metrics(sb, svc);
 	connection_metrics(sb, svc);
 	filter_only_metrics(sb, svc);
 	topology_metrics(sb, svc);

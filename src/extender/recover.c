@@ -325,8 +325,18 @@ static bool roll_back(struct ext_recover *rc, const char *ns, const char *group,
 	}
 	free(t.m);
 	__atomic_add_fetch(&rc->stats.pods_deleted, deleted, __ATOMIC_RELAXED);
-	if (all)
+	if (all) {
+		const struct cache_event_ref pg = { CACHE_EVENT_PODGROUP_KIND,
+						    CACHE_EVENT_PODGROUP_API_VERSION, ns, group,
+						    NULL };
+
 		__atomic_add_fetch(&rc->stats.rolled_back, 1, __ATOMIC_RELAXED);
+		cache_events_emit(rc->svc->events, CACHE_EVENT_WARNING, &pg, "GangRolledBack",
+				  "Binding", "plan %s rolled back: partly bound for %u s without "
+				  "being completed (%s); deleted %u bound members so their "
+				  "controller starts the gang again", r->id, rc->opts.rollback_after_s,
+				  why, deleted);
+	}
 	return all;
 }
 

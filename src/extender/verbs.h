@@ -13,6 +13,7 @@
 
 #include "cache/api.h"
 #include "cache/cache.h"
+#include "cache/events.h"
 #include "common/strbuf.h"
 #include "extender/config.h"
 #include "gang/gang.h"
@@ -39,6 +40,9 @@ struct ext_service {
 	struct ext_server *server;
 	/* Gang recovery (recover.h), for /metrics; NULL when off. */
 	struct ext_recover *recover;
+	/* Kubernetes Events of troupe's decisions (cache/events.h): emitting
+	 * only queues. NULL: off (events.enabled false, or no API server). */
+	struct cache_events *events;
 	/* Benchmarks only (bench/http_baseline): answer every POST verb with
 	 * <reply> after reading the body (level 0), or after also parsing it with
 	 * cJSON (level 1); NULL in troupe. */

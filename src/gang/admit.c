@@ -301,6 +301,34 @@ static bool plan_reserve(struct gang_manager *m, struct gang *g, const struct ga
 
 /* Plan gang <g> whole over the offered <views> and reserve every place. True
  * when it is planned; false with <reason> set when it must wait. Lock held. */
+/* Tell of a plan just reserved: its domain and the nodes it takes (the first
+ * few, cut to fit an Event's note). Lock held. */
+static void notify_planned(struct gang_manager *m, const struct gang *g,
+			   const struct gang_member *mb, const struct gang_plan *plan,
+			   unsigned timeout_s)
+{
+	enum { NOTE_SLOTS = 32 };
+	char nodes[GANG_WHY_BUF / 2] = "";
+	size_t len = 0;
+
+	if (!m->cfg.notify)
+		return;
+	for (unsigned i = 0; i < g->n_slots && i < NOTE_SLOTS && len < sizeof(nodes); i++) {
+		bool seen = false;
+
+		for (unsigned j = 0; j < i && !seen; j++)
+			seen = strcmp(g->slots[j].node, g->slots[i].node) == 0;
+		if (!seen)
+			len += (size_t)snprintf(nodes + len, sizeof(nodes) - len, "%s%s",
+						len ? ", " : "", g->slots[i].node);
+	}
+	gang__notify(m, GANG_NOTE_PLANNED, g, mb, "%u members (%llu GPUs) planned on %u nodes "
+		     "(%s%s): %s%s; reserved for %us", g->need, (unsigned long long)g->need_gpus,
+		     plan->nodes_used, plan->level >= 0 ? "one domain: " : "no common domain",
+		     plan->level >= 0 ? plan->domain : "", nodes,
+		     len >= sizeof(nodes) || g->n_slots > NOTE_SLOTS ? ", ..." : "", timeout_s);
+}
+
 static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang_member *mb,
 		       const struct cache_node_view *views, unsigned n, unsigned members,
 		       unsigned timeout_s, uint32_t min_gpus, const struct shares *sh,
@@ -377,6 +405,7 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 		 "(%s%s); reserved for %us", g->key, g->need, (unsigned long long)g->need_gpus,
 		 n_needs, plan.nodes_used, plan.level >= 0 ? "one domain: " : "no common domain",
 		 plan.level >= 0 ? plan.domain : "", timeout_s);
+	notify_planned(m, g, mb, &plan, timeout_s);
 	ok = true;
 out:
 	gang_plan_fini(&plan);
@@ -496,6 +525,8 @@ again:
 	if (exist < quorum) {
 		snprintf(reason, reasonlen, "troupe: gang %s waiting for its members: %u of %u "
 			 "exist", g->key, exist, quorum);
+		gang__notify(m, GANG_NOTE_WAITING, g, mb, "waiting for its members: %u of %u "
+			     "exist", exist, quorum);
 		goto out;
 	}
 	if (!gang__planned(g) && !have_shares) {

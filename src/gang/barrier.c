@@ -128,6 +128,8 @@ unsigned gang__quorum_release(struct gang_manager *m, struct gang *g, struct par
 		return 0;
 	log_info("gang", "gang %s: quorum of %u reached; posting %u held bindings", g->key,
 		 g->quorum, g->n_parked);
+	gang__notify(m, GANG_NOTE_BOUND, g, NULL, "quorum of %u reached (%u bound or held); "
+		     "posting %u held bindings", g->quorum, bound, g->n_parked);
 	m->stats.released++;
 	*plan = plan_text(g);
 	gang__plan_drop(m, g);  /* open places beyond the quorum are not needed */

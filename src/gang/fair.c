@@ -293,10 +293,16 @@ void gang__holds_grow(struct gang_manager *m, struct gang *g)
 
 	if (!k || !g->need)
 		return;
-	if (!g->n_holds && !g->hold_seq)
+	if (!g->n_holds && !g->hold_seq) {
+		unsigned long long waited =
+			util_elapsed_ns(gang__now(m), g->waiting_since_ns) / 1000000000ULL;
+
 		log_info("gang", "gang %s has waited %llus first in the fair order; holding GPUs for "
-			 "it as they free", g->key,
-			 (unsigned long long)(util_elapsed_ns(gang__now(m), g->waiting_since_ns) / 1000000000ULL));
+			 "it as they free", g->key, waited);
+		gang__notify(m, GANG_NOTE_HOLD, g, NULL, "waited %llus first in the fair order "
+			     "(queue %s, priority %d); holding GPUs for it as they free", waited,
+			     g->queue, g->priority);
+	}
 	cache_read_begin(m->cache);
 	cache_node_foreach(m->cache, collect_hold_cand, &hs);
 	cache_read_end(m->cache);

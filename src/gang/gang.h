@@ -88,6 +88,29 @@ struct gang_manager;
  * own limit; the config refuses longer names). */
 enum { GANG_MAX_QUEUES = 64, GANG_QUEUE_NAME_BUF = 64 };
 
+/* What the manager tells of a gang's progress, for Kubernetes Events (the
+ * extender turns each into one on the PodGroup, and on the member when one is
+ * named). */
+enum gang_note_kind {
+	GANG_NOTE_PLANNED,              /* a plan reserved: its domain and nodes */
+	GANG_NOTE_WAITING,              /* waiting for members: how many of the quorum exist */
+	GANG_NOTE_TIMED_OUT,            /* reserved, and the plan expired before the quorum */
+	GANG_NOTE_BOUND,                /* quorum reached: its parked binds are posted */
+	GANG_NOTE_HOLD,                 /* starving: capacity held for it as it frees */
+};
+
+struct gang_note {
+	enum gang_note_kind kind;
+	const char *ns, *name;          /* the pod group */
+	const char *member_uid;         /* the member whose filter or bind it was, or NULL */
+	const char *member_name;
+	const char *text;               /* what happened, in words */
+};
+
+/* Called with the manager's lock held, on the thread of the decision: it must
+ * only copy and queue (cache_events_emit), never block or call the manager. */
+typedef void (*gang_notify_fn)(void *ctx, const struct gang_note *note);
+
 /* The manager's settings. Start from gang_config_defaults(); the figures in
  * brackets are its defaults. gang_manager_new takes them as they are. */
 struct gang_config {
@@ -123,6 +146,9 @@ struct gang_config {
 	 * one; the expiry thread still wakes every 100 ms of real time to read it. */
 	uint64_t (*now_ns)(void *ctx);
 	void *clock_ctx;
+	/* Told of each gang decision (gang_notify_fn); NULL: nobody. */
+	gang_notify_fn notify;
+	void *notify_ctx;
 };
 
 enum { GANG_MAX_ENTRIES_DEFAULT = 10000 };

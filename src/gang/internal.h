@@ -184,6 +184,11 @@ static inline bool gang__forgettable(const struct gang *g)
 /* Forget gangs with nothing in flight nobody asked about for idle_forget_s.
  * Lock held. */
 void gang__forget_idle(struct gang_manager *m, uint64_t now);
+/* Tell cfg.notify (if set) of <kind> for gang <g>, with the member <mb> (or
+ * NULL) and the text from <fmt>. Formats only when someone listens. Lock held. */
+void gang__notify(struct gang_manager *m, enum gang_note_kind kind, const struct gang *g,
+		  const struct gang_member *mb, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 /* Release the lock, first publishing the held-node set if it changed. */
 void gang__unlock(struct gang_manager *m);
 

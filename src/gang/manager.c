@@ -18,6 +18,7 @@
 #include "gang/internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -48,6 +49,22 @@ unsigned gang_bind_budget_s(const struct gang_config *cfg)
 }
 
 /* ---- The table and each gang's state ----------------------------------------- */
+
+void gang__notify(struct gang_manager *m, enum gang_note_kind kind, const struct gang *g,
+		  const struct gang_member *mb, const char *fmt, ...)
+{
+	char text[GANG_WHY_BUF];
+	struct gang_note note = { kind, g->ns, g->name, mb ? mb->uid : NULL,
+				  mb ? mb->name : NULL, text };
+	va_list ap;
+
+	if (!m->cfg.notify)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	m->cfg.notify(m->cfg.notify_ctx, &note);
+}
 
 static void gang_free(struct gang *g);
 
@@ -325,6 +342,7 @@ static void expire(struct gang_manager *m, uint64_t now)
 			continue;
 		expiry_why(m, g, why, sizeof(why));
 		log_warn("gang", "%s", why);
+		gang__notify(m, GANG_NOTE_TIMED_OUT, g, NULL, "%s", why);
 		m->stats.expired++;
 		n = gang__rollback(m, g, why, &rel);
 		gang__unlock(m);

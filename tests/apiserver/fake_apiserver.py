@@ -63,6 +63,7 @@ put together here from its parts beside it:
   fake_listwatch.py  LIST pages and WATCH streams
   fake_access.py     authentication, authorization, access reviews
   fake_writes.py     create, update, patch, Binding
+  fake_events.py     events.k8s.io/v1 Events: create, patch, get, list
   fake_faults.py     fault injection and the tests' waiting helpers
   fake_http.py       the HTTP server and request routing
 """
@@ -94,11 +95,12 @@ from fake_store import Event, ObjectStore, _with_rv  # noqa: F401
 from fake_listwatch import ListWatch, _Watcher  # noqa: F401
 from fake_faults import Faults, _Fault  # noqa: F401
 from fake_access import AccessRules
+from fake_events import EventsStore
 from fake_writes import _set_pod_scheduled  # noqa: F401
 from fake_http import _Abort, _HTTPServer, _Handler, _hard_shutdown  # noqa: F401
 
 
-class FakeAPIServer(ObjectStore, ListWatch, Faults, AccessRules):
+class FakeAPIServer(ObjectStore, ListWatch, Faults, AccessRules, EventsStore):
     """In-memory kube-apiserver for nodes, pods and podgroups.  See the module
     docstring for what it mirrors; attributes below can be changed any time."""
 
@@ -177,6 +179,7 @@ class FakeAPIServer(ObjectStore, ListWatch, Faults, AccessRules):
         self.path_rules = []
         self.token_reviews = []            # spec.token of every TokenReview
         self.subject_access_reviews = []   # spec of every SubjectAccessReview
+        self._events_init()                # events.k8s.io Events (fake_events.py)
 
     # -- lifecycle ----------------------------------------------------------
 

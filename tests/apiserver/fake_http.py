@@ -22,6 +22,7 @@ from kube_query import _parse_bool, dumps
 from fake_access import AUTHN_GROUP, AccessHandler
 from fake_listwatch import WatchStream
 from fake_writes import WriteHandler
+from fake_events import EVENTS_GROUP, EVENTS_VERSION, EventsHandler
 
 def _hard_shutdown(sock):
     """Shut the TCP connection down at once.  On a TLS socket this is the plain
@@ -93,7 +94,7 @@ class _Abort(Exception):
     """Drop the connection without a (further) response."""
 
 
-class _Handler(WatchStream, AccessHandler, WriteHandler, BaseHTTPRequestHandler):
+class _Handler(WatchStream, AccessHandler, WriteHandler, EventsHandler, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fake-kube-apiserver"
     sys_version = ""
@@ -236,7 +237,8 @@ class _Handler(WatchStream, AccessHandler, WriteHandler, BaseHTTPRequestHandler)
             group, rest = segs[1], segs[3:]
             served = ((segs[1:3] == [PODGROUP_GROUP, PODGROUP_VERSION] and fake.podgroups_crd)
                       or (segs[1:3] == [AUTHZ_GROUP, "v1"] and fake.serve_access_reviews)
-                      or (segs[1:3] == [AUTHN_GROUP, "v1"] and fake.serve_access_reviews))
+                      or (segs[1:3] == [AUTHN_GROUP, "v1"] and fake.serve_access_reviews)
+                      or segs[1:3] == [EVENTS_GROUP, EVENTS_VERSION])
         else:
             raise err_resource_not_found()
         ns = None
@@ -261,6 +263,8 @@ class _Handler(WatchStream, AccessHandler, WriteHandler, BaseHTTPRequestHandler)
             if resource == "tokenreviews" and ns is None and name is None:
                 return self._only("POST", lambda: self._token_review(body))
             raise err_resource_not_found()
+        if group == EVENTS_GROUP:
+            return self._events(ns, resource, name, sub, body)
         if group == "" and resource == "bindings" and ns and name is None:
             return self._only("POST", lambda: self._binding(ns, None, body))
         info = KINDS.get(resource)

@@ -281,7 +281,7 @@ class Chart(E2E):
         self.extender_matches_shipped(ext)
         # No scheduler roles for troupe's account in this mode.
         bound = {o["roleRef"]["name"] for k, o in objs.items() if k[0] == "ClusterRoleBinding"}
-        self.assertEqual(bound, {"troupe", "troupe-delegated-auth"})
+        self.assertEqual(bound, {"troupe", "troupe-delegated-auth", "troupe-events"})
 
     def test_rbac(self):
         shipped = {(o["kind"], o["metadata"]["name"]): o
@@ -297,6 +297,9 @@ class Chart(E2E):
                                   ("authorization.k8s.io", "subjectaccessreviews"): {"create"}})
                 self.assertEqual(rules(objs[("ClusterRole", name)]),
                                  rules(shipped[("ClusterRole", name)]))
+            events = objs[("ClusterRole", "troupe-events")]
+            self.assertEqual(rules(events), {("events.k8s.io", "events"): {"create", "patch"}})
+            self.assertEqual(rules(events), rules(shipped[("ClusterRole", "troupe-events")]))
             lease = objs[("Role", "troupe-leader-election")]
             self.assertEqual(lease["metadata"]["namespace"], self.ns)
             self.assertEqual(rules(lease), {("coordination.k8s.io", "leases"):
@@ -307,7 +310,7 @@ class Chart(E2E):
                        if k[0] in ("ClusterRoleBinding", "RoleBinding")}
             extra = {"system:kube-scheduler", "system:volume-scheduler",
                      "extension-apiserver-authentication-reader"} if mode == "sidecar" else set()
-            self.assertEqual(granted, {"troupe", "troupe-delegated-auth",
+            self.assertEqual(granted, {"troupe", "troupe-delegated-auth", "troupe-events",
                                        "troupe-leader-election"} | extra, mode)
             for k, o in objs.items():
                 if k[0] in ("ClusterRoleBinding", "RoleBinding"):
