@@ -37,9 +37,26 @@ const struct cache_permission *cache_permission_get(enum cache_perm p)
 	return (unsigned)p < CACHE_PERM_COUNT ? &permissions[p] : NULL;
 }
 
+/* PodGroup status (podgroup_status.c), as scheduler-plugins' controller's RBAC
+ * marker names them: only ever warned about, never part of readiness. */
+static const struct cache_permission pgs_permissions[CACHE_PGS_PERM_COUNT] = {
+	{ "get", "scheduling.x-k8s.io", "podgroups", "status", "get podgroups/status" },
+	{ "update", "scheduling.x-k8s.io", "podgroups", "status", "update podgroups/status" },
+	{ "patch", "scheduling.x-k8s.io", "podgroups", "status", "patch podgroups/status" },
+};
+
+const struct cache_permission *cache__pgs_permission(unsigned i)
+{
+	return i < CACHE_PGS_PERM_COUNT ? &pgs_permissions[i] : NULL;
+}
+
 char *cache__access_review_new(enum cache_perm p)
 {
-	const struct cache_permission *perm = cache_permission_get(p);
+	return cache__access_review_of(cache_permission_get(p));
+}
+
+char *cache__access_review_of(const struct cache_permission *perm)
+{
 	struct strbuf sb = STRBUF_INIT;
 
 	if (!perm) {

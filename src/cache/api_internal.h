@@ -25,6 +25,14 @@ void cache__api_refresh_token(struct cache_api *api, bool force);
 /* The SelfSubjectAccessReview asking for permission <p>, as JSON text the
  * caller frees. NULL with errno set (ENOMEM, EINVAL). */
 char *cache__access_review_new(enum cache_perm p);
+/* The same for any permission (<perm> need not be one of enum cache_perm). */
+char *cache__access_review_of(const struct cache_permission *perm);
+/* What the PodGroup status writer (podgroup_status.c) needs: get, update and
+ * patch on scheduling.x-k8s.io podgroups/status. Apart from enum cache_perm on
+ * purpose: the informer's reviews of those decide readiness, and a missing
+ * one of these only stops the status from being written (it warns). */
+enum { CACHE_PGS_PERM_COUNT = 3 };
+const struct cache_permission *cache__pgs_permission(unsigned i);
 /* Read a SelfSubjectAccessReview answer: <allowed> from status.allowed,
  * <reason> from status.reason (or status.evaluationError; "" when neither).
  * Returns 0, or -EINVAL when <body> is not such an answer (not JSON, another

@@ -13,6 +13,7 @@
 #include "cache/api.h"
 #include "cache/cache.h"
 #include "cache/lease.h"
+#include "cache/podgroup_status.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "extender/config.h"
@@ -209,6 +210,7 @@ int main(int argc, char **argv)
 	struct placement_registry *registry = NULL;
 	struct gang_manager *gangs = NULL;
 	struct ext_recover *recover = NULL;
+	struct cache_pgs *pgstatus = NULL;
 	static struct ext_counters counters;
 	char source[SOURCE_BUF];
 	int sources;
@@ -436,6 +438,15 @@ int main(int argc, char **argv)
 		}
 		svc.recover = recover;
 	}
+	if (api && cfg.pgstatus.enabled) {
+		/* PodGroup status (cache/podgroup_status.h): its own thread, off
+		 * the verbs' path; with leader election the leader's only. */
+		pgstatus = cache_pgs_start(cache, api, lease, &cfg.pgstatus, err, sizeof(err));
+		if (!pgstatus) {
+			log_error("main", "%s", err);
+			goto out;
+		}
+	}
 	svc.counters = &counters;
 	/* Without it (no memory) prioritize only does its own lookups. */
 	svc.cycle = ext_cycle_new();
@@ -485,6 +496,7 @@ out:
 	 * cleanly. */
 	ext_ops_server_stop(ops);
 	ext_recover_stop(recover);      /* no new posts; freed after the binder */
+	cache_pgs_stop(pgstatus);       /* before the informer and the Lease it reads */
 	gang_manager_shutdown(gangs);
 	cache_binder_shutdown(binder);
 	/* Their answers are queued on resumed connections: let them go out. */

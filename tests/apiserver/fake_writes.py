@@ -83,6 +83,8 @@ class WriteHandler:
                                "accepted media types include: application/merge-patch+json",
                                "UnsupportedMediaType")
         obj = self._json_body(body, info.kind)
+        if sub == "status" and fake.status_write_hook:
+            fake.status_write_hook(info, ns, name, self.command, body)   # fake_podgroup_status.py
         with fake._lock:
             key = fake._key(info, ns, name)
             old = fake._objs[info.plural].get(key)
