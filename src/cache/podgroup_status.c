@@ -22,10 +22,11 @@
  * scheduler-plugins way.
  *
  * Two things the controller leaves to the coscheduling plugin, which troupe
- * replaces when it schedules the gang, troupe writes in rule 5 as that plugin's
- * PostBind did: status.scheduled, the members bound to a node (a field of the
- * older API; our CRD keeps it, its status preserving unknown fields), and
- * scheduleStartTime, set once, when the first member is seen bound. The
+ * replaces when it schedules the gang, troupe writes with rules 3 to 5, in any
+ * phase, as that plugin's PostBind did at every bind: status.scheduled, the
+ * members bound to a node (a field of the older API; our CRD keeps it, its
+ * status preserving unknown fields), and scheduleStartTime, set once, when the
+ * first member is seen bound. The
  * controller's status.occupiedBy (the owners of the first pod listed) is not
  * written: the cache keeps no owner references.
  */
@@ -77,19 +78,20 @@ bool cache_pgs_step(struct cache_podgroup_status *st, int32_t min_member, int64_
 	    st->running == 0 && st->start_us && created_us &&
 	    st->start_us - created_us > CACHE_PGS_GC_GUARD_US)
 		return false;
+	/* The plugin's part (see above). */
+	st->scheduled = clamp32(m->bound);
+	if (!st->start_us && m->bound)
+		st->start_us = now_us;
 	if (!st->phase[0]) {
 		set_phase(st, CACHE_PG_PENDING);                        /* rule 3 */
 	} else if (strcmp(st->phase, CACHE_PG_PENDING) == 0) {
 		if (total >= min)                                       /* rule 4 */
 			set_phase(st, CACHE_PG_SCHEDULING);
 	} else {
-		/* Rule 5; scheduled and scheduleStartTime are the plugin's. */
+		/* Rule 5. */
 		st->running = r = clamp32(m->running);
 		st->succeeded = s = clamp32(m->succeeded);
 		st->failed = f = clamp32(m->failed);
-		st->scheduled = clamp32(m->bound);
-		if (!st->start_us && m->bound)
-			st->start_us = now_us;
 		if (total < min) {
 			set_phase(st, CACHE_PG_PENDING);
 		} else {
