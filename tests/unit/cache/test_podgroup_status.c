@@ -4,7 +4,9 @@
  * group's phase is the controller's function of its members; what troupe
  * writes is a fixed point, so it is never written twice for the same members;
  * Finished and Failed never change; scheduleStartTime is set once; counts never
- * exceed the members), and the wire: the merge patch and reading a status.
+ * exceed the members), the wire (the merge patch, reading a status), and the
+ * shipped RBAC: the role config/deploy/rbac.yaml grants for it is exactly the
+ * permissions the writer checks.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,8 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/api_internal.h"
 #include "cache/podgroup_status.h"
 #include "common/util.h"
+#include "common/yamljson.h"
 
 #define NOW 1796000000000000LL          /* an arbitrary wall clock, µs */
 #define CREATED (NOW - 3600LL * 1000000)        /* an hour before */
@@ -347,6 +351,72 @@ static void test_status_read(void **state)
 	cJSON_Delete(obj);
 }
 
+/* ---- RBAC ------------------------------------------------------------------------ */
+
+/* config/deploy/rbac.yaml's ClusterRole troupe-podgroup-status grants exactly
+ * the writer's permissions (access.c), each once; troupe's own ClusterRole
+ * (test_access.c) none of them. */
+static void test_rbac_grants_exactly_the_status_permissions(void **state)
+{
+	bool granted[CACHE_PGS_PERM_COUNT] = { false };
+	const cJSON *doc, *rule, *g, *r, *v;
+	char *buf = NULL, err[192] = "", what[128];
+	cJSON *docs;
+	size_t len;
+	int roles = 0;
+
+	(void)state;
+	assert_int_equal(util_read_file(TROUPE_SOURCE_ROOT "/config/deploy/rbac.yaml", 1 << 20,
+					&buf, &len), 0);
+	docs = yamljson_parse(buf, len, err, sizeof(err));
+	if (!docs)
+		fail_msg("rbac.yaml: %s", err);
+	cJSON_ArrayForEach(doc, docs) {
+		const char *kind = json_str(doc, "kind"), *name = json_str(json_obj(doc, "metadata"),
+									   "name");
+
+		if (!kind || strcmp(kind, "ClusterRole") || !name)
+			continue;
+		roles += strcmp(name, "troupe-podgroup-status") == 0;
+		cJSON_ArrayForEach(rule, cJSON_GetObjectItemCaseSensitive(doc, "rules")) {
+			cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(rule, "apiGroups"))
+			cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(rule, "resources"))
+			cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(rule, "verbs")) {
+				int found = -1;
+
+				for (unsigned i = 0; i < CACHE_PGS_PERM_COUNT; i++) {
+					const struct cache_permission *p = cache__pgs_permission(i);
+
+					snprintf(what, sizeof(what), "%s/%s", p->resource, p->subresource);
+					if (cJSON_IsString(g) && cJSON_IsString(r) && cJSON_IsString(v) &&
+					    !strcmp(g->valuestring, p->group) &&
+					    !strcmp(r->valuestring, what) && !strcmp(v->valuestring, p->verb))
+						found = (int)i;
+				}
+				if (strcmp(name, "troupe-podgroup-status") == 0) {
+					if (found < 0)
+						fail_msg("troupe-podgroup-status grants %s on %s, which the "
+							 "status writer does not use", cJSON_IsString(v) ?
+							 v->valuestring : "?", cJSON_IsString(r) ?
+							 r->valuestring : "?");
+					granted[found] = true;
+				} else if (found >= 0) {
+					fail_msg("ClusterRole %s grants %s: keep it in "
+						 "troupe-podgroup-status", name,
+						 cache__pgs_permission((unsigned)found)->name);
+				}
+			}
+		}
+	}
+	assert_int_equal(roles, 1);
+	for (unsigned i = 0; i < CACHE_PGS_PERM_COUNT; i++)
+		if (!granted[i])
+			fail_msg("troupe-podgroup-status does not grant %s",
+				 cache__pgs_permission(i)->name);
+	cJSON_Delete(docs);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -357,6 +427,7 @@ int main(void)
 		cmocka_unit_test(test_property_random_lifetimes),
 		cmocka_unit_test(test_patch_json),
 		cmocka_unit_test(test_status_read),
+		cmocka_unit_test(test_rbac_grants_exactly_the_status_permissions),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
