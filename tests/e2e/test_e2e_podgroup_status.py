@@ -14,24 +14,39 @@ from config/deploy/rbac.yaml (the ClusterRole troupe-podgroup-status).
                                    PodGroup (GenericWorkload gate) binds, and
                                    troupe writes nothing to it: its status holds
                                    only what kube-scheduler writes
+  test_z_standby_writes_nothing_until_it_leads
+                                   a second replica standing by writes no status
+                                   while the rig's troupe leads; once the leader
+                                   stops (releasing the Lease) it leads and
+                                   writes (last: it restarts the rig's troupe)
 
 The cluster runs with the release's workload gates so that both PodGroup APIs
-are served at once.
+are served at once, and the rig's troupe with leader election.
 """
 import json
 import os
 import sys
 import unittest
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster as rig  # noqa: E402
-from e2e_common import E2E, gpu_pod, module_cluster, wait_until  # noqa: E402
+from e2e_common import FAST_TROUPE, E2E, gpu_pod, module_cluster, wait_until  # noqa: E402
 
 HOSTS = ["gpu-0000", "gpu-0003", "gpu-0006"]
 LABEL = "scheduling.x-k8s.io/pod-group"
 
+# Leader election on (its Lease in kube-system, config/deploy/rbac.yaml's Role):
+# the rig's troupe leads alone until test_z starts a second replica.
+TROUPE = FAST_TROUPE + """\
+leader_election:
+  enabled: true
+  namespace: kube-system
+"""
+
 setUpModule, tearDownModule = module_cluster(
-    "pgstatus", nodes=10,
+    "pgstatus", nodes=10, troupe_config=TROUPE,
     feature_gates=rig.workload_gates(rig.release_version(os.environ.get("TROUPE_E2E_RELEASE"))))
 
 
@@ -86,6 +101,54 @@ class PodGroupStatus(E2E):
         self.assertFalse(any("troupe" in (m or "") for m in fields), fields)
         with open(os.path.join(self.c.logs, "troupe.log"), errors="replace") as f:
             self.assertNotIn("pod group %s/up: status" % self.ns, f.read())
+
+    def log(self, name):
+        with open(os.path.join(self.c.logs, name + ".log"), errors="replace") as f:
+            return f.read()
+
+    def test_z_standby_writes_nothing_until_it_leads(self):
+        port = rig.free_port()
+        self.c._spawn("troupe-standby", [
+            self.c.bin("troupe"), "--kubeconfig",
+            os.path.join(self.c.dir, "config", "troupe.kubeconfig"),
+            "--config", os.path.join(self.c.dir, "config", "troupe.yaml"),
+            "--listen", "127.0.0.1:%d" % port, "--ops-address", "127.0.0.1:0",
+            "--leader-elect-identity", "standby"])
+        try:
+            wait_until(lambda: readyz(port)[0] == 503 and
+                       readyz(port)[1].get("status") == "standby",
+                       timeout=60, what="the second replica standing by")
+            self.podgroup("seen-by-leader", 2)
+            self.wait_status("seen-by-leader", "Pending, written by the leader",
+                             phase="Pending")
+            self.assertIn("pod group %s/seen-by-leader: status" % self.ns, self.log("troupe"))
+            self.assertNotIn("[pgstatus] pod group", self.log("troupe-standby"))
+            # The leader stops cleanly and releases the Lease: the standby leads.
+            self.c.stop("troupe")
+            wait_until(lambda: readyz(port)[0] == 200, timeout=60, what="the standby leading")
+            self.podgroup("seen-by-new-leader", 2)
+            self.wait_status("seen-by-new-leader", "Pending, written by the new leader",
+                             phase="Pending")
+            self.assertIn("pod group %s/seen-by-new-leader: status" % self.ns,
+                          self.log("troupe-standby"))
+        finally:
+            self.c.stop("troupe-standby")
+            if not self.c.alive("troupe"):
+                self.c.start_troupe()
+
+
+def readyz(port):
+    """(status, parsed body) of a replica's /readyz; (0, {}) if it does not answer."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % port, timeout=2) as r:
+            return r.status, json.loads(r.read().decode() or "{}")
+    except urllib.error.HTTPError as e:
+        try:
+            return e.code, json.loads(e.read().decode() or "{}")
+        except ValueError:
+            return e.code, {}
+    except (OSError, ValueError):
+        return 0, {}
 
 
 if __name__ == "__main__":
