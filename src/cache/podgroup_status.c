@@ -70,9 +70,9 @@ bool cache_pgs_step(struct cache_podgroup_status *st, int32_t min_member, int64_
 		return false;
 	/* Rule 2. Go's zero time minus any creation is negative, so an unset
 	 * start never trips it; nor does an unknown creation here. */
-	if ((strcmp(st->phase, CACHE_PG_SCHEDULING) == 0 || strcmp(st->phase, CACHE_PG_PENDING) == 0) &&
-	    st->running == 0 && st->start_us && created_us &&
-	    st->start_us - created_us > CACHE_PGS_GC_GUARD_US)
+	if ((strcmp(st->phase, CACHE_PG_SCHEDULING) == 0 ||
+	     strcmp(st->phase, CACHE_PG_PENDING) == 0) && st->running == 0 && st->start_us &&
+	    created_us && st->start_us - created_us > CACHE_PGS_GC_GUARD_US)
 		return false;
 	/* The plugin's part (see above). */
 	st->scheduled = clamp32(m->bound);

@@ -15,8 +15,8 @@
  *  - The rules (pure; podgroup_status.c): from the status read, the group's
  *    spec and its members' phases, the status to write. Unit-tested over many
  *    random member sets.
- *  - The writer (podgroup_status_writer.c): a thread of its own, never on the verbs' path, that every
- *    interval compares what the rules say with what the PodGroup shows and,
+ *  - The writer (podgroup_status_writer.c): a thread of its own, never on the
+ *    verbs' path, that every interval compares what the rules say with what the PodGroup shows and,
  *    only where they differ, sends a merge PATCH to .../podgroups/NAME/status
  *    carrying the resourceVersion read, so a write that came in between fails
  *    with 409 instead of being overwritten: the writer then reads the object

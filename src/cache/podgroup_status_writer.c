@@ -177,11 +177,11 @@ static void review_permissions(struct cache_pgs *w)
 		if ((status == 200 || status == 201) &&
 		    cache__access_review_parse(resp.buf, resp.len, &allowed, reason,
 					       sizeof(reason)) == 0 && !allowed)
-			log_warn("pgstatus", "missing permission: %s (group \"%s\"): add it to "
-				 "troupe's ClusterRole (config/deploy/rbac.yaml) for troupe to keep "
-				 "PodGroup status; scheduling and readiness do not depend on it%s%s",
-				 perm->name, perm->group, reason[0] ? "; the API server says: " : "",
-				 reason);
+			log_warn("pgstatus", "missing permission: %s (group \"%s\"): grant "
+				 "it (config/deploy/rbac.yaml, ClusterRole troupe-podgroup-status) "
+				 "for troupe to keep PodGroup status; scheduling and readiness do "
+				 "not depend on it%s%s", perm->name, perm->group,
+				 reason[0] ? "; the API server says: " : "", reason);
 		free(body);
 		strbuf_fini(&resp);
 	}
@@ -243,8 +243,9 @@ static void write_group(struct cache_pgs *w, const struct cache_podgroup *pg, co
 	int32_t min_member = pg->min_member;
 	int64_t created = pg->created_us;
 
-	snprintf(path, sizeof(path), "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/%s/podgroups/%s/status",
-		 pg->ns, pg->name);
+	snprintf(path, sizeof(path),
+		 "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/%s/podgroups/%s/status", pg->ns,
+		 pg->name);
 	snprintf(ver, sizeof(ver), "%s", version);
 	for (int attempt = 0; attempt <= CACHE_PGS_CONFLICT_RETRIES; attempt++) {
 		struct strbuf resp = STRBUF_INIT;
@@ -272,8 +273,8 @@ static void write_group(struct cache_pgs *w, const struct cache_podgroup *pg, co
 			stat_add(&w->stats.written);
 			status_text(&base, was, sizeof(was));
 			status_text(&want, now, sizeof(now));
-			log_info("pgstatus", "pod group %s: status %s -> %s, minMember %d", key, was,
-				 now, min_member);
+			log_info("pgstatus", "pod group %s: status %s -> %s, minMember %d", key,
+				 was, now, min_member);
 			w->forbidden_said = false;
 			strbuf_fini(&resp);
 			return;
@@ -287,10 +288,11 @@ static void write_group(struct cache_pgs *w, const struct cache_podgroup *pg, co
 			stat_add(&w->stats.forbidden);
 			w->paused_until_ns = util_now_ns() + PGS_FORBIDDEN_PAUSE_NS;
 			if (!w->forbidden_said)
-				log_warn("pgstatus", "cannot write PodGroup status: %s; troupe needs "
-					 "\"patch\" on podgroups/status (group scheduling.x-k8s.io) "
-					 "in its ClusterRole (config/deploy/rbac.yaml); trying again "
-					 "in 60 s, scheduling is not affected", why);
+				log_warn("pgstatus", "cannot write PodGroup status: %s; "
+					 "troupe needs \"patch\" on podgroups/status (group "
+					 "scheduling.x-k8s.io; config/deploy/rbac.yaml, "
+					 "ClusterRole troupe-podgroup-status); trying again in "
+					 "60 s, scheduling is not affected", why);
 			w->forbidden_said = true;
 			return;
 		}
@@ -319,10 +321,10 @@ static void write_group(struct cache_pgs *w, const struct cache_podgroup *pg, co
 			strbuf_fini(&g);
 			cache_podgroup_status_read(obj, &fresh);
 			{
+				const cJSON *mmj = json_get(json_obj(obj, "spec"), "minMember");
 				int64_t mm = 0;
-				const cJSON *spec = json_obj(obj, "spec");
 
-				if (json_int_in_range(json_get(spec, "minMember"), 0, INT32_MAX, &mm) == 0)
+				if (json_int_in_range(mmj, 0, INT32_MAX, &mm) == 0)
 					min_member = (int32_t)mm;
 			}
 			cJSON_Delete(obj);
@@ -336,8 +338,8 @@ static void write_group(struct cache_pgs *w, const struct cache_podgroup *pg, co
 				created = fresh.created_us;
 			base = fresh.status;
 			snprintf(ver, sizeof(ver), "%s", fresh.version);
-			cache_pgs_desired(&base, min_member, created, m, (int64_t)(time(NULL)) * 1000000,
-					  &want);
+			cache_pgs_desired(&base, min_member, created, m,
+					  (int64_t)time(NULL) * 1000000, &want);
 			if (cache_pgs_status_equal(&base, &want)) {
 				stat_add(&w->stats.unchanged);
 				return;

@@ -205,8 +205,8 @@ static void test_property_random_member_sets(void **state)
 		cache_pgs_desired(&d, min, CREATED, &m, NOW + HOUR, &again);
 		/* What troupe writes, it would not write again. */
 		if (!cache_pgs_status_equal(&d, &again))
-			fail_msg("case %d: not a fixed point: %s -> %s -> %s", c, cur.phase, d.phase,
-				 again.phase);
+			fail_msg("case %d: not a fixed point: %s -> %s -> %s", c, cur.phase,
+				 d.phase, again.phase);
 		/* Counts never exceed the members. */
 		assert_true((int64_t)d.running + d.succeeded + d.failed <= (int64_t)m.total);
 		assert_true(d.scheduled <= (int32_t)m.total);
@@ -353,14 +353,32 @@ static void test_status_read(void **state)
 
 /* ---- RBAC ------------------------------------------------------------------------ */
 
+/* The writer's permission granting <verb> on <resource> in <group>, or -1. */
+static int pgs_perm_of(const cJSON *group, const cJSON *resource, const cJSON *verb)
+{
+	char what[128];
+
+	if (!cJSON_IsString(group) || !cJSON_IsString(resource) || !cJSON_IsString(verb))
+		return -1;
+	for (unsigned i = 0; i < CACHE_PGS_PERM_COUNT; i++) {
+		const struct cache_permission *p = cache__pgs_permission(i);
+
+		snprintf(what, sizeof(what), "%s/%s", p->resource, p->subresource);
+		if (!strcmp(group->valuestring, p->group) && !strcmp(resource->valuestring, what) &&
+		    !strcmp(verb->valuestring, p->verb))
+			return (int)i;
+	}
+	return -1;
+}
+
 /* config/deploy/rbac.yaml's ClusterRole troupe-podgroup-status grants exactly
- * the writer's permissions (access.c), each once; troupe's own ClusterRole
- * (test_access.c) none of them. */
+ * the writer's permissions (access.c); no other ClusterRole grants any of them
+ * (troupe's own is checked by test_access.c). */
 static void test_rbac_grants_exactly_the_status_permissions(void **state)
 {
 	bool granted[CACHE_PGS_PERM_COUNT] = { false };
 	const cJSON *doc, *rule, *g, *r, *v;
-	char *buf = NULL, err[192] = "", what[128];
+	char *buf = NULL, err[192] = "";
 	cJSON *docs;
 	size_t len;
 	int roles = 0;
@@ -372,40 +390,31 @@ static void test_rbac_grants_exactly_the_status_permissions(void **state)
 	if (!docs)
 		fail_msg("rbac.yaml: %s", err);
 	cJSON_ArrayForEach(doc, docs) {
-		const char *kind = json_str(doc, "kind"), *name = json_str(json_obj(doc, "metadata"),
-									   "name");
+		const char *kind = json_str(doc, "kind");
+		const char *name = json_str(json_obj(doc, "metadata"), "name");
+		bool ours;
 
 		if (!kind || strcmp(kind, "ClusterRole") || !name)
 			continue;
-		roles += strcmp(name, "troupe-podgroup-status") == 0;
-		cJSON_ArrayForEach(rule, cJSON_GetObjectItemCaseSensitive(doc, "rules")) {
-			cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(rule, "apiGroups"))
-			cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(rule, "resources"))
-			cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(rule, "verbs")) {
-				int found = -1;
+		ours = strcmp(name, "troupe-podgroup-status") == 0;
+		roles += ours;
+		cJSON_ArrayForEach(rule, cJSON_GetObjectItemCaseSensitive(doc, "rules"))
+		cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(rule, "apiGroups"))
+		cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(rule, "resources"))
+		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(rule, "verbs")) {
+			int found = pgs_perm_of(g, r, v);
 
-				for (unsigned i = 0; i < CACHE_PGS_PERM_COUNT; i++) {
-					const struct cache_permission *p = cache__pgs_permission(i);
-
-					snprintf(what, sizeof(what), "%s/%s", p->resource, p->subresource);
-					if (cJSON_IsString(g) && cJSON_IsString(r) && cJSON_IsString(v) &&
-					    !strcmp(g->valuestring, p->group) &&
-					    !strcmp(r->valuestring, what) && !strcmp(v->valuestring, p->verb))
-						found = (int)i;
-				}
-				if (strcmp(name, "troupe-podgroup-status") == 0) {
-					if (found < 0)
-						fail_msg("troupe-podgroup-status grants %s on %s, which the "
-							 "status writer does not use", cJSON_IsString(v) ?
-							 v->valuestring : "?", cJSON_IsString(r) ?
-							 r->valuestring : "?");
-					granted[found] = true;
-				} else if (found >= 0) {
-					fail_msg("ClusterRole %s grants %s: keep it in "
-						 "troupe-podgroup-status", name,
-						 cache__pgs_permission((unsigned)found)->name);
-				}
-			}
+			if (ours && found < 0)
+				fail_msg("troupe-podgroup-status grants %s on %s, which the "
+					 "status writer does not use",
+					 cJSON_IsString(v) ? v->valuestring : "?",
+					 cJSON_IsString(r) ? r->valuestring : "?");
+			if (!ours && found >= 0)
+				fail_msg("ClusterRole %s grants %s: keep it in "
+					 "troupe-podgroup-status", name,
+					 cache__pgs_permission((unsigned)found)->name);
+			if (found >= 0)
+				granted[found] = true;
 		}
 	}
 	assert_int_equal(roles, 1);
