@@ -4,7 +4,7 @@
 TROUPE_DEPS=(
 	gcc pkg-config meson ninja-build python3 curl
 	libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libjemalloc-dev libck-dev
-	libcmocka-dev libyaml-dev wrk gnuplot-nox
+	libcmocka-dev libyaml-dev wrk gnuplot-nox prometheus
 )
 
 say() { printf '==> %s\n' "$*"; }

@@ -171,6 +171,9 @@ char *ext__binding_annotations(const struct ext_service *svc, const char *node,
 int ext__bind_check_node(const struct ext_service *svc, const struct cache_pod_info *info,
 			 const char *node, char *why, size_t len);
 
+/* observe.c: the informer's readiness, or a snapshot's (ready once loaded). */
+void ext__readiness_get(const struct ext_service *svc, struct cache_readiness *out);
+
 static inline struct gang_member ext__member_of(const struct cache_pod *pod,
 						const struct placement_request *req)
 {
