@@ -75,6 +75,10 @@ struct cache_pgs {
 	bool leading;
 	uint64_t paused_until_ns;       /* after a 403 */
 	bool forbidden_said;
+	/* The CRD's schema prunes status.scheduled (scheduler-plugins' own CRD,
+	 * whose API dropped the field, does): it is then left as the group shows
+	 * it, or every pass would write it again. */
+	bool scheduled_pruned;
 	uint64_t warned_ns;
 	struct cache_pgs_stats stats;   /* relaxed atomics */
 };
@@ -187,6 +191,28 @@ static void review_permissions(struct cache_pgs *w)
 	}
 }
 
+/* The rules' answer, less what this cluster's CRD does not keep. */
+static void desired_for(const struct cache_pgs *w, const struct cache_podgroup_status *base,
+			int32_t min_member, int64_t created_us, const struct cache_pgs_members *m,
+			struct cache_podgroup_status *out)
+{
+	cache_pgs_desired(base, min_member, created_us, m, (int64_t)time(NULL) * 1000000, out);
+	if (w->scheduled_pruned)
+		out->scheduled = base->scheduled;
+}
+
+/* The server's answer to a write: did it keep status.scheduled? */
+static void note_pruned(struct cache_pgs *w, const struct cache_podgroup_status *sent,
+			const struct cache_podgroup_status *kept)
+{
+	if (w->scheduled_pruned || kept->scheduled == sent->scheduled)
+		return;
+	w->scheduled_pruned = true;
+	log_info("pgstatus", "the PodGroup CRD does not keep status.scheduled (its schema prunes "
+		 "it; config/crds/podgroups.scheduling.x-k8s.io.yaml keeps it): troupe writes the "
+		 "other fields only");
+}
+
 static void status_text(const struct cache_podgroup_status *st, char *out, size_t len)
 {
 	snprintf(out, len, "%s (scheduled %d, running %d, succeeded %d, failed %d)",
@@ -269,7 +295,10 @@ static void write_group(struct cache_pgs *w, const struct cache_podgroup *pg, co
 
 			cache_podgroup_status_read(obj, &got);
 			cJSON_Delete(obj);
-			remember(w, key, ver, got.version, &want);
+			if (got.version[0])
+				note_pruned(w, &want, &got.status);
+			/* What the server stored, when it said. */
+			remember(w, key, ver, got.version, got.version[0] ? &got.status : &want);
 			stat_add(&w->stats.written);
 			status_text(&base, was, sizeof(was));
 			status_text(&want, now, sizeof(now));
@@ -338,8 +367,7 @@ static void write_group(struct cache_pgs *w, const struct cache_podgroup *pg, co
 				created = fresh.created_us;
 			base = fresh.status;
 			snprintf(ver, sizeof(ver), "%s", fresh.version);
-			cache_pgs_desired(&base, min_member, created, m,
-					  (int64_t)time(NULL) * 1000000, &want);
+			desired_for(w, &base, min_member, created, m, &want);
 			if (cache_pgs_status_equal(&base, &want)) {
 				stat_add(&w->stats.unchanged);
 				return;
@@ -425,8 +453,7 @@ static void one_group(struct cache_pgs *w, struct group_copy *g)
 			s = NULL;
 		}
 	}
-	cache_pgs_desired(&base, pg->min_member, pg->created_us, &m, (int64_t)time(NULL) * 1000000,
-			  &want);
+	desired_for(w, &base, pg->min_member, pg->created_us, &m, &want);
 	if (cache_pgs_status_equal(&base, &want) || !version[0]) {
 		stat_add(&w->stats.unchanged);
 		return;

@@ -165,7 +165,8 @@ class FakeAPIServer(ObjectStore, ListWatch, Faults, AccessRules):
         self._conns = set()
 
         # Called as hook(info, ns, name, method, body) before every PUT or PATCH of
-        # a /status is judged (fake_podgroup_status.StatusWrites installs one).
+        # a /status is judged; bytes it returns replace the body
+        # (fake_podgroup_status.StatusWrites installs one).
         self.status_write_hook = None
         self.requests = []   # (method, path_with_query, status)
         self.bindings = []   # every Binding body received (parsed JSON objects)

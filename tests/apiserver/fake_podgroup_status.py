@@ -14,7 +14,10 @@ the server's status_write_hook (called before every PUT or PATCH of a /status):
     precondition fails with a real 409, as when scheduler-plugins' controller
     writes the same PodGroup at the same moment. Unlike fail_next(n, 409),
     the object really changed: a writer that retries without reading it again
-    keeps failing.
+    keeps failing;
+  - prune: status fields the CRD's schema does not know, dropped from every
+    status write as kube-apiserver's pruning drops them (scheduler-plugins'
+    own CRD has no status.scheduled).
 """
 
 import json
@@ -29,6 +32,7 @@ class StatusWrites:
         self.writes = []            # (method, ns, name, body as parsed JSON or None)
         self.raced = 0              # concurrent changes made so far
         self._races = 0
+        self.prune = set()          # status fields dropped from every write
         self._lock = threading.Lock()
         fake.status_write_hook = self._hook
 
@@ -57,9 +61,15 @@ class StatusWrites:
                 self._races -= 1
                 self.raced += 1
                 n = self.raced
+            prune = set(self.prune)
         if race:
             try:
                 self.fake.patch("podgroups", ns, name, {"metadata": {"annotations": {
                     "test.troupe.io/concurrent-writer": str(n)}}})
             except KeyError:
                 pass
+        if prune and isinstance(parsed, dict) and isinstance(parsed.get("status"), dict):
+            for k in prune:
+                parsed["status"].pop(k, None)
+            return json.dumps(parsed).encode()
+        return None

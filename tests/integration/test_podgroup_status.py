@@ -13,6 +13,9 @@ scheduler-plugins' PodGroup controller does, through the status subresource.
      nothing is written for them, and scheduling.k8s.io is never called
   e  "patch podgroups/status" denied: troupe warns, stays ready, writes nothing
   f  gang.write_status: false writes nothing
+  g  a CRD whose schema prunes status.scheduled (scheduler-plugins' own):
+     troupe notices from the answer and stops writing it, instead of writing
+     the same status again every pass
 """
 import time
 import unittest
@@ -155,6 +158,19 @@ class PodGroupStatusTest(GangCase):
         time.sleep(3 * INTERVAL_S + 0.5)
         self.assertEqual(self.writes.podgroup_writes(), [])
         self.assertNotIn("writing scheduling.x-k8s.io PodGroup status", t.log())
+
+    def test_g_a_crd_without_status_scheduled(self):
+        self.writes.prune = {"scheduled"}
+        self.add_nodes(4)
+        t = self.start_troupe(CONFIG)
+        pods, _ = self.schedule_whole_gang(t, "gg", 3, seed=3)
+        self.set_phase(pods.values(), "Running")
+        st = self.wait_status("gg", "Running", phase="Running", running=3)
+        self.assertNotIn("scheduled", st)
+        wait_until(lambda: "does not keep status.scheduled" in t.log(), 10, "the notice")
+        n = len(self.patches("gg"))
+        time.sleep(3 * INTERVAL_S + 0.5)
+        self.assertEqual(len(self.patches("gg")), n, "the same status written again")
 
 
 if __name__ == "__main__":
