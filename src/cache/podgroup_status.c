@@ -77,7 +77,7 @@ bool cache_pgs_step(struct cache_podgroup_status *st, int32_t min_member, int64_
 	/* The plugin's part (see above). */
 	st->scheduled = clamp32(m->bound);
 	if (!st->start_us && m->bound)
-		st->start_us = now_us;
+		st->start_us = now_us - now_us % 1000000;      /* metav1.Time: whole seconds */
 	if (!st->phase[0]) {
 		set_phase(st, CACHE_PG_PENDING);                        /* rule 3 */
 	} else if (strcmp(st->phase, CACHE_PG_PENDING) == 0) {
