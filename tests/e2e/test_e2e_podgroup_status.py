@@ -84,6 +84,7 @@ class PodGroupStatus(E2E):
                          st.get("scheduleStartTime"))
 
     def test_upstream_group_not_written(self):
+        mark = self.log_size("troupe")
         api = self.c.workload_api
         path = "/apis/%s/namespaces/%s/podgroups" % (api, self.ns)
         self.create({"apiVersion": api, "kind": "PodGroup", "metadata": {"name": "up"},
@@ -99,15 +100,23 @@ class PodGroupStatus(E2E):
         self.assertEqual(set(st) - {"conditions"}, set(), st)
         fields = {f.get("manager") for f in pg["metadata"].get("managedFields") or []}
         self.assertFalse(any("troupe" in (m or "") for m in fields), fields)
-        with open(os.path.join(self.c.logs, "troupe.log"), errors="replace") as f:
-            self.assertNotIn("pod group %s/up: status" % self.ns, f.read())
+        self.assertNotIn("pod group %s/up: status" % self.ns, self.log("troupe", mark))
 
-    def log(self, name):
-        with open(os.path.join(self.c.logs, name + ".log"), errors="replace") as f:
-            return f.read()
+    def log_size(self, name):
+        try:
+            return os.path.getsize(os.path.join(self.c.logs, name + ".log"))
+        except OSError:
+            return 0
+
+    def log(self, name, since=0):
+        """A component's log from byte <since> on (the rig keeps earlier runs' logs)."""
+        with open(os.path.join(self.c.logs, name + ".log"), "rb") as f:
+            f.seek(since)
+            return f.read().decode(errors="replace")
 
     def test_z_standby_writes_nothing_until_it_leads(self):
         port = rig.free_port()
+        mark, standby_mark = self.log_size("troupe"), self.log_size("troupe-standby")
         self.c._spawn("troupe-standby", [
             self.c.bin("troupe"), "--kubeconfig",
             os.path.join(self.c.dir, "config", "troupe.kubeconfig"),
@@ -121,8 +130,9 @@ class PodGroupStatus(E2E):
             self.podgroup("seen-by-leader", 2)
             self.wait_status("seen-by-leader", "Pending, written by the leader",
                              phase="Pending")
-            self.assertIn("pod group %s/seen-by-leader: status" % self.ns, self.log("troupe"))
-            self.assertNotIn("[pgstatus] pod group", self.log("troupe-standby"))
+            self.assertIn("pod group %s/seen-by-leader: status" % self.ns,
+                          self.log("troupe", mark))
+            self.assertNotIn("[pgstatus] pod group", self.log("troupe-standby", standby_mark))
             # The leader stops cleanly and releases the Lease: the standby leads.
             self.c.stop("troupe")
             wait_until(lambda: readyz(port)[0] == 200, timeout=60, what="the standby leading")
@@ -130,7 +140,7 @@ class PodGroupStatus(E2E):
             self.wait_status("seen-by-new-leader", "Pending, written by the new leader",
                              phase="Pending")
             self.assertIn("pod group %s/seen-by-new-leader: status" % self.ns,
-                          self.log("troupe-standby"))
+                          self.log("troupe-standby", standby_mark))
         finally:
             self.c.stop("troupe-standby")
             if not self.c.alive("troupe"):
