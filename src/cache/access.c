@@ -39,6 +39,15 @@ static const struct cache_permission optional_permissions[CACHE_OPT_PERM_COUNT] 
 					   "create events" },
 	[CACHE_OPT_PERM_PATCH_EVENTS] = { "patch", "events.k8s.io", "events", "",
 					  "patch events" },
+	/* The PodGroup status writer's (podgroup_status_writer.c), as
+	 * scheduler-plugins' controller's RBAC marker names them. Missing, the
+	 * status is not written, nothing else. */
+	[CACHE_OPT_PERM_GET_PODGROUP_STATUS] = { "get", "scheduling.x-k8s.io", "podgroups",
+						 "status", "get podgroups/status" },
+	[CACHE_OPT_PERM_UPDATE_PODGROUP_STATUS] = { "update", "scheduling.x-k8s.io", "podgroups",
+						    "status", "update podgroups/status" },
+	[CACHE_OPT_PERM_PATCH_PODGROUP_STATUS] = { "patch", "scheduling.x-k8s.io", "podgroups",
+						   "status", "patch podgroups/status" },
 };
 
 const struct cache_permission *cache_permission_get(enum cache_perm p)

@@ -70,12 +70,16 @@ struct cache_permission {
 /* The permission <p> (static storage), or NULL when out of range. */
 const struct cache_permission *cache_permission_get(enum cache_perm p);
 
-/* Permissions troupe can do without: the event recorder (events.h) checks them
- * once at start and only warns when one is missing, so they never fail
- * readiness and the informer does not review them. */
+/* Permissions troupe can do without: the event recorder (events.h) and the
+ * PodGroup status writer (podgroup_status.h) check theirs once (at start; per
+ * leadership) and only warn when one is missing, so they never fail readiness
+ * and the informer does not review them. */
 enum cache_optional_perm {
 	CACHE_OPT_PERM_CREATE_EVENTS,   /* create events.k8s.io events */
 	CACHE_OPT_PERM_PATCH_EVENTS,    /* patch events.k8s.io events (a series' count) */
+	CACHE_OPT_PERM_GET_PODGROUP_STATUS,     /* scheduling.x-k8s.io podgroups/status */
+	CACHE_OPT_PERM_UPDATE_PODGROUP_STATUS,
+	CACHE_OPT_PERM_PATCH_PODGROUP_STATUS,
 	CACHE_OPT_PERM_COUNT
 };
 

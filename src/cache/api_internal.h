@@ -36,7 +36,8 @@ int cache__api_request(struct cache_api *api, const char *method, const char *pa
 /* The SelfSubjectAccessReview asking for permission <p>, as JSON text the
  * caller frees. NULL with errno set (ENOMEM, EINVAL). */
 char *cache__access_review_new(enum cache_perm p);
-/* The same for any permission <perm> (NULL: errno EINVAL). */
+/* The same for any permission <perm> (NULL: errno EINVAL); <perm> need not be
+ * one of enum cache_perm. */
 char *cache__access_review_of(const struct cache_permission *perm);
 /* Read a SelfSubjectAccessReview answer: <allowed> from status.allowed,
  * <reason> from status.reason (or status.evaluationError; "" when neither).

@@ -295,6 +295,7 @@ struct cache_pod_info {
 	char gang_topology[K8S_NAME_BUF];       /* troupe.io/gang-topology, "" when none */
 	char queue[K8S_NAME_BUF];               /* its queue (its namespace when none named) */
 	int32_t priority;               /* spec.priority */
+	enum cache_pod_phase phase;     /* status.phase (podgroup_status.c counts by it) */
 	bool active;                    /* neither finished nor being deleted */
 	uint32_t min_member;            /* quorum named on the pod, 0 when none */
 	struct cache_demand demand;
@@ -435,6 +436,16 @@ void cache_pod_foreach(struct cache *c, void (*fn)(const struct cache_pod_info *
 
 /* ---- Pod groups (scheduling.x-k8s.io/v1alpha1 PodGroup) ---------------------- */
 
+/* A PodGroup's status as read, for troupe's status writer (podgroup_status.h):
+ * fixed-size, so a copy of the record carries it. */
+enum { CACHE_PG_PHASE_BUF = 32, CACHE_PG_VERSION_BUF = 64 };
+struct cache_podgroup_status {
+	char phase[CACHE_PG_PHASE_BUF]; /* status.phase; "" when unset (or too long) */
+	int32_t scheduled;              /* status.scheduled (older API; kept by the CRD) */
+	int32_t running, succeeded, failed;
+	int64_t start_us;               /* status.scheduleStartTime, µs since the epoch; 0 unset */
+};
+
 struct cache_podgroup {
 	const char *ns;
 	const char *name;
@@ -444,6 +455,9 @@ struct cache_podgroup {
 	uint32_t min_gpus;              /* spec.minResources of the managed GPU kinds */
 	int64_t min_cpu_milli;
 	int64_t min_mem_bytes;
+	char version[CACHE_PG_VERSION_BUF];     /* metadata.resourceVersion, "" when absent */
+	int64_t created_us;             /* metadata.creationTimestamp; 0 when absent */
+	struct cache_podgroup_status status;
 };
 
 /* Parse a PodGroup. Returns NULL with <err> set when it has no name. */

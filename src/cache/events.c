@@ -545,7 +545,7 @@ static void check_access(struct cache_events *r)
 {
 	if (!r->api)
 		return;         /* a test's sender */
-	for (int p = 0; p < CACHE_OPT_PERM_COUNT; p++) {
+	for (int p = CACHE_OPT_PERM_CREATE_EVENTS; p <= CACHE_OPT_PERM_PATCH_EVENTS; p++) {
 		const struct cache_permission *perm =
 			cache_optional_permission_get((enum cache_optional_perm)p);
 		char *review = cache__access_review_of(perm);

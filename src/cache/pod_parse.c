@@ -6,6 +6,7 @@
  */
 #include "cache/cache.h"
 #include "cache/parse.h"
+#include "cache/podgroup_status.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -469,6 +470,7 @@ struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache
 	}
 	pg->min_cpu_milli = resource_milli(minres, "cpu");
 	pg->min_mem_bytes = milli_to_units_ceil(resource_milli(minres, "memory"));
+	cache_podgroup_status_read(obj, pg);    /* for the status writer */
 	return pg;
 }
 

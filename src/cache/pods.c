@@ -441,6 +441,7 @@ void cache__pod_entry_info(const struct pod_entry *e, struct cache_pod_info *out
 	copy_str(out->gang_topology, sizeof(out->gang_topology), e->pod->gang_topology);
 	copy_str(out->queue, sizeof(out->queue), e->pod->queue);
 	out->priority = e->pod->priority;
+	out->phase = e->pod->phase;
 	out->active = pod_is_active(e->pod);
 	out->min_member = e->pod->min_member;
 	out->demand = e->pod->demand;

@@ -97,6 +97,7 @@ void ext_config_defaults(struct ext_config *cfg)
 	cache_informer_opts_defaults(&cfg->informer);
 	gang_config_defaults(&cfg->gang);
 	ext_recover_opts_defaults(&cfg->recover);
+	cache_pgs_opts_defaults(&cfg->pgstatus);
 	ext_ops_config_defaults(&cfg->ops);
 	cfg->events.enabled = true;
 	cache_events_opts_defaults(&cfg->events.opts);
@@ -221,6 +222,8 @@ static const struct key keys[] = {
 	{ "gang.recover_interval_seconds", K_UINT, F(recover.interval_s), 0 },
 	{ "gang.recover_grace_seconds", K_UINT, F(recover.grace_s), 0 },
 	{ "gang.partial_rollback_seconds", K_UINT, F(recover.rollback_after_s), 0 },
+	{ "gang.write_status", K_BOOL, F(pgstatus.enabled), 0 },
+	{ "gang.status_interval_seconds", K_UINT, F(pgstatus.interval_s), 0 },
 	{ "gang.domain_levels", K_LEVELS, 0, 0 },
 	{ "queues", K_QUEUES, 0, 0 },
 	{ "ops", K_MAP, 0, 0 },
@@ -680,6 +683,11 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "gang.partial_rollback_seconds must be 0 (never) or longer than "
 			 "gang.recover_grace_seconds: a gang is given the chance to be completed "
 			 "before it is rolled back");
+		return -EINVAL;
+	}
+	if (cfg->pgstatus.interval_s < 1 || cfg->pgstatus.interval_s > 3600) {
+		snprintf(err, errlen, "gang.status_interval_seconds must be from 1 to 3600 (how "
+			 "often troupe brings PodGroup status up to date)");
 		return -EINVAL;
 	}
 	if (cfg->unconfirmed_bind_s < 1) {

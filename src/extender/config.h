@@ -13,6 +13,7 @@
 #include "cache/events.h"
 #include "cache/cache.h"
 #include "cache/lease.h"
+#include "cache/podgroup_status.h"
 #include "gang/gang.h"
 #include "placement/placement.h"
 #include "extender/ops_server.h"
@@ -72,6 +73,7 @@ struct ext_config {
 	struct cache_informer_opts informer;    /* api.* list/watch tuning */
 	struct gang_config gang;        /* gang.* */
 	struct ext_recover_opts recover;        /* gang.recover_*, gang.partial_rollback_seconds */
+	struct cache_pgs_opts pgstatus;         /* gang.write_status, gang.status_interval_seconds */
 	struct ext_ops_config ops;      /* ops.*: the ops listener (ops_server.h) */
 	/* ---- TLS and the body budget ---- */
 	struct ext_tls_config tls;      /* tls.* */

@@ -14,6 +14,7 @@
 #include "cache/cache.h"
 #include "cache/events.h"
 #include "cache/lease.h"
+#include "cache/podgroup_status.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "extender/config.h"
@@ -247,6 +248,7 @@ int main(int argc, char **argv)
 	struct gang_manager *gangs = NULL;
 	struct ext_recover *recover = NULL;
 	struct cache_events *events = NULL;
+	struct cache_pgs *pgstatus = NULL;
 	static struct ext_counters counters;
 	char source[SOURCE_BUF];
 	int sources;
@@ -489,6 +491,16 @@ int main(int argc, char **argv)
 		}
 		svc.recover = recover;
 	}
+	if (api && cfg.pgstatus.enabled) {
+		/* PodGroup status (cache/podgroup_status.h): its own thread, off
+		 * the verbs' path; with leader election the leader's only. */
+		pgstatus = cache_pgs_start(cache, api, lease, &cfg.pgstatus, err, sizeof(err));
+		if (!pgstatus) {
+			log_error("main", "%s", err);
+			goto out;
+		}
+		svc.pgstatus = pgstatus;
+	}
 	svc.counters = &counters;
 	/* Without it (no memory) prioritize only does its own lookups. */
 	svc.cycle = ext_cycle_new();
@@ -538,6 +550,7 @@ out:
 	 * cleanly. */
 	ext_ops_server_stop(ops);
 	ext_recover_stop(recover);      /* no new posts; freed after the binder */
+	cache_pgs_stop(pgstatus);       /* before the informer and the Lease it reads */
 	gang_manager_shutdown(gangs);
 	cache_binder_shutdown(binder);
 	/* Their answers are queued on resumed connections: let them go out. */

@@ -434,6 +434,31 @@ static void events_metrics(struct strbuf *sb, const struct ext_service *svc)
 	       es.series);
 }
 
+/* The PodGroup status writer's (cache/podgroup_status.h): absent when off. */
+static void podgroup_status_metrics(struct strbuf *sb, const struct ext_service *svc)
+{
+	struct cache_pgs_stats ps;
+
+	if (!svc->pgstatus)
+		return;
+	cache_pgs_get_stats(svc->pgstatus, &ps);
+	metric(sb, "troupe_podgroup_status_passes_total", "counter",
+	       "Passes of the PodGroup status writer over the pod groups", ps.passes);
+	metric(sb, "troupe_podgroup_status_unchanged_total", "counter",
+	       "Pod groups looked at whose status had nothing to change", ps.unchanged);
+	strbuf_printf(sb, "# HELP troupe_podgroup_status_writes_total PodGroup status writes, by "
+		      "outcome (a conflict is read again and retried)\n"
+		      "# TYPE troupe_podgroup_status_writes_total counter\n"
+		      "troupe_podgroup_status_writes_total{result=\"written\"} %llu\n"
+		      "troupe_podgroup_status_writes_total{result=\"conflict\"} %llu\n"
+		      "troupe_podgroup_status_writes_total{result=\"gave_up\"} %llu\n"
+		      "troupe_podgroup_status_writes_total{result=\"forbidden\"} %llu\n"
+		      "troupe_podgroup_status_writes_total{result=\"failed\"} %llu\n",
+		      (unsigned long long)ps.written, (unsigned long long)ps.conflicts,
+		      (unsigned long long)ps.gave_up, (unsigned long long)ps.forbidden,
+		      (unsigned long long)ps.failed);
+}
+
 static void connection_metrics(struct strbuf *sb, const struct ext_service *svc)
 {
 	struct conn_guard_stats cg;
@@ -512,6 +537,7 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 	free(queues);
 	recover_metrics(sb, svc);
 	events_metrics(sb, svc);
+	podgroup_status_metrics(sb, svc);
 	connection_metrics(sb, svc);
 	filter_only_metrics(sb, svc);
 	topology_metrics(sb, svc);

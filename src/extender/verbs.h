@@ -14,6 +14,7 @@
 #include "cache/api.h"
 #include "cache/cache.h"
 #include "cache/events.h"
+#include "cache/podgroup_status.h"
 #include "common/strbuf.h"
 #include "extender/config.h"
 #include "gang/gang.h"
@@ -43,6 +44,9 @@ struct ext_service {
 	/* Kubernetes Events of troupe's decisions (cache/events.h): emitting
 	 * only queues. NULL: off (events.enabled false, or no API server). */
 	struct cache_events *events;
+	/* The PodGroup status writer (cache/podgroup_status.h), for /metrics;
+	 * NULL when off. */
+	struct cache_pgs *pgstatus;
 	/* Benchmarks only (bench/http_baseline): answer every POST verb with
 	 * <reply> after reading the body (level 0), or after also parsing it with
 	 * cJSON (level 1); NULL in troupe. */

@@ -198,8 +198,9 @@ int gang_view_list(struct gang_manager *m, struct gang_view **out, unsigned *n)
 	while (strmap_next(&m->gangs, &pos, NULL, &v))
 		if (gang__waiting((struct gang *)v))
 			waiting[n_waiting++] = v;
-	qsort_r(waiting, n_waiting, sizeof(*waiting), by_fair_order,
-		&(struct order){ m, &s });
+	if (n_waiting > 1)      /* qsort_r's array may not be NULL, even empty */
+		qsort_r(waiting, n_waiting, sizeof(*waiting), by_fair_order,
+			&(struct order){ m, &s });
 	for (unsigned i = 0; i < n_waiting && rc == 0; i++)
 		rc = copy_gang(m, &s, waiting[i], now, i + 1, &views[i]);
 	*n = n_waiting;

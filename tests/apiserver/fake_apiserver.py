@@ -166,6 +166,10 @@ class FakeAPIServer(ObjectStore, ListWatch, Faults, AccessRules, EventsStore):
         self._stop_evt = threading.Event()
         self._conns = set()
 
+        # Called as hook(info, ns, name, method, body) before every PUT or PATCH of
+        # a /status is judged; bytes it returns replace the body
+        # (fake_podgroup_status.StatusWrites installs one).
+        self.status_write_hook = None
         self.requests = []   # (method, path_with_query, status)
         self.bindings = []   # every Binding body received (parsed JSON objects)
         self.deletions = []  # every DELETE done: (plural, ns, name, precondition uid)

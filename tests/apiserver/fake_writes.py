@@ -82,6 +82,8 @@ class WriteHandler:
                 raise APIError(415, "the body of the request was in an unknown format - "
                                "accepted media types include: application/merge-patch+json",
                                "UnsupportedMediaType")
+        if sub == "status" and fake.status_write_hook:   # fake_podgroup_status.py
+            body = fake.status_write_hook(info, ns, name, self.command, body) or body
         obj = self._json_body(body, info.kind)
         with fake._lock:
             key = fake._key(info, ns, name)

@@ -281,7 +281,8 @@ class Chart(E2E):
         self.extender_matches_shipped(ext)
         # No scheduler roles for troupe's account in this mode.
         bound = {o["roleRef"]["name"] for k, o in objs.items() if k[0] == "ClusterRoleBinding"}
-        self.assertEqual(bound, {"troupe", "troupe-delegated-auth", "troupe-events"})
+        self.assertEqual(bound, {"troupe", "troupe-delegated-auth", "troupe-events",
+                                 "troupe-podgroup-status"})
 
     def test_rbac(self):
         shipped = {(o["kind"], o["metadata"]["name"]): o
@@ -300,6 +301,12 @@ class Chart(E2E):
             events = objs[("ClusterRole", "troupe-events")]
             self.assertEqual(rules(events), {("events.k8s.io", "events"): {"create", "patch"}})
             self.assertEqual(rules(events), rules(shipped[("ClusterRole", "troupe-events")]))
+            # PodGroup status (gang.write_status): a role of its own.
+            status = objs[("ClusterRole", "troupe-podgroup-status")]
+            self.assertEqual(rules(status), {("scheduling.x-k8s.io", "podgroups/status"):
+                                             {"get", "update", "patch"}})
+            self.assertEqual(rules(status), rules(shipped[("ClusterRole",
+                                                           "troupe-podgroup-status")]))
             lease = objs[("Role", "troupe-leader-election")]
             self.assertEqual(lease["metadata"]["namespace"], self.ns)
             self.assertEqual(rules(lease), {("coordination.k8s.io", "leases"):
@@ -311,6 +318,7 @@ class Chart(E2E):
             extra = {"system:kube-scheduler", "system:volume-scheduler",
                      "extension-apiserver-authentication-reader"} if mode == "sidecar" else set()
             self.assertEqual(granted, {"troupe", "troupe-delegated-auth", "troupe-events",
+                                       "troupe-podgroup-status",
                                        "troupe-leader-election"} | extra, mode)
             for k, o in objs.items():
                 if k[0] in ("ClusterRoleBinding", "RoleBinding"):
