@@ -5,6 +5,9 @@
  *   GET /healthz /readyz /version        always open (kubelet probes them)
  *   GET /debug/state /debug/cache        behind authentication when ops.auth
  *   GET /metrics                         is on (ops_auth.c)
+ *   GET /debug/dashboard.json
+ *   GET /debug/dashboard (.js .css)      always open: the page's own files, the
+ *                                        same for everyone (its data is the JSON)
  *
  * Apart from the verbs so that the verbs' address can stay reachable by
  * kube-scheduler alone, and so that what the ops paths reveal (every pod
@@ -34,6 +37,7 @@
 #include "common/strbuf.h"
 #include "common/util.h"
 #include "extender/config.h"
+#include "extender/dashboard.h"
 #include "extender/http_reply.h"
 #include "extender/ops_auth.h"
 #include "extender/verbs.h"
@@ -58,7 +62,8 @@ struct ext_ops_server {
 	uint16_t port;
 };
 
-enum ops_route { O_HEALTHZ, O_READYZ, O_VERSION, O_DEBUG_STATE, O_DEBUG_CACHE, O_METRICS };
+enum ops_route { O_HEALTHZ, O_READYZ, O_VERSION, O_DEBUG_STATE, O_DEBUG_CACHE, O_METRICS,
+		 O_DASHBOARD_JSON, O_DASHBOARD_FILE };
 
 static const struct {
 	const char *path;
@@ -71,6 +76,10 @@ static const struct {
 	{ "/debug/state", O_DEBUG_STATE, true },
 	{ "/debug/cache", O_DEBUG_CACHE, true },
 	{ "/metrics", O_METRICS, true },
+	{ "/debug/dashboard.json", O_DASHBOARD_JSON, true },
+	{ "/debug/dashboard", O_DASHBOARD_FILE, false },
+	{ "/debug/dashboard.js", O_DASHBOARD_FILE, false },
+	{ "/debug/dashboard.css", O_DASHBOARD_FILE, false },
 };
 
 /* A marker for "headers seen, wait for the end of the request". */
@@ -182,7 +191,59 @@ static void answer(const struct ext_service *svc, enum ops_route route, struct e
 	case O_METRICS:
 		ext_metrics(svc, r);
 		break;
+	case O_DASHBOARD_JSON:
+	case O_DASHBOARD_FILE:
+		break;                  /* dashboard_request */
 	}
+}
+
+/* The dashboard: its JSON with the poll's query (?q= ?domain= ?page=), or one
+ * of its compiled-in files, served from the binary's own memory. A browser
+ * keeps the files for a minute; the JSON is never cached. */
+static enum MHD_Result dashboard_request(struct ext_ops_server *s, struct MHD_Connection *conn,
+					 const char *path, enum ops_route route, uint64_t t0)
+{
+	const struct ext_dashboard_asset *a;
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	if (route == O_DASHBOARD_JSON) {
+		const char *page = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "page");
+		struct ext_dashboard_query q = {
+			MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "q"),
+			MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "domain"),
+			page ? (unsigned)strtoul(page, NULL, 10) : 0,
+		};
+		struct ext_reply reply;
+
+		if ((q.q && strlen(q.q) >= DASH_QUERY_BUF) ||
+		    (q.domain && strlen(q.domain) >= DASH_QUERY_BUF) || q.page > 100000)
+			return ext__http_send_error(conn, 400, NULL, NULL,
+						    "troupe: q and domain take at most %d "
+						    "characters, page at most 100000",
+						    DASH_QUERY_BUF - 1);
+		ext_reply_init(&reply);
+		ext_dashboard_json(s->svc, &q, &reply);
+		ext_count(s->svc->counters, EXT_C_OTHER, false, util_now_ns() - t0);
+		log_debug("ops", "GET %s -> %u (%zu bytes)", path, reply.status, reply.body.len);
+		ret = ext__http_send(conn, reply.status, &reply.body, MHD_HTTP_HEADER_CACHE_CONTROL,
+				     "no-store");
+		ext_reply_fini(&reply);
+		return ret;
+	}
+	a = ext_dashboard_asset(strcmp(path, "/debug/dashboard") == 0 ? "index.html"
+								 : path + strlen("/debug/"));
+	if (!a)
+		return ext__http_send_error(conn, 404, NULL, NULL, "troupe: no such file %s", path);
+	resp = MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, a->content_type);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "max-age=60");
+	ret = MHD_queue_response(conn, 200, resp);
+	MHD_destroy_response(resp);
+	ext_count(s->svc->counters, EXT_C_OTHER, false, util_now_ns() - t0);
+	return ret;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -227,6 +288,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		ext_count(s->svc->counters, EXT_C_OTHER, true, util_now_ns() - t0);
 		return ret;
 	}
+	if (ops_routes[found].route == O_DASHBOARD_JSON ||
+	    ops_routes[found].route == O_DASHBOARD_FILE)
+		return dashboard_request(s, conn, path, ops_routes[found].route, t0);
 	ext_reply_init(&reply);
 	answer(s->svc, ops_routes[found].route, &reply);
 	ext_count(s->svc->counters, EXT_C_OTHER, reply.error || reply.status != 200,

@@ -1,0 +1,649 @@
+/* GET /debug/dashboard.json: the cluster as the dashboard draws it
+ * (dashboard.h says what it holds and its caps; docs/reference.md lists the
+ * fields). The gangs, queues and latency parts are in dashboard_gangs.c.
+ *
+ * How a reply is built, in bounded work (nodes N, pods P):
+ *  1. Outside any read section, every pod holding GPUs is copied into a table
+ *     by node (cache_pod_foreach: O(P), no call back into the cache), each
+ *     with its holder: the pod itself, or its gang for a gang's member, its
+ *     reservation (planned) or its hold (a starving gang's).
+ *  2. Inside one read section, every node is read (O(N)), sorted by its
+ *     network domain (the gang levels' label values, coarse to fine) and name
+ *     (O(N log N)); runs of one domain make the domain summaries.
+ *  3. The nodes the poll asks for (all, up to DASH_FULL_NODES; else a
+ *     domain's or a search's, DASH_PAGE_NODES a page) are written, each device
+ *     as the index of its holder in "owners" or a negative code; holders are
+ *     numbered as they are met, so only those shown are sent.
+ */
+#include "extender/dashboard.h"
+#include "extender/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/strmap.h"
+
+/* A device's code in a node's array besides a holder's index. */
+enum {
+	DEV_FREE = -1,
+	DEV_UNHEALTHY = -2,     /* troupe.io/gpu-unhealthy names it */
+	DEV_UNKNOWN = -3,       /* occupied by a pod troupe does not know */
+};
+
+/* A node's flags. */
+enum { NODE_NOT_READY = 1, NODE_CORDONED = 2, NODE_NO_GPUS = 4 };
+
+/* Room left at the end of the reply for what follows the nodes (owners,
+ * gangs, queues, latency): nodes and domains stop this short of
+ * DASH_JSON_MAX. */
+enum { DASH_TAIL_RESERVE = 192 * 1024 };
+
+/* Who holds GPUs: a pod, a gang's bound members, a gang's planned slots
+ * (reservations), a starving gang's holds. */
+enum owner_kind { OWN_POD, OWN_GANG, OWN_PLAN, OWN_HOLD };
+static const char *const owner_kind_names[] = { "pod", "gang", "planned", "held" };
+
+struct owner {
+	enum owner_kind kind;
+	char key[K8S_KEY_BUF + 2];      /* "<kind>:<ns>/<name>", the map's key */
+	const char *ns_name;            /* into key: "<ns>/<name>" */
+	char queue[K8S_NAME_BUF];
+	unsigned gpus;                  /* held in all */
+	int out;                        /* index in the reply's "owners"; -1: not sent */
+};
+
+/* What one holder occupies on one node. */
+struct holding {
+	struct owner *owner;
+	uint64_t devices;
+	uint32_t unattributed;          /* GPUs of unknown devices */
+	struct holding *next;
+};
+
+struct node_holdings {
+	char *node;                     /* the map's key */
+	struct holding *first;
+};
+
+struct holders {
+	struct strmap owners;           /* key -> struct owner */
+	struct strmap by_node;          /* node name -> struct node_holdings */
+	bool failed;                    /* out of memory: the reply says so */
+};
+
+/* A reservation's key names its gang: "gang-reservation/<ns>/<name>/..." or
+ * "gang-hold/<ns>/<name>/..." (gang/admit.c, gang/fair.c). Writes "<ns>/<name>"
+ * into <out>; false when <uid> is no such key. */
+static bool reservation_gang(const char *uid, enum owner_kind *kind, char *out, size_t len)
+{
+	static const struct {
+		const char *prefix;
+		enum owner_kind kind;
+	} forms[] = { { "gang-reservation/", OWN_PLAN }, { "gang-hold/", OWN_HOLD } };
+
+	for (size_t i = 0; i < ARRAY_SIZE(forms); i++) {
+		size_t plen = strlen(forms[i].prefix);
+		const char *s = uid + plen, *slash, *end;
+
+		if (strncmp(uid, forms[i].prefix, plen) != 0)
+			continue;
+		slash = strchr(s, '/');
+		end = slash ? strchr(slash + 1, '/') : NULL;
+		if (!end || (size_t)(end - s) >= len)
+			return false;
+		memcpy(out, s, (size_t)(end - s));
+		out[end - s] = '\0';
+		*kind = forms[i].kind;
+		return true;
+	}
+	return false;
+}
+
+static struct owner *owner_get(struct holders *h, enum owner_kind kind, const char *ns_name,
+			       const char *queue)
+{
+	char key[sizeof(((struct owner *)0)->key)];
+	struct owner *o;
+	int n = snprintf(key, sizeof(key), "%c:%s", "pgrh"[kind], ns_name);
+
+	if (n < 0 || (size_t)n >= sizeof(key))
+		return NULL;
+	o = strmap_get(&h->owners, key, (size_t)n);
+	if (o)
+		return o;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	o->kind = kind;
+	memcpy(o->key, key, (size_t)n + 1);
+	o->ns_name = o->key + 2;
+	snprintf(o->queue, sizeof(o->queue), "%s", queue);
+	o->out = -1;
+	if (strmap_put(&h->owners, o->key, (size_t)n, o, NULL) < 0) {
+		free(o);
+		return NULL;
+	}
+	return o;
+}
+
+static struct node_holdings *node_holdings_get(struct holders *h, const char *node)
+{
+	size_t len = strlen(node);
+	struct node_holdings *nh = strmap_get(&h->by_node, node, len);
+
+	if (nh)
+		return nh;
+	nh = calloc(1, sizeof(*nh) + len + 1);
+	if (!nh)
+		return NULL;
+	nh->node = (char *)(nh + 1);
+	memcpy(nh->node, node, len + 1);
+	if (strmap_put(&h->by_node, nh->node, len, nh, NULL) < 0) {
+		free(nh);
+		return NULL;
+	}
+	return nh;
+}
+
+/* cache_pod_foreach: a pod or reservation occupying GPUs, under its holder. */
+static void collect_pod(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct holders *h = arg;
+	char ns_name[K8S_KEY_BUF];
+	enum owner_kind kind = OWN_POD;
+	struct node_holdings *nh;
+	struct holding *hd;
+	struct owner *o;
+
+	if (h->failed || !p->node[0] || (!p->devices && !p->unattributed))
+		return;
+	if (p->reservation) {
+		if (!reservation_gang(uid, &kind, ns_name, sizeof(ns_name)))
+			snprintf(ns_name, sizeof(ns_name), "%s", uid);
+	} else if (p->group[0]) {
+		kind = OWN_GANG;
+		snprintf(ns_name, sizeof(ns_name), "%s/%s", p->ns, p->group);
+	} else {
+		snprintf(ns_name, sizeof(ns_name), "%s/%s", p->ns, p->name);
+	}
+	o = owner_get(h, kind, ns_name, p->queue);
+	nh = o ? node_holdings_get(h, p->node) : NULL;
+	hd = nh ? calloc(1, sizeof(*hd)) : NULL;
+	if (!hd) {
+		h->failed = true;
+		return;
+	}
+	hd->owner = o;
+	hd->devices = p->devices;
+	hd->unattributed = p->unattributed;
+	hd->next = nh->first;
+	nh->first = hd;
+	o->gpus += (unsigned)__builtin_popcountll(p->devices) + p->unattributed;
+}
+
+static void holders_fini(struct holders *h)
+{
+	size_t pos = 0;
+	const char *key;
+	void *v;
+
+	while (strmap_next(&h->by_node, &pos, &key, &v)) {
+		struct node_holdings *nh = v;
+
+		for (struct holding *hd = nh->first, *next; hd; hd = next) {
+			next = hd->next;
+			free(hd);
+		}
+		free(nh);
+	}
+	pos = 0;
+	while (strmap_next(&h->owners, &pos, &key, &v))
+		free(v);
+	strmap_fini(&h->by_node);
+	strmap_fini(&h->owners);
+}
+
+/* ---- Nodes and their domains -------------------------------------------- */
+
+struct dnode {
+	struct cache_node_view v;
+	const char *dom[GANG_MAX_LEVELS];       /* label values per level, "" if none */
+	unsigned domain;                        /* index among the reply's domains */
+};
+
+struct collect {
+	struct dnode *nodes;
+	size_t n, cap;
+	const struct gang_levels *levels;
+	bool failed;
+};
+
+static const char *level_value(const struct cache_node *n, const struct gang_levels *lv,
+			       unsigned level)
+{
+	for (unsigned k = 0; k < GANG_MAX_KEYS && lv->keys[level][k]; k++) {
+		const char *v = cache_node_label(n, lv->keys[level][k]);
+
+		if (v)
+			return v;
+	}
+	return "";
+}
+
+static bool collect_node(const struct cache_node_view *v, void *arg)
+{
+	struct collect *c = arg;
+	struct dnode *d;
+
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 256;
+		struct dnode *nn = realloc(c->nodes, cap * sizeof(*nn));
+
+		if (!nn) {
+			c->failed = true;
+			return false;
+		}
+		c->nodes = nn;
+		c->cap = cap;
+	}
+	d = &c->nodes[c->n++];
+	d->v = *v;
+	for (unsigned l = 0; l < c->levels->n; l++)
+		d->dom[l] = level_value(v->node, c->levels, l);
+	return true;
+}
+
+/* qsort has no argument: the levels in use while one reply sorts. */
+static __thread unsigned sort_levels;
+
+static int dom_cmp(const struct dnode *a, const struct dnode *b)
+{
+	for (unsigned l = 0; l < sort_levels; l++) {
+		int r = strcmp(a->dom[l], b->dom[l]);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int dnode_cmp(const void *pa, const void *pb)
+{
+	const struct dnode *a = pa, *b = pb;
+	int r = dom_cmp(a, b);
+
+	return r ? r : strcmp(a->v.node->name, b->v.node->name);
+}
+
+/* Whether <hay> contains <needle>, ignoring case. */
+static bool contains(const char *hay, const char *needle)
+{
+	size_t n = strlen(needle);
+
+	for (; *hay; hay++)
+		if (strncasecmp(hay, needle, n) == 0)
+			return true;
+	return n == 0;
+}
+
+/* The domain path "a/b/c" of <d> (only the levels kept) into <out>. */
+static void dom_path(const struct dnode *d, const bool *keep, unsigned levels, char *out,
+		     size_t len)
+{
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (unsigned l = 0; l < levels; l++) {
+		if (!keep[l])
+			continue;
+		int w = snprintf(out + n, len - n, "%s%s", n ? "/" : "", d->dom[l]);
+
+		if (w < 0 || (size_t)w >= len - n)
+			return;
+		n += (size_t)w;
+	}
+}
+
+static bool node_matches(const struct dnode *d, const struct ext_dashboard_query *q,
+			 const struct holders *h, const bool *keep, unsigned levels)
+{
+	if (q->domain && q->domain[0]) {
+		char path[DASH_QUERY_BUF];
+
+		dom_path(d, keep, levels, path, sizeof(path));
+		if (strcmp(path, q->domain) != 0)
+			return false;
+	}
+	if (q->q && q->q[0] && !contains(d->v.node->name, q->q)) {
+		const char *name = d->v.node->name;
+		const struct node_holdings *nh = strmap_get(&h->by_node, name, strlen(name));
+
+		for (const struct holding *hd = nh ? nh->first : NULL; hd; hd = hd->next)
+			if (contains(hd->owner->ns_name, q->q))
+				return true;
+		return false;
+	}
+	return true;
+}
+
+/* The node's GPUs that a view counts as used (devices and unattributed). */
+static unsigned used_gpus(const struct cache_node_view *v)
+{
+	return (unsigned)__builtin_popcountll(v->used & cache_node_capacity_mask(v->node)) +
+	       v->unattributed;
+}
+
+/* ---- Topologies: NVLink islands ------------------------------------------ */
+
+struct topos {
+	const struct placement_topo *t[DASH_MAX_TOPOS];
+	unsigned n;
+};
+
+/* The index of <t> among the reply's topologies (added when new); -1 for an
+ * unknown topology or past DASH_MAX_TOPOS. */
+static int topo_index(struct topos *ts, const struct placement_topo *t)
+{
+	if (!t || !t->known)
+		return -1;
+	for (unsigned i = 0; i < ts->n; i++)
+		if (ts->t[i] == t)
+			return (int)i;
+	if (ts->n == DASH_MAX_TOPOS)
+		return -1;
+	ts->t[ts->n] = t;
+	return (int)ts->n++;
+}
+
+/* Islands for drawing: a greedy cover by cliques of the NVLink graph, device
+ * by device (each joins the first island all of whose devices it is
+ * NVLinked to). Exact for the boards troupe meets (NVSwitch: one island;
+ * hybrid cube-mesh: two quads; PCIe: every device alone); the placement code
+ * needs the largest island's size only, not a drawing. */
+static void put_islands(struct strbuf *sb, const struct placement_topo *t)
+{
+	uint64_t isl[PLACEMENT_TOPO_MAX];
+	unsigned n_isl = 0;
+	char lvl[PLACEMENT_LINK_NAME_BUF];
+	uint8_t best = PLACEMENT_LINK_NONE;
+
+	strbuf_puts(sb, "{\"src\":");
+	strbuf_put_json_str(sb, t->source, strlen(t->source));
+	strbuf_puts(sb, ",\"isl\":[");
+	for (unsigned i = 0; i < t->n; i++) {
+		unsigned k = 0;
+
+		for (; k < n_isl; k++) {
+			bool all = true;
+
+			for (uint64_t m = isl[k]; m && all; m &= m - 1)
+				all = placement_link_is_nvlink(t->link[i][__builtin_ctzll(m)]);
+			if (all)
+				break;
+		}
+		if (k == n_isl)
+			isl[n_isl++] = 0;
+		isl[k] |= 1ULL << i;
+		strbuf_printf(sb, "%s%u", i ? "," : "", k);
+		for (unsigned j = 0; j < t->n; j++)
+			if (t->link[i][j] > best)
+				best = t->link[i][j];
+	}
+	strbuf_puts(sb, "],\"best\":\"");
+	strbuf_puts(sb, placement_link_name(best, lvl, sizeof(lvl)));
+	strbuf_puts(sb, "\"}");
+}
+
+/* ---- Writing a node -------------------------------------------------------- */
+
+static int owner_out(struct owner *o, struct owner ***shown, size_t *n_shown, size_t *cap)
+{
+	if (o->out >= 0)
+		return o->out;
+	if (*n_shown == *cap) {
+		size_t nc = *cap ? *cap * 2 : 64;
+		struct owner **ns = realloc(*shown, nc * sizeof(*ns));
+
+		if (!ns)
+			return DEV_UNKNOWN;
+		*shown = ns;
+		*cap = nc;
+	}
+	(*shown)[*n_shown] = o;
+	o->out = (int)(*n_shown)++;
+	return o->out;
+}
+
+struct shown {
+	struct owner **owners;          /* in "owners" order */
+	size_t n, cap;
+	struct topos topos;
+};
+
+/* ["name",domain,flags,topo,[device codes]] */
+static void put_node(struct strbuf *sb, const struct dnode *d, const struct holders *h,
+		     struct shown *sh)
+{
+	const struct cache_node *n = d->v.node;
+	const struct node_holdings *nh = strmap_get(&h->by_node, n->name, strlen(n->name));
+	unsigned cap = n->gpu_capacity > 64 ? 64 : n->gpu_capacity;
+	int code[64];
+	uint64_t free_mask = cache_view_free_mask(&d->v);
+	uint32_t unknown = d->v.unattributed;
+	unsigned flags = (n->ready ? 0 : NODE_NOT_READY) | (n->unschedulable ? NODE_CORDONED : 0) |
+			 (cap ? 0 : NODE_NO_GPUS);
+
+	for (unsigned i = 0; i < cap; i++)
+		code[i] = (n->unhealthy >> i & 1) && !(d->v.used >> i & 1) ? DEV_UNHEALTHY
+									    : DEV_FREE;
+	for (const struct holding *hd = nh ? nh->first : NULL; hd; hd = hd->next) {
+		int o = owner_out(hd->owner, &sh->owners, &sh->n, &sh->cap);
+
+		for (uint64_t m = hd->devices & cache_node_capacity_mask(n); m; m &= m - 1)
+			code[__builtin_ctzll(m)] = o;
+		/* A pod whose devices troupe does not know: drawn on free ones. */
+		for (uint32_t k = 0; k < hd->unattributed && free_mask && unknown; k++) {
+			code[__builtin_ctzll(free_mask)] = o;
+			free_mask &= free_mask - 1;
+			unknown--;
+		}
+	}
+	for (; unknown && free_mask; unknown--, free_mask &= free_mask - 1)
+		code[__builtin_ctzll(free_mask)] = DEV_UNKNOWN;
+	strbuf_putc(sb, '[');
+	strbuf_put_json_str(sb, n->name, strlen(n->name));
+	strbuf_printf(sb, ",%u,%u,%d,[", d->domain, flags,
+		      topo_index(&sh->topos, placement_node_topo(n)));
+	for (unsigned i = 0; i < cap; i++) {
+		if (i)
+			strbuf_putc(sb, ',');
+		strbuf_put_i64(sb, code[i]);
+	}
+	strbuf_puts(sb, "]]");
+}
+
+/* ---- The reply ------------------------------------------------------------ */
+
+static void put_owners(struct strbuf *sb, const struct shown *sh)
+{
+	strbuf_puts(sb, ",\"owners\":[");
+	for (size_t i = 0; i < sh->n; i++) {
+		const struct owner *o = sh->owners[i];
+
+		strbuf_printf(sb, "%s{\"k\":\"%s\",\"n\":", i ? "," : "", owner_kind_names[o->kind]);
+		strbuf_put_json_str(sb, o->ns_name, strlen(o->ns_name));
+		strbuf_puts(sb, ",\"q\":");
+		strbuf_put_json_str(sb, o->queue, strlen(o->queue));
+		strbuf_printf(sb, ",\"g\":%u}", o->gpus);
+	}
+	strbuf_putc(sb, ']');
+}
+
+/* Levels no node carries are left out of the reply and of domain paths. */
+static unsigned kept_levels(const struct collect *c, bool *keep)
+{
+	unsigned kept = 0;
+
+	for (unsigned l = 0; l < c->levels->n; l++) {
+		keep[l] = false;
+		for (size_t i = 0; i < c->n && !keep[l]; i++)
+			keep[l] = c->nodes[i].dom[l][0] != '\0';
+		kept += keep[l];
+	}
+	return kept;
+}
+
+/* Domain summaries, the nodes' domain indexes set on the way. */
+static void put_domains(struct strbuf *sb, struct collect *c, const bool *keep, bool *truncated)
+{
+	size_t i = 0;
+	unsigned nd = 0;
+
+	strbuf_puts(sb, ",\"domains\":[");
+	while (i < c->n) {
+		size_t j = i;
+		unsigned gpus = 0, used = 0, free_gpus = 0, off = 0;
+
+		for (; j < c->n && dom_cmp(&c->nodes[i], &c->nodes[j]) == 0; j++) {
+			const struct cache_node_view *v = &c->nodes[j].v;
+
+			c->nodes[j].domain = nd;
+			gpus += v->node->gpu_capacity;
+			used += used_gpus(v);
+			free_gpus += cache_view_free_gpus(v);
+			off += !v->node->ready || v->node->unschedulable;
+		}
+		if (nd < DASH_MAX_DOMAINS && sb->len < DASH_JSON_MAX - DASH_TAIL_RESERVE) {
+			strbuf_puts(sb, nd ? ",{\"p\":[" : "{\"p\":[");
+			for (unsigned l = 0, k = 0; l < c->levels->n; l++) {
+				if (!keep[l])
+					continue;
+				if (k++)
+					strbuf_putc(sb, ',');
+				strbuf_put_json_str(sb, c->nodes[i].dom[l], strlen(c->nodes[i].dom[l]));
+			}
+			strbuf_printf(sb, "],\"n\":%zu,\"g\":%u,\"u\":%u,\"f\":%u,\"x\":%u}", j - i,
+				      gpus, used, free_gpus, off);
+		} else {
+			*truncated = true;
+		}
+		nd++;
+		i = j;
+	}
+	strbuf_putc(sb, ']');
+}
+
+static void put_nodes(struct strbuf *sb, const struct ext_service *svc, struct collect *c,
+		      const struct ext_dashboard_query *q, const struct holders *h,
+		      const bool *keep, struct shown *sh, bool *truncated)
+{
+	bool filtered = (q->q && q->q[0]) || (q->domain && q->domain[0]);
+	bool summary = c->n > DASH_FULL_NODES;
+	size_t matched = 0, first = (size_t)q->page * DASH_PAGE_NODES, sent = 0;
+
+	(void)svc;
+	strbuf_puts(sb, ",\"nodes\":[");
+	for (size_t i = 0; i < c->n; i++) {
+		if (summary && !filtered)
+			break;
+		if (!node_matches(&c->nodes[i], q, h, keep, c->levels->n))
+			continue;
+		if (matched++ < first || sent == DASH_PAGE_NODES)
+			continue;
+		if (sb->len >= DASH_JSON_MAX - DASH_TAIL_RESERVE) {
+			*truncated = true;
+			continue;
+		}
+		if (sent++)
+			strbuf_putc(sb, ',');
+		put_node(sb, &c->nodes[i], h, sh);
+	}
+	strbuf_printf(sb, "],\"mode\":\"%s\",\"matched\":%zu,\"page\":%u,\"pages\":%zu",
+		      summary ? "summary" : "full", matched, q->page,
+		      (matched + DASH_PAGE_NODES - 1) / DASH_PAGE_NODES);
+	strbuf_puts(sb, ",\"topos\":[");
+	for (unsigned t = 0; t < sh->topos.n; t++) {
+		if (t)
+			strbuf_putc(sb, ',');
+		put_islands(sb, sh->topos.t[t]);
+	}
+	strbuf_putc(sb, ']');
+}
+
+static void put_totals(struct strbuf *sb, const struct collect *c, size_t pods)
+{
+	unsigned long long gpus = 0, used = 0, free_gpus = 0, unhealthy = 0;
+	size_t off = 0;
+
+	for (size_t i = 0; i < c->n; i++) {
+		const struct cache_node_view *v = &c->nodes[i].v;
+
+		gpus += v->node->gpu_capacity;
+		used += used_gpus(v);
+		free_gpus += cache_view_free_gpus(v);
+		unhealthy += (unsigned)__builtin_popcountll(v->node->unhealthy &
+							    cache_node_capacity_mask(v->node));
+		off += !v->node->ready || v->node->unschedulable;
+	}
+	strbuf_printf(sb, ",\"totals\":{\"nodes\":%zu,\"gpus\":%llu,\"used\":%llu,\"free\":%llu,"
+		      "\"unhealthy\":%llu,\"unavailable\":%zu,\"holders\":%zu}", c->n, gpus, used,
+		      free_gpus, unhealthy, off, pods);
+}
+
+void ext_dashboard_json(const struct ext_service *svc, const struct ext_dashboard_query *q,
+			struct ext_reply *r)
+{
+	const struct gang_levels *levels = svc->cfg && svc->cfg->gang.levels.n
+						   ? &svc->cfg->gang.levels
+						   : &gang_default_levels;
+	struct holders h = { 0 };
+	struct collect c = { .levels = levels };
+	struct shown sh = { 0 };
+	struct strbuf *sb = &r->body;
+	bool keep[GANG_MAX_LEVELS], truncated = false;
+
+	strmap_init(&h.owners);
+	strmap_init(&h.by_node);
+	cache_pod_foreach(svc->cache, collect_pod, &h);
+	strbuf_printf(sb, "{\"v\":1,\"synced\":%s,\"source\":",
+		      cache_is_synced(svc->cache) ? "true" : "false");
+	strbuf_put_json_str(sb, svc->source, strlen(svc->source));
+	strbuf_printf(sb, ",\"caps\":{\"fullNodes\":%d,\"pageNodes\":%d,\"maxBytes\":%d}",
+		      DASH_FULL_NODES, DASH_PAGE_NODES, DASH_JSON_MAX);
+
+	cache_read_begin(svc->cache);
+	cache_node_foreach(svc->cache, collect_node, &c);
+	sort_levels = levels->n;
+	qsort(c.nodes, c.n, sizeof(*c.nodes), dnode_cmp);
+	put_totals(sb, &c, strmap_count(&h.owners));
+	kept_levels(&c, keep);
+	strbuf_puts(sb, ",\"levels\":[");
+	for (unsigned l = 0, k = 0; l < levels->n; l++)
+		if (keep[l]) {
+			if (k++)
+				strbuf_putc(sb, ',');
+			strbuf_put_json_str(sb, levels->keys[l][0], strlen(levels->keys[l][0]));
+		}
+	strbuf_putc(sb, ']');
+	put_domains(sb, &c, keep, &truncated);
+	put_nodes(sb, svc, &c, q, &h, keep, &sh, &truncated);
+	cache_read_end(svc->cache);
+
+	put_owners(sb, &sh);
+	ext_dashboard__gangs(svc, sb);
+	strbuf_printf(sb, ",\"truncated\":%s,\"incomplete\":%s}", truncated ? "true" : "false",
+		      h.failed || c.failed ? "true" : "false");
+	free(sh.owners);
+	free(c.nodes);
+	holders_fini(&h);
+}
+
+const struct ext_dashboard_asset *ext_dashboard_asset(const char *name)
+{
+	for (size_t i = 0; i < ext__dashboard_n_assets; i++)
+		if (strcmp(ext__dashboard_assets[i].name, name) == 0)
+			return &ext__dashboard_assets[i];
+	return NULL;
+}
