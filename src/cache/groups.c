@@ -153,13 +153,14 @@ void cache__groups_fini(struct cache *c)
 void cache__members_plan(struct cache *c, struct cache_pod *pod)
 {
 	char key[K8S_KEY_BUF];
-	int len = members_key(pod, key, sizeof(key));
 	char *plan = pod->gang_plan;
 	struct members *m;
+	int len;
 
-	pod->gang_plan = NULL;
 	if (!plan)
 		return;
+	pod->gang_plan = NULL;
+	len = members_key(pod, key, sizeof(key));
 	if (len > 0 && (size_t)len < sizeof(key)) {
 		pthread_mutex_lock(&c->members_lock);
 		m = strmap_get(&c->members, key, (size_t)len);

@@ -99,6 +99,13 @@ double gang__share_of(const struct gang_manager *m, const struct shares *s, cons
 	return d / queue_weight(m, queue);
 }
 
+uint64_t gang__queue_gpus(const struct shares *s, const char *queue)
+{
+	const struct usage_entry *e = strmap_get(&s->by_queue, queue, strlen(queue));
+
+	return e ? e->u.gpus : 0;
+}
+
 double gang_queue_share(struct gang_manager *m, const char *queue)
 {
 	struct shares s;

@@ -270,4 +270,75 @@ struct gang_stats {
 };
 void gang_get_stats(struct gang_manager *m, struct gang_stats *out);
 
+/* ---- What the manager holds, for people (inspect.c) --------------------------- */
+
+/* A gang as /debug/explain, the dashboard and /metrics show it: a copy taken
+ * under the manager's lock, so it may be read at leisure. */
+enum gang_view_state {
+	GANG_VIEW_IDLE = 0,             /* no plan; members missing, or its last plan ended */
+	GANG_VIEW_WAITING,              /* refused for capacity or deferred, still wanted */
+	GANG_VIEW_PLANNED,              /* slots reserved, no bind parked yet */
+	GANG_VIEW_BINDING,              /* slots reserved, binds parked at the barrier */
+};
+
+/* "idle", "waiting", "planned", "binding". */
+const char *gang_view_state_name(enum gang_view_state s);
+
+/* One place of a gang's plan. */
+struct gang_view_slot {
+	char node[K8S_NAME_BUF];
+	uint64_t devices;
+	unsigned gpus;                  /* what the member it was planned for asks */
+	char member[K8S_UID_BUF];       /* the pod that claimed it, "" while open */
+};
+
+enum { GANG_VIEW_REASON_BUF = 640 };
+
+struct gang_view {
+	char ns[K8S_NAMESPACE_BUF];
+	char name[K8S_NAME_BUF];
+	enum gang_view_state state;
+	unsigned quorum, timeout_s;
+	unsigned need;                  /* members it last asked places for */
+	uint64_t need_gpus;             /* GPUs they ask in all */
+	int32_t priority;
+	char queue[K8S_NAME_BUF];
+	struct gang_view_slot *slots;   /* the plan (n_slots), owned; NULL without one */
+	unsigned n_slots;
+	unsigned n_parked;              /* binds parked at the barrier */
+	double waiting_s;               /* how long it has waited; 0 unless waiting */
+	double deadline_s;              /* time left to its plan's deadline; 0 without a plan */
+	bool deadline_is_http;          /* that deadline is the parked binds' HTTP limit */
+	unsigned n_holds;               /* member-sized sets held for it while it starves */
+	unsigned n_targets;             /* nodes whose freed GPUs are kept for it */
+	/* Its place in the fair order among the waiting gangs, 1 first; 0 when it
+	 * does not wait. */
+	unsigned fair_position;
+	double share;                   /* its queue's weighted dominant share */
+	char reason[GANG_VIEW_REASON_BUF];      /* why its last attempt failed, "" if none */
+};
+
+/* Gang <ns>/<name> as the manager holds it: 0, or -ENOENT when it keeps no
+ * state for it, -ENOMEM. Free with gang_view_fini (after any return). Thread:
+ * any; walks every pod once (the shares), so not for a hot path. */
+int gang_view_get(struct gang_manager *m, const char *ns, const char *name,
+		  struct gang_view *out);
+void gang_view_fini(struct gang_view *v);
+/* Every gang the manager keeps, sorted by namespace and name: 0 or -ENOMEM.
+ * Free with gang_view_list_free. */
+int gang_view_list(struct gang_manager *m, struct gang_view **out, unsigned *n);
+void gang_view_list_free(struct gang_view *v, unsigned n);
+
+/* A queue: those configured, those with pods running, those gangs wait in. */
+struct gang_queue_view {
+	char name[K8S_NAME_BUF];
+	double weight;
+	double share;                   /* weighted dominant share now */
+	unsigned waiting, planned;      /* its gangs waiting; with a plan */
+	uint64_t gpus;                  /* GPUs its pods hold */
+};
+
+/* Every queue, sorted by name: 0 or -ENOMEM. Free <*out> with free(). */
+int gang_queue_list(struct gang_manager *m, struct gang_queue_view **out, unsigned *n);
+
 #endif

@@ -251,6 +251,8 @@ struct shares {
 void gang__shares_load(struct gang_manager *m, struct shares *s);
 void gang__shares_fini(struct shares *s);
 double gang__share_of(const struct gang_manager *m, const struct shares *s, const char *queue);
+/* The GPUs <queue>'s pods hold, from the walk. */
+uint64_t gang__queue_gpus(const struct shares *s, const char *queue);
 /* > 0 when gang a goes before gang b: priority, then share, then age. */
 int gang__precedes(const struct gang_manager *m, const struct shares *s, const struct gang *a,
 		   const struct gang *b);

@@ -39,7 +39,6 @@ Queue fairness (DRF) and starvation protection are not tested here.  This
 module holds the configurations, the cache monitor and GangCase, whose
 helpers build gangs, drive the scheduler and check what was bound.
 """
-import re
 import threading
 import time
 
@@ -261,14 +260,7 @@ class GangCase(LiveCase):
         return {n["name"]: n["gpuFree"] for n in t.state()["nodes"]}
 
     def metrics(self, t):
-        s, _, body = t.ops_request("GET", "/metrics")
-        self.assertEqual(s, 200)
-        out = {}
-        for line in body.splitlines():
-            m = re.match(r"^([a-z_]+(?:\{[^}]*\})?) (\S+)$", line)
-            if m:
-                out[m.group(1)] = float(m.group(2))
-        return out
+        return t.metrics()
 
     def drive_until(self, sched, cond, timeout, what):
         """Run scheduling cycles until cond() holds."""

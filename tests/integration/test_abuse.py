@@ -9,7 +9,6 @@ pressure the whole time."""
 import http.client
 import json
 import os
-import re
 import resource
 import socket
 import threading
@@ -144,11 +143,7 @@ class AbuseTest(unittest.TestCase):
         return ok, failed
 
     def metric(self, name):
-        s, _, text = self.t.ops_request("GET", "/metrics")
-        self.assertEqual(s, 200)
-        m = re.search(r"^%s (\d+)$" % re.escape(name), text, re.M)
-        self.assertIsNotNone(m, name)
-        return int(m.group(1))
+        return int(self.t.metric(name))
 
     def open_descriptors(self):
         return len(os.listdir(f"/proc/{self.t.proc.pid}/fd"))

@@ -3,7 +3,6 @@ it lacks (from its SelfSubjectAccessReviews and from 403s) and is unready while
 one is missing, and it is unready while it cannot reach the API server, but
 never because a watch simply ended. Filter keeps answering from the cache
 meanwhile."""
-import re
 import threading
 import time
 import unittest
@@ -67,10 +66,7 @@ class AccessTest(LiveCase):
             self.fail(f"troupe never logged {text!r}\n--- troupe log ---\n{t.log()[-4000:]}")
 
     def metric(self, t, name):
-        _, _, text = t.ops_request("GET", "/metrics")
-        m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
-        self.assertIsNotNone(m, f"{name} missing from /metrics")
-        return float(m.group(1))
+        return t.metric(name)
 
     def filter_passes(self, t):
         """Filter still answers from the cache: a 1-GPU pod fits an idle node."""

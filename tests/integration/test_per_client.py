@@ -14,7 +14,6 @@ closes anything. test_abuse.py has the slots themselves under a flood.
 """
 import http.client
 import json
-import re
 import socket
 import time
 import unittest
@@ -75,11 +74,7 @@ class PerClientTest(unittest.TestCase):
     # ---- helpers --------------------------------------------------------------
 
     def metric(self, name):
-        s, _, text = self.t.ops_request("GET", "/metrics")
-        self.assertEqual(s, 200)
-        m = re.search(r"^%s (\d+)$" % re.escape(name), text, re.M)
-        self.assertIsNotNone(m, name)
-        return int(m.group(1))
+        return int(self.t.metric(name))
 
     def open_idle(self, source):
         """A connection from <source> that sends nothing."""

@@ -165,6 +165,24 @@ class Troupe:
             time.sleep(0.02)
         raise AssertionError(f"troupe's watch did not show {sorted(uids)} in {timeout}s")
 
+    def metrics(self):
+        """/metrics as {"name" or "name{labels}": value}, every sample line."""
+        status, _, body = self.ops_request("GET", "/metrics")
+        assert status == 200, (status, body)
+        out = {}
+        for line in body.splitlines():
+            m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?) (\S+)$", line)
+            if m:
+                out[m.group(1)] = float(m.group(2))
+        return out
+
+    def metric(self, name):
+        """One sample of /metrics, by its name with any labels as printed
+        ('troupe_http_responses_total{code="404"}'); missing is an error."""
+        samples = self.metrics()
+        assert name in samples, f"{name} missing from /metrics"
+        return samples[name]
+
     def state(self):
         status, _, body = self.ops_request("GET", "/debug/state")
         assert status == 200, (status, body)
