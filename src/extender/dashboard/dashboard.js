@@ -19,13 +19,14 @@
 
 const POLL_MS = 2000;
 const HISTORY = 300;            /* polls kept: 10 minutes */
+const LAT_WINDOW = 15;          /* latency is shown over the last 30 s */
 const NODE_BUDGET = 10000;      /* elements for node tiles */
 const DOMAIN_ROWS = 300;
 const LEGEND_MAX = 24;
 const DOM_CAP = 15000;          /* stated cap, checked by the browser test */
 
 const state = { q: "", domain: "", page: 0, gang: "", collapsed: new Set(), data: null,
-	history: [], lastLat: null, timer: 0, seq: 0 };
+	history: [], timer: 0, seq: 0 };
 const $ = (id) => document.getElementById(id);
 
 function esc(s) {
@@ -116,18 +117,22 @@ function quantile(bounds, now, before, p) {
 function remember(d) {
 	const shares = {};
 	for (const q of d.queues || []) shares[q.n] = q.share;
-	const lat = {};
 	const L = d.latency || {};
+	const raw = { filter: L.filter && L.filter.b, bind: L.bind && L.bind.b };
+	/* Latency over the last LAT_WINDOW polls (since troupe started, until
+	 * the page has made that many). */
+	const h = state.history;
+	const base = h.length ? h[Math.max(0, h.length - LAT_WINDOW)].raw : null;
+	const lat = {};
 	for (const v of ["filter", "bind"]) {
-		if (!L[v]) continue;
-		const before = state.lastLat && state.lastLat[v];
-		lat[v] = { p50: quantile(L.bounds, L[v].b, before, 0.5),
-			p99: quantile(L.bounds, L[v].b, before, 0.99),
-			n: L[v].b.reduce((a, b) => a + b, 0) - (before ? before.reduce((a, b) => a + b, 0) : 0) };
+		if (!raw[v]) continue;
+		const before = base && base[v];
+		const sum = (xs) => (xs ? xs.reduce((a, b) => a + b, 0) : 0);
+		lat[v] = { p50: quantile(L.bounds, raw[v], before, 0.5),
+			p99: quantile(L.bounds, raw[v], before, 0.99), n: sum(raw[v]) - sum(before) };
 	}
-	state.lastLat = { filter: L.filter && L.filter.b, bind: L.bind && L.bind.b };
-	state.history.push({ t: Date.now(), shares, lat });
-	if (state.history.length > HISTORY) state.history.shift();
+	h.push({ t: Date.now(), shares, lat, raw });
+	if (h.length > HISTORY) h.shift();
 }
 
 /* ---- drawing -------------------------------------------------------------- */
@@ -404,6 +409,7 @@ function renderLatency() {
 function search(q) {
 	state.q = q;
 	state.gang = (state.data && (state.data.gangs || []).some((g) => g.n === q)) ? q : "";
+	state.domain = "";              /* a search spans every domain */
 	state.page = 0;
 	$("search").value = q;
 	poll();
