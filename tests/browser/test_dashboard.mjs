@@ -6,9 +6,11 @@
 //           the node count, one node's used and free GPUs and its holder's
 //           colour in the legend, an unhealthy GPU, a pod of unknown devices,
 //           the gang list; a filter and a bind sent to the verbs show up live
-//           (the bound pod on its node, filter and bind latency); a click
-//           through to gang ml/train shows it and only its nodes; a search by
-//           node; a screenshot (--screenshot PATH; docs/dashboard.png).
+//           (the bound pod on its node, filter and bind latency), and a gang
+//           member's filter plans gang ml/llm (its reserved GPUs striped, its
+//           places listed); a click through to gang ml/train shows it and only
+//           its nodes; a search by node; a screenshot (--screenshot PATH;
+//           docs/dashboard.png).
 //   large:  5,000 nodes from bench/gen_cluster.py: the JSON under its caps
 //           (dashboard.h) and the page under its element cap (dashboard.js's
 //           DOM_CAP) in the domain summary, one domain, and a search
@@ -93,7 +95,7 @@ async function getJson(base, query = "") {
 /* ---- the page ----------------------------------------------------------------- */
 
 async function openPage(browser, url) {
-	const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+	const page = await browser.newPage({ viewport: { width: 1440, height: 660 } });
 	const errors = [];
 	page.on("pageerror", (e) => errors.push(e.message));
 	await page.goto(url);
@@ -152,7 +154,7 @@ async function known(browser, screenshot) {
 			gs.map((g, i) => (g.classList.contains("isl") ? i : -1)).filter((i) => i >= 0)), [4]);
 		// Three network domains: zone-a/block-1, zone-a/block-2, zone-b/block-3.
 		assert.equal(await page.$$eval("#nodes .domain", (d) => d.length), 3);
-		// Gangs: ml/llm waiting (the manager found its members), ml/train bound.
+		// Gangs: ml/llm waiting (the manager found its members) or pending, ml/train bound.
 		await until(page, () => document.querySelectorAll("#gangs tr.row").length === 2, null, "two gangs");
 		const gangs = await page.$$eval("#gangs tr.row", (rs) => rs.map((r) => [r.dataset.gang,
 			r.querySelector(".st").textContent]));
@@ -170,9 +172,26 @@ async function known(browser, screenshot) {
 		assert.ok(!b.Error, b.Error);
 		await until(page, () => [...document.querySelectorAll('[data-node="h100-a1-2"] .g')]
 			.filter((g) => g.dataset.owner === "ml/live-1").length === 2, null, "ml/live-1's 2 GPUs");
-		await until(page, () => /requests/.test(document.querySelector('[data-verb="bind"]').textContent),
+		await until(page, () => /\d+ requests?\)/.test(document.querySelector('[data-verb="bind"]').textContent),
 			null, "bind latency");
 		assert.match(await page.textContent('[data-verb="filter"]'), /µs|ms|s \(/);
+
+		// Gang ml/llm's member filtered: the gang is planned, its 2 x 4 GPUs
+		// reserved (drawn striped, in the gang's colour).
+		const cluster = JSON.parse(fs.readFileSync(path.join(here, "cluster.json"), "utf8"));
+		const llm0 = cluster.items.find((i) => i.metadata.name === "llm-0");
+		const names = cluster.items.filter((i) => i.kind === "Node").map((i) => i.metadata.name);
+		await post(t.verbs, "filter", { Pod: llm0, NodeNames: names });
+		await until(page, () => document.querySelectorAll('.g.planned[data-owner="ml/llm"]').length === 8,
+			null, "ml/llm's 8 reserved GPUs");
+		await until(page, () => document.querySelector('#gangs tr.row[data-gang="ml/llm"] .st')
+			.textContent === "planned", null, "ml/llm planned");
+		await page.click('#gangs tr.row[data-gang="ml/llm"]');
+		await until(page, () => document.querySelectorAll("#gang-detail [data-node-link]").length === 2,
+			null, "ml/llm's two places");
+		assert.deepEqual(await page.$$eval("[data-node]", (n) => n.map((x) => x.dataset.node)),
+			["v100-a2-0", "v100-a2-1"]);
+		await page.click('#gangs tr.row[data-gang="ml/llm"]');
 
 		// Click through to gang ml/train: its detail, and only its two nodes.
 		await page.click('#gangs tr.row[data-gang="ml/train"]');
@@ -201,7 +220,7 @@ async function known(browser, screenshot) {
 			console.log(`screenshot: ${screenshot}`);
 		}
 		await page.close();
-		console.log("ok known: 7 nodes, holders, islands, gangs, live bind, click-through, search");
+		console.log("ok known: 7 nodes, holders, islands, gangs, live bind, a planned gang, click-through, search");
 	} catch (e) {
 		console.log(t.log());
 		throw e;
@@ -234,12 +253,22 @@ async function large(browser) {
 			`a page of ${PAGE_NODES} nodes ${wide.bytes} bytes`);
 
 		const page = await openPage(browser, `${t.ops}/debug/dashboard`);
-		await until(page, () => document.querySelectorAll(".domain-row").length > 10, null, "domain rows");
+		// The domain tree, folded: one row per zone, whose nodes add up.
+		const zones = new Set(s.data.domains.map((d) => d.p[0])).size;
+		await until(page, (n) => document.querySelectorAll(".domain-row").length === n, zones, `${zones} zone rows`);
+		assert.equal(await page.$$eval(".domain-row", (rs) => rs.reduce((a, r) =>
+			a + Number(/(\d+) nodes/.exec(r.textContent)[1]), 0)), 5000);
+		// Open the first row down to a finest domain, and that domain's nodes.
+		const first = s.data.domains[0];
+		for (let depth = 0; depth < s.data.levels.length - 1; depth++) {
+			const key = first.p.slice(0, depth + 1).join("/");
+			await page.click(`.domain-row[data-key="${key}"]`);
+			await until(page, (k) => document.querySelector(`.domain-row[data-key="${k}"]`)
+				?.classList.contains("open"), key, `row ${key} open`);
+		}
 		const summaryEls = await elements(page);
 		assert.ok(summaryEls < DOM_CAP, `${summaryEls} elements in the summary`);
-		// One domain: its nodes.
-		const first = s.data.domains[0];
-		await page.click(".domain-row");
+		await page.click(`.domain-row[data-key="${first.p.join("/")}"][data-leaf]`);
 		await until(page, (n) => document.querySelectorAll("[data-node]").length === n, first.n,
 			`the ${first.n} nodes of the first domain`);
 		// A search matching thousands: a page of them, under the element cap.

@@ -25,7 +25,7 @@ const DOMAIN_ROWS = 300;
 const LEGEND_MAX = 24;
 const DOM_CAP = 15000;          /* stated cap, checked by the browser test */
 
-const state = { q: "", domain: "", page: 0, gang: "", collapsed: new Set(), data: null,
+const state = { q: "", domain: "", page: 0, gang: "", collapsed: new Set(), expanded: new Set(), data: null,
 	history: [], timer: 0, seq: 0 };
 const $ = (id) => document.getElementById(id);
 
@@ -215,6 +215,46 @@ function nodeHtml(d, n, owners) {
 		`<span class="nm">${esc(name)}</span><div class="gpus">${gpus}</div></div>`;
 }
 
+/* The domains (sorted by path) as a tree of their path's prefixes, each
+ * summing its domains' counts. */
+function domainTree(d) {
+	const root = { kids: new Map() };
+	for (const dom of d.domains) {
+		let at = root;
+		dom.p.forEach((v, depth) => {
+			const key = dom.p.slice(0, depth + 1).join("/");
+			if (!at.kids.has(v))
+				at.kids.set(v, { key, value: v, depth, n: 0, g: 0, u: 0, f: 0, x: 0, kids: new Map() });
+			at = at.kids.get(v);
+			for (const k of ["n", "g", "u", "f", "x"]) at[k] += dom[k];
+		});
+	}
+	return root;
+}
+
+function domainTreeHtml(d) {
+	const levels = d.levels.length;
+	let rows = "", count = 0, left = 0;
+	const walk = (node) => {
+		for (const kid of node.kids.values()) {
+			if (count >= DOMAIN_ROWS) { left++; continue; }
+			count++;
+			const leaf = kid.depth === levels - 1;
+			const open = state.expanded.has(kid.key);
+			const pct = kid.g ? Math.round(100 * kid.u / kid.g) : 0;
+			rows += `<div class="domain-row${open ? " open" : ""}" data-key="${esc(kid.key)}"${leaf ? " data-leaf" : ""}` +
+				` style="padding-left:${4 + 16 * kid.depth}px"><span>${leaf ? "" : open ? "▾ " : "▸ "}` +
+				`${esc(shortKey(d.levels[kid.depth]))} <b>${esc(kid.value || "(none)")}</b> ` +
+				`<span class="muted">${kid.n} nodes${kid.x ? ", " + kid.x + " off" : ""}</span></span>` +
+				`<span class="bar"><i style="width:${pct}%"></i></span><span>${kid.u}/${kid.g} used</span></div>`;
+			if (open && !leaf) walk(kid);
+		}
+	};
+	walk(domainTree(d));
+	if (left) rows += `<div class="more">${left} more rows: fold some, or search</div>`;
+	return rows;
+}
+
 function renderNodes(d) {
 	const owners = d.owners || [];
 	const filtered = state.q || state.domain;
@@ -225,23 +265,23 @@ function renderNodes(d) {
 	const all = $("all-domains");
 	if (all) all.onclick = (e) => { e.preventDefault(); state.domain = ""; state.page = 0; poll(); };
 	renderPager(d);
-	/* Summary: the domains as rows. */
+	/* Summary: the domains as a tree, coarse to fine, folded: a level's
+	 * groups open on a click, a finest domain's click asks for its nodes. */
 	if (d.mode === "summary" && !filtered) {
-		let rows = "";
-		const n = Math.min(d.domains.length, DOMAIN_ROWS);
-		for (let i = 0; i < n; i++) {
-			const dom = d.domains[i];
-			const pct = dom.g ? Math.round(100 * dom.u / dom.g) : 0;
-			rows += `<div class="domain-row" data-domain="${esc(dom.p.join("/"))}"><span>${domainLabel(d, i)}</span>` +
-				`<span class="bar"><i style="width:${pct}%"></i></span><span>${dom.u}/${dom.g} used</span></div>`;
-		}
-		if (d.domains.length > n)
-			rows += `<div class="more">${d.domains.length - n} more domains: search to narrow</div>`;
-		$("domains").innerHTML = rows;
+		$("domains").innerHTML = domainTreeHtml(d);
 		$("nodes").innerHTML = "";
-		for (const row of $("domains").children)
-			if (row.dataset.domain != null)
-				row.onclick = () => { state.domain = row.dataset.domain; state.page = 0; poll(); };
+		for (const row of $("domains").querySelectorAll(".domain-row"))
+			row.onclick = () => {
+				const key = row.dataset.key;
+				if (row.dataset.leaf != null) {
+					state.domain = key;
+					state.page = 0;
+					poll();
+				} else {
+					if (state.expanded.has(key)) state.expanded.delete(key); else state.expanded.add(key);
+					render(state.data);
+				}
+			};
 		return;
 	}
 	$("domains").innerHTML = "";
@@ -372,7 +412,7 @@ function chart(canvas, series, fmt) {
 		let pen = false;
 		vs.forEach((v, i) => {
 			if (v == null) { pen = false; return; }
-			const x = vs.length > 1 ? (i / (HISTORY - 1)) * w : 0;
+			const x = vs.length > 1 ? (i / (vs.length - 1)) * w : 0;
 			const y = h - 2 - (v / max) * (h - 14);
 			if (pen) ctx.lineTo(x, y); else ctx.moveTo(x, y);
 			pen = true;
@@ -397,7 +437,7 @@ function renderLatency() {
 	let html = "";
 	for (const v of ["filter", "bind"]) {
 		const l = last[v];
-		html += `<span>${v}</span><span data-verb="${v}">${l && l.n > 0 ? `${fmtS(l.p50)} / ${fmtS(l.p99)} (${l.n} requests)` : "no requests"}</span>`;
+		html += `<span>${v}</span><span data-verb="${v}">${l && l.n > 0 ? `${fmtS(l.p50)} / ${fmtS(l.p99)} (${l.n} request${l.n === 1 ? "" : "s"})` : "no requests"}</span>`;
 	}
 	$("latency").innerHTML = html;
 	chart($("lat-chart"), {
