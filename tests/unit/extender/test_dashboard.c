@@ -1,7 +1,8 @@
 /* GET /debug/dashboard.json (dashboard.c, dashboard_gangs.c) on the test
  * cluster and on 5,000 made-up nodes: every GPU's holder (a pod, a gang, a
  * gang's reservation or hold, a pod of unknown devices), domains that add up,
- * the searches, and the caps of dashboard.h. The page itself is tested in
+ * the searches, the caps of dashboard.h, and the gangs and queues of a gang
+ * manager (gang_fixture.c). The page itself is tested in
  * Chromium (tests/browser/test_dashboard.mjs); this runs under the sanitizers.
  */
 #include <stdarg.h>
@@ -15,7 +16,7 @@
 #include <string.h>
 
 #include "extender/dashboard.h"
-#include "fixture.h"
+#include "gang_fixture.h"
 
 static cJSON *dash(struct fx *f, const char *q, const char *domain, unsigned page,
 		   size_t *bytes)
@@ -172,6 +173,50 @@ static void test_reservations_and_holds_are_their_gangs(void **state)
 	cJSON_Delete(j);
 }
 
+static const cJSON *gang_of(const cJSON *j, const char *name)
+{
+	const cJSON *g;
+
+	cJSON_ArrayForEach(g, item(j, "gangs"))
+		if (strcmp(item(g, "n")->valuestring, name) == 0)
+			return g;
+	fail_msg("gang %s is not listed", name);
+	return NULL;
+}
+
+static void test_a_planned_gang_its_places_and_queue(void **state)
+{
+	struct gfx *g = *state;
+	const cJSON *gang, *slots, *q;
+	bool ml = false;
+	cJSON *j;
+
+	pair_planned(g);
+	j = dash(&g->fx, NULL, NULL, 0, NULL);
+	gang = gang_of(j, "ml/pair");
+	assert_string_equal(item(gang, "st")->valuestring, "planned");
+	assert_int_equal(item(gang, "quorum")->valueint, 2);
+	assert_int_equal(item(gang, "gpus")->valueint, 16);
+	assert_true(item(gang, "left")->valuedouble > 0);
+	slots = item(gang, "slots");
+	assert_int_equal(cJSON_GetArraySize(slots), 2);
+	/* Its reserved GPUs drawn as its own. */
+	expect_holder(j, "gpu-a100-1", 0, "planned ml/pair");
+	expect_holder(j, "gpu-h100-1", 7, "planned ml/pair");
+	assert_int_equal(item(item(j, "gangCounts"), "planned")->valueint, 1);
+	cJSON_ArrayForEach(q, item(j, "queues"))
+		if (strcmp(item(q, "n")->valuestring, "ml") == 0) {
+			ml = true;
+			assert_int_equal(item(q, "planned")->valueint, 1);
+			assert_true(item(q, "share")->valuedouble > 0);
+		}
+	assert_true(ml);
+	/* The filter behind the plan is in the latency counts the page reads. */
+	assert_int_equal(cJSON_GetArraySize(item(item(j, "latency"), "bounds")),
+			 EXT_LATENCY_BOUNDS);
+	cJSON_Delete(j);
+}
+
 /* ---- 5,000 nodes ---------------------------------------------------------------- */
 
 enum { BIG_NODES = 5000, BIG_PER_BLOCK = 20 };
@@ -250,6 +295,8 @@ int main(void)
 						fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_five_thousand_nodes_stay_under_the_caps,
 						fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_a_planned_gang_its_places_and_queue,
+						gfx_setup, gfx_teardown),
 	};
 
 	log_set_level(LOG_ERROR);
