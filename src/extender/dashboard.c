@@ -535,15 +535,14 @@ static void put_domains(struct strbuf *sb, struct collect *c, const bool *keep, 
 	strbuf_putc(sb, ']');
 }
 
-static void put_nodes(struct strbuf *sb, const struct ext_service *svc, struct collect *c,
-		      const struct ext_dashboard_query *q, const struct holders *h,
-		      const bool *keep, struct shown *sh, bool *truncated)
+static void put_nodes(struct strbuf *sb, struct collect *c, const struct ext_dashboard_query *q,
+		      const struct holders *h, const bool *keep, struct shown *sh,
+		      bool *truncated)
 {
 	bool filtered = (q->q && q->q[0]) || (q->domain && q->domain[0]);
 	bool summary = c->n > DASH_FULL_NODES;
 	size_t matched = 0, first = (size_t)q->page * DASH_PAGE_NODES, sent = 0;
 
-	(void)svc;
 	strbuf_puts(sb, ",\"nodes\":[");
 	for (size_t i = 0; i < c->n; i++) {
 		if (summary && !filtered)
@@ -628,7 +627,7 @@ void ext_dashboard_json(const struct ext_service *svc, const struct ext_dashboar
 		}
 	strbuf_putc(sb, ']');
 	put_domains(sb, &c, keep, &truncated);
-	put_nodes(sb, svc, &c, q, &h, keep, &sh, &truncated);
+	put_nodes(sb, &c, q, &h, keep, &sh, &truncated);
 	cache_read_end(svc->cache);
 
 	put_owners(sb, &sh);

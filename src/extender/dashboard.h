@@ -22,6 +22,9 @@
 #define TROUPE_EXTENDER_DASHBOARD_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
 
 #include "extender/verbs.h"
 
@@ -53,6 +56,12 @@ struct ext_dashboard_query {
 /* GET /debug/dashboard.json into <r> (docs/reference.md lists its fields). */
 void ext_dashboard_json(const struct ext_service *svc, const struct ext_dashboard_query *q,
 			struct ext_reply *r);
+
+/* Answer GET <path> (a route of ops_server.c's: /debug/dashboard, .js, .css
+ * or .json) on <conn>, counting it from <t0> (util_now_ns at its headers).
+ * Returns libmicrohttpd's answer. dashboard_serve.c. */
+enum MHD_Result ext_dashboard_serve(const struct ext_service *svc, struct MHD_Connection *conn,
+				    const char *path, uint64_t t0);
 
 /* One of the page's files, compiled in (dashboard_assets.c, generated). */
 struct ext_dashboard_asset {

@@ -193,57 +193,8 @@ static void answer(const struct ext_service *svc, enum ops_route route, struct e
 		break;
 	case O_DASHBOARD_JSON:
 	case O_DASHBOARD_FILE:
-		break;                  /* dashboard_request */
+		break;                  /* ext_dashboard_serve */
 	}
-}
-
-/* The dashboard: its JSON with the poll's query (?q= ?domain= ?page=), or one
- * of its compiled-in files, served from the binary's own memory. A browser
- * keeps the files for a minute; the JSON is never cached. */
-static enum MHD_Result dashboard_request(struct ext_ops_server *s, struct MHD_Connection *conn,
-					 const char *path, enum ops_route route, uint64_t t0)
-{
-	const struct ext_dashboard_asset *a;
-	struct MHD_Response *resp;
-	enum MHD_Result ret;
-
-	if (route == O_DASHBOARD_JSON) {
-		const char *page = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "page");
-		struct ext_dashboard_query q = {
-			MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "q"),
-			MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "domain"),
-			page ? (unsigned)strtoul(page, NULL, 10) : 0,
-		};
-		struct ext_reply reply;
-
-		if ((q.q && strlen(q.q) >= DASH_QUERY_BUF) ||
-		    (q.domain && strlen(q.domain) >= DASH_QUERY_BUF) || q.page > 100000)
-			return ext__http_send_error(conn, 400, NULL, NULL,
-						    "troupe: q and domain take at most %d "
-						    "characters, page at most 100000",
-						    DASH_QUERY_BUF - 1);
-		ext_reply_init(&reply);
-		ext_dashboard_json(s->svc, &q, &reply);
-		ext_count(s->svc->counters, EXT_C_OTHER, false, util_now_ns() - t0);
-		log_debug("ops", "GET %s -> %u (%zu bytes)", path, reply.status, reply.body.len);
-		ret = ext__http_send(conn, reply.status, &reply.body, MHD_HTTP_HEADER_CACHE_CONTROL,
-				     "no-store");
-		ext_reply_fini(&reply);
-		return ret;
-	}
-	a = ext_dashboard_asset(strcmp(path, "/debug/dashboard") == 0 ? "index.html"
-								 : path + strlen("/debug/"));
-	if (!a)
-		return ext__http_send_error(conn, 404, NULL, NULL, "troupe: no such file %s", path);
-	resp = MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
-	if (!resp)
-		return MHD_NO;
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, a->content_type);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "max-age=60");
-	ret = MHD_queue_response(conn, 200, resp);
-	MHD_destroy_response(resp);
-	ext_count(s->svc->counters, EXT_C_OTHER, false, util_now_ns() - t0);
-	return ret;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -290,7 +241,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (ops_routes[found].route == O_DASHBOARD_JSON ||
 	    ops_routes[found].route == O_DASHBOARD_FILE)
-		return dashboard_request(s, conn, path, ops_routes[found].route, t0);
+		return ext_dashboard_serve(s->svc, conn, path, t0);
 	ext_reply_init(&reply);
 	answer(s->svc, ops_routes[found].route, &reply);
 	ext_count(s->svc->counters, EXT_C_OTHER, reply.error || reply.status != 200,
@@ -369,8 +320,9 @@ struct ext_ops_server *ext_ops_server_start(const struct ext_ops_config *cfg,
 	s->port = info ? info->port : cfg->port;
 	freeaddrinfo(ai);
 	/* The wording the tests read the port from (tests/integration/troupe_proc.py). */
-	log_info("ops", "ops listening on http://%s%s%s:%u (/healthz /readyz /version open; "
-		 "/debug/* /metrics %s)", v6 ? "[" : "", cfg->host, v6 ? "]" : "", s->port,
+	log_info("ops", "ops listening on http://%s%s%s:%u (/healthz /readyz /version and the "
+		 "page of /debug/dashboard open; /debug/* /metrics %s)", v6 ? "[" : "", cfg->host,
+		 v6 ? "]" : "", s->port,
 		 cfg->auth ? "need a bearer token that TokenReview and SubjectAccessReview accept"
 			   : "open to anyone who reaches this address");
 	if (cfg->auth)
