@@ -117,7 +117,17 @@ static int row_cmp(const void *pa, const void *pb)
 	return r ? r : strcmp(a->name, b->name);
 }
 
-static void put_gang(struct strbuf *sb, const struct gang_row *g)
+/* cache_group_foreach: the GPUs a gang's members hold. */
+static void add_held(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	unsigned long long *gpus = arg;
+
+	(void)uid;
+	if (p->active && p->node[0])
+		*gpus += (unsigned)__builtin_popcountll(p->devices) + p->unattributed;
+}
+
+static void put_gang(struct strbuf *sb, struct cache *cache, const struct gang_row *g)
 {
 	const struct gang_view *v = g->v;
 
@@ -126,7 +136,12 @@ static void put_gang(struct strbuf *sb, const struct gang_row *g)
 	strbuf_printf(sb, ",\"st\":\"%s\",\"quorum\":%u,\"exist\":%u,\"bound\":%u", g->state,
 		      g->quorum, g->exist, g->bound);
 	if (!v) {
-		strbuf_putc(sb, '}');
+		/* Known from the cache only: what its members hold (a listed
+		 * gang's members, DASH_MAX_GANGS gangs at most). */
+		unsigned long long held = 0;
+
+		cache_group_foreach(cache, g->ns, g->name, add_held, &held);
+		strbuf_printf(sb, ",\"held\":%llu}", held);
 		return;
 	}
 	strbuf_puts(sb, ",\"q\":");
@@ -190,7 +205,7 @@ static void put_gangs(const struct ext_service *svc, struct strbuf *sb)
 			continue;
 		if (i)
 			strbuf_putc(sb, ',');
-		put_gang(sb, &rs.r[i]);
+		put_gang(sb, svc->cache, &rs.r[i]);
 	}
 	strbuf_puts(sb, "],\"gangCounts\":{");
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)

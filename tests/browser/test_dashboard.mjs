@@ -160,6 +160,7 @@ async function known(browser, screenshot) {
 			r.querySelector(".st").textContent]));
 		assert.deepEqual(gangs.map((g) => g[0]).sort(), ["ml/llm", "ml/train"]);
 		assert.match(gangs.find((g) => g[0] === "ml/train")[1], /^bound/);
+		assert.equal(await page.textContent('#gangs tr.row[data-gang="ml/train"] td:nth-child(4)'), "16");
 		assert.match(gangs.find((g) => g[0] === "ml/llm")[1], /^(waiting|pending)/);
 
 		// Live: a filter and a bind on the verbs show the pod on its node and the latency.

@@ -342,7 +342,7 @@ function renderGangs(d) {
 		`<td><i class="dot" style="display:inline-block;width:8px;height:8px;border-radius:2px;background:${colour(g.n)}"></i> ${esc(g.n)}</td>` +
 		`<td><span class="st st-${esc(g.st)}">${esc(g.st)}${g.pos ? " #" + g.pos : ""}</span></td>` +
 		`<td>${g.bound}/${g.exist}${g.quorum ? " of " + g.quorum : ""}</td>` +
-		`<td>${g.gpus != null ? g.gpus : ""}</td><td>${esc(g.q || "")}</td></tr>`).join("");
+		`<td>${g.gpus != null ? g.gpus : g.held != null ? g.held : ""}</td><td>${esc(g.q || "")}</td></tr>`).join("");
 	const more = (c.all || 0) - (d.gangs || []).length;
 	$("gangs").tBodies[0].innerHTML = rows + (more > 0 ? `<tr><td colspan="5" class="muted">${more} more gangs</td></tr>` : "");
 	for (const tr of $("gangs").tBodies[0].querySelectorAll("tr.row"))
@@ -371,7 +371,8 @@ function renderGangDetail(d) {
 	el.hidden = false;
 	if (!g) { el.innerHTML = `<b>${esc(state.gang)}</b>: not listed now`; return; }
 	let html = `<b data-k="gang">${esc(g.n)}</b> <span class="st st-${esc(g.st)}" data-k="state">${esc(g.st)}</span><br>` +
-		`members: ${g.exist} exist, ${g.bound} bound${g.quorum ? ", quorum " + g.quorum : ""}`;
+		`members: ${g.exist} exist, ${g.bound} bound${g.quorum ? ", quorum " + g.quorum : ""}` +
+		(g.held != null ? `; they hold ${g.held} GPUs` : "");
 	if (g.q != null) {
 		html += `<br>queue ${esc(g.q)} (share ${(g.share * 100).toFixed(1)}%)` +
 			(g.pos ? `, #${g.pos} in the fair order` : "") +
@@ -404,6 +405,12 @@ function chart(canvas, series, fmt) {
 	ctx.fillStyle = "#8892a0";
 	ctx.font = "10px sans-serif";
 	ctx.fillText(fmt(max), 4, 10);
+	const h0 = state.history[0], h1 = state.history[state.history.length - 1];
+	if (h0 && h1 && h1.t > h0.t) {
+		const span = (h1.t - h0.t) / 1000;
+		const text = span < 120 ? `last ${Math.round(span)} s` : `last ${Math.round(span / 60)} min`;
+		ctx.fillText(text, w - ctx.measureText(text).width - 4, 10);
+	}
 	for (const k in series) {
 		const vs = series[k];
 		ctx.strokeStyle = colour(k);

@@ -113,6 +113,7 @@ static void test_every_gpu_and_its_holder(void **state)
 			    "ml/llm");
 	assert_string_equal(item(cJSON_GetArrayItem(item(j, "gangs"), 0), "st")->valuestring,
 			    "pending");
+	assert_int_equal(item(cJSON_GetArrayItem(item(j, "gangs"), 0), "held")->valueint, 0);
 	assert_false(cJSON_IsTrue(item(j, "truncated")));
 	cJSON_Delete(j);
 }
