@@ -130,9 +130,13 @@ static void add_held(const struct cache_pod_info *p, const char *uid, void *arg)
 static void put_gang(struct strbuf *sb, struct cache *cache, const struct gang_row *g)
 {
 	const struct gang_view *v = g->v;
+	char key[K8S_KEY_BUF];
 
+	snprintf(key, sizeof(key), "%s/%s", g->ns, g->name);
+	/* Escaped: a group's name may come from an annotation, which any text
+	 * can be, or from a filter call's made-up pod. */
 	strbuf_puts(sb, "{\"n\":");
-	strbuf_printf(sb, "\"%s/%s\"", g->ns, g->name);     /* DNS names: nothing to escape */
+	strbuf_put_json_str(sb, key, strlen(key));
 	strbuf_printf(sb, ",\"st\":\"%s\",\"quorum\":%u,\"exist\":%u,\"bound\":%u", g->state,
 		      g->quorum, g->exist, g->bound);
 	if (!v) {

@@ -218,6 +218,34 @@ static void test_a_planned_gang_its_places_and_queue(void **state)
 	cJSON_Delete(j);
 }
 
+/* A group name from an annotation can be any text: the JSON stays JSON. */
+static void test_odd_names_are_escaped(void **state)
+{
+	struct fx *f = *state;
+	const char *text = "{\"metadata\":{\"name\":\"odd-0\",\"namespace\":\"ml\",\"uid\":\"uid-odd-0\","
+			   "\"annotations\":{\"scheduling.k8s.io/group-name\":\"we\\\"ird</script>\","
+			   "\"troupe.io/gpu-ids\":\"7\"}},\"spec\":{\"nodeName\":\"gpu-a100-1\","
+			   "\"containers\":[{\"name\":\"m\",\"resources\":{\"limits\":"
+			   "{\"nvidia.com/gpu\":\"1\"}}}]},\"status\":{\"phase\":\"Running\"}}";
+	char err[CACHE_ERR_LEN];
+	cJSON *obj = cJSON_Parse(text), *j;
+	struct cache_pod *pod;
+	const cJSON *g;
+	bool listed = false;
+
+	assert_non_null(obj);
+	pod = cache_pod_parse(obj, cache_get_opts(f->cache), err, sizeof(err));
+	cJSON_Delete(obj);
+	assert_non_null(pod);
+	assert_int_equal(cache_pod_apply(f->cache, pod), 0);
+	j = dash(f, NULL, NULL, 0, NULL);
+	expect_holder(j, "gpu-a100-1", 7, "gang ml/we\"ird</script>");
+	cJSON_ArrayForEach(g, item(j, "gangs"))
+		listed |= strcmp(item(g, "n")->valuestring, "ml/we\"ird</script>") == 0;
+	assert_true(listed);
+	cJSON_Delete(j);
+}
+
 /* ---- 5,000 nodes ---------------------------------------------------------------- */
 
 enum { BIG_NODES = 5000, BIG_PER_BLOCK = 20 };
@@ -294,6 +322,7 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_reservations_and_holds_are_their_gangs,
 						fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_odd_names_are_escaped, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_five_thousand_nodes_stay_under_the_caps,
 						fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_a_planned_gang_its_places_and_queue,
