@@ -35,10 +35,9 @@ enum {
 /* A node's flags. */
 enum { NODE_NOT_READY = 1, NODE_CORDONED = 2, NODE_NO_GPUS = 4 };
 
-/* Room left at the end of the reply for what follows the nodes (owners,
- * gangs, queues, latency): nodes and domains stop this short of
- * DASH_JSON_MAX. */
-enum { DASH_TAIL_RESERVE = 192 * 1024 };
+/* Where nodes and their holders stop: room for what follows them (dashboard.h). */
+#define NODES_END (DASH_JSON_MAX - DASH_TOPOS_ROOM - DASH_GANGS_ROOM - DASH_QUEUES_ROOM - \
+		   DASH_END_ROOM)
 
 /* Who holds GPUs: a pod, a gang's bound members, a gang's planned slots
  * (reservations), a starving gang's holds. */
@@ -53,6 +52,10 @@ struct owner {
 	int out;                        /* index in the reply's "owners"; -1: not sent */
 	const char *ns_name;            /* into key: "<ns>/<name>" */
 	const char *queue;
+	/* Its entry in "owners", made once it is first sent (its GPUs are all
+	 * counted by then), so the budget knows its exact size. */
+	char *json;
+	size_t json_len;
 	char key[];                     /* "<kind>:<ns>/<name>", the map's key; then the queue */
 };
 
@@ -129,6 +132,8 @@ static struct owner *owner_get(struct holders *h, enum owner_kind kind, const ch
 	o->ns_name = o->key + 2;
 	memcpy(o->key + n + 1, queue, qlen + 1);
 	o->queue = o->key + n + 1;
+	o->json = NULL;
+	o->json_len = 0;
 	if (strmap_put(&h->owners, o->key, (size_t)n, o, NULL) < 0) {
 		free(o);
 		return NULL;
@@ -207,8 +212,10 @@ static void holders_fini(struct holders *h)
 		free(nh);
 	}
 	pos = 0;
-	while (strmap_next(&h->owners, &pos, &key, &v))
+	while (strmap_next(&h->owners, &pos, &key, &v)) {
+		free(((struct owner *)v)->json);
 		free(v);
+	}
 	strmap_fini(&h->by_node);
 	strmap_fini(&h->owners);
 }
@@ -406,29 +413,48 @@ static void put_islands(struct strbuf *sb, const struct placement_topo *t)
 
 /* ---- Writing a node -------------------------------------------------------- */
 
-static int owner_out(struct owner *o, struct owner ***shown, size_t *n_shown, size_t *cap)
-{
-	if (o->out >= 0)
-		return o->out;
-	if (*n_shown == *cap) {
-		size_t nc = *cap ? *cap * 2 : 64;
-		struct owner **ns = realloc(*shown, nc * sizeof(*ns));
-
-		if (!ns)
-			return DEV_UNKNOWN;
-		*shown = ns;
-		*cap = nc;
-	}
-	(*shown)[*n_shown] = o;
-	o->out = (int)(*n_shown)++;
-	return o->out;
-}
-
 struct shown {
 	struct owner **owners;          /* in "owners" order */
 	size_t n, cap;
+	size_t owner_bytes;             /* their entries' json_len (and a comma), summed */
 	struct topos topos;
 };
+
+/* <o>'s index in "owners", numbered as first met. */
+static int owner_out(struct owner *o, struct shown *sh)
+{
+	if (o->out >= 0)
+		return o->out;
+	if (!o->json) {
+		struct strbuf e = STRBUF_INIT;
+
+		strbuf_printf(&e, "{\"k\":\"%s\",\"n\":", owner_kind_names[o->kind]);
+		strbuf_put_json_str(&e, o->ns_name, strlen(o->ns_name));
+		strbuf_puts(&e, ",\"q\":");
+		strbuf_put_json_str(&e, o->queue, strlen(o->queue));
+		strbuf_printf(&e, ",\"g\":%u}", o->gpus);
+		if (strbuf_failed(&e)) {
+			strbuf_fini(&e);
+			return DEV_UNKNOWN;
+		}
+		o->json = strbuf_take(&e, &o->json_len);
+		if (!o->json)
+			return DEV_UNKNOWN;
+	}
+	if (sh->n == sh->cap) {
+		size_t nc = sh->cap ? sh->cap * 2 : 64;
+		struct owner **ns = realloc(sh->owners, nc * sizeof(*ns));
+
+		if (!ns)
+			return DEV_UNKNOWN;
+		sh->owners = ns;
+		sh->cap = nc;
+	}
+	sh->owners[sh->n] = o;
+	sh->owner_bytes += o->json_len + 1;
+	o->out = (int)sh->n++;
+	return o->out;
+}
 
 /* ["name",domain,flags,topo,[device codes]] */
 static void put_node(struct strbuf *sb, const struct dnode *d, const struct holders *h,
@@ -447,7 +473,7 @@ static void put_node(struct strbuf *sb, const struct dnode *d, const struct hold
 		code[i] = (n->unhealthy >> i & 1) && !(d->v.used >> i & 1) ? DEV_UNHEALTHY
 									    : DEV_FREE;
 	for (const struct holding *hd = nh ? nh->first : NULL; hd; hd = hd->next) {
-		int o = owner_out(hd->owner, &sh->owners, &sh->n, &sh->cap);
+		int o = owner_out(hd->owner, sh);
 
 		for (uint64_t m = hd->devices & cache_node_capacity_mask(n); m; m &= m - 1)
 			code[__builtin_ctzll(m)] = o;
@@ -478,13 +504,9 @@ static void put_owners(struct strbuf *sb, const struct shown *sh)
 {
 	strbuf_puts(sb, ",\"owners\":[");
 	for (size_t i = 0; i < sh->n; i++) {
-		const struct owner *o = sh->owners[i];
-
-		strbuf_printf(sb, "%s{\"k\":\"%s\",\"n\":", i ? "," : "", owner_kind_names[o->kind]);
-		strbuf_put_json_str(sb, o->ns_name, strlen(o->ns_name));
-		strbuf_puts(sb, ",\"q\":");
-		strbuf_put_json_str(sb, o->queue, strlen(o->queue));
-		strbuf_printf(sb, ",\"g\":%u}", o->gpus);
+		if (i)
+			strbuf_putc(sb, ',');
+		strbuf_append(sb, sh->owners[i]->json, sh->owners[i]->json_len);
 	}
 	strbuf_putc(sb, ']');
 }
@@ -501,6 +523,15 @@ static unsigned kept_levels(const struct collect *c, bool *keep)
 		kept += keep[l];
 	}
 	return kept;
+}
+
+/* Take back what was written after <at> (a part that did not fit). */
+static void rewind_to(struct strbuf *sb, size_t at)
+{
+	if (sb->buf && at <= sb->len) {
+		sb->len = at;
+		sb->buf[at] = '\0';
+	}
 }
 
 /* Domain summaries, the nodes' domain indexes set on the way. */
@@ -523,7 +554,9 @@ static void put_domains(struct strbuf *sb, struct collect *c, const bool *keep, 
 			free_gpus += cache_view_free_gpus(v);
 			off += !v->node->ready || v->node->unschedulable;
 		}
-		if (nd < DASH_MAX_DOMAINS && sb->len < DASH_JSON_MAX - DASH_TAIL_RESERVE) {
+		if (nd < DASH_MAX_DOMAINS && sb->len < DASH_DOMAINS_END) {
+			size_t at = sb->len;
+
 			strbuf_puts(sb, nd ? ",{\"p\":[" : "{\"p\":[");
 			for (unsigned l = 0, k = 0; l < c->levels->n; l++) {
 				if (!keep[l])
@@ -534,6 +567,10 @@ static void put_domains(struct strbuf *sb, struct collect *c, const bool *keep, 
 			}
 			strbuf_printf(sb, "],\"n\":%zu,\"g\":%u,\"u\":%u,\"f\":%u,\"x\":%u}", j - i,
 				      gpus, used, free_gpus, off);
+			if (sb->len > DASH_DOMAINS_END) {
+				rewind_to(sb, at);
+				*truncated = true;
+			}
 		} else {
 			*truncated = true;
 		}
@@ -550,6 +587,9 @@ static void put_nodes(struct strbuf *sb, struct collect *c, const struct ext_das
 	bool filtered = (q->q && q->q[0]) || (q->domain && q->domain[0]);
 	bool summary = c->n > DASH_FULL_NODES;
 	size_t matched = 0, first = (size_t)q->page * DASH_PAGE_NODES, sent = 0;
+	size_t at, n_owners, owner_bytes;
+	unsigned n_topos;
+	bool full = false;              /* the budget is spent: count the rest only */
 
 	strbuf_puts(sb, ",\"nodes\":[");
 	for (size_t i = 0; i < c->n; i++) {
@@ -557,15 +597,27 @@ static void put_nodes(struct strbuf *sb, struct collect *c, const struct ext_das
 			break;
 		if (!node_matches(&c->nodes[i], q, h, keep, c->levels->n))
 			continue;
-		if (matched++ < first || sent == DASH_PAGE_NODES)
+		if (matched++ < first || sent == DASH_PAGE_NODES || full)
 			continue;
-		if (sb->len >= DASH_JSON_MAX - DASH_TAIL_RESERVE) {
-			*truncated = true;
-			continue;
-		}
-		if (sent++)
+		at = sb->len;
+		n_owners = sh->n;
+		owner_bytes = sh->owner_bytes;
+		n_topos = sh->topos.n;
+		if (sent)
 			strbuf_putc(sb, ',');
 		put_node(sb, &c->nodes[i], h, sh);
+		if (sb->len + sh->owner_bytes > NODES_END) {
+			/* It and its new holders would not fit: take it back. */
+			rewind_to(sb, at);
+			for (size_t o = n_owners; o < sh->n; o++)
+				sh->owners[o]->out = -1;
+			sh->n = n_owners;
+			sh->owner_bytes = owner_bytes;
+			sh->topos.n = n_topos;
+			*truncated = full = true;
+			continue;
+		}
+		sent++;
 	}
 	strbuf_printf(sb, "],\"mode\":\"%s\",\"matched\":%zu,\"page\":%u,\"pages\":%zu",
 		      summary ? "summary" : "full", matched, q->page,
@@ -639,7 +691,7 @@ void ext_dashboard_json(const struct ext_service *svc, const struct ext_dashboar
 	cache_read_end(svc->cache);
 
 	put_owners(sb, &sh);
-	ext_dashboard__gangs(svc, sb);
+	ext_dashboard__gangs(svc, sb, &truncated);
 	strbuf_printf(sb, ",\"truncated\":%s,\"incomplete\":%s}", truncated ? "true" : "false",
 		      h.failed || c.failed ? "true" : "false");
 	free(sh.owners);

@@ -44,6 +44,18 @@ enum {
 	DASH_JSON_MAX = 1 << 20,
 	/* A search string or a domain path, as read from the query. */
 	DASH_QUERY_BUF = 256,
+	/* The reply's budget, so that it stays under DASH_JSON_MAX whatever the
+	 * names in it (escaped, a byte can take six): each part stops, and
+	 * "truncated" says so, where the parts after it would no longer fit in
+	 * the room kept for them. Domains stop at DASH_DOMAINS_END bytes; nodes
+	 * (with their holders) where topologies, gangs, queues and the end
+	 * would not fit; gangs where queues and the end would not; queues
+	 * where the end would not. */
+	DASH_DOMAINS_END = 384 * 1024,
+	DASH_TOPOS_ROOM = 20 * 1024,    /* DASH_MAX_TOPOS of about 530 bytes at most */
+	DASH_GANGS_ROOM = 160 * 1024,
+	DASH_QUEUES_ROOM = 64 * 1024,
+	DASH_END_ROOM = 4096,           /* latency and the closing members */
 };
 
 /* What one poll asks for; any field may be NULL / 0. */
@@ -78,7 +90,8 @@ extern const struct ext_dashboard_asset ext__dashboard_assets[];
 extern const size_t ext__dashboard_n_assets;
 
 /* dashboard_gangs.c: the reply's "gangs", "gangCounts", "queues" and
- * "latency" members, each after a ','. */
-void ext_dashboard__gangs(const struct ext_service *svc, struct strbuf *sb);
+ * "latency" members, each after a ','; sets *<truncated> when gangs or queues
+ * were left out for the budget. */
+void ext_dashboard__gangs(const struct ext_service *svc, struct strbuf *sb, bool *truncated);
 
 #endif

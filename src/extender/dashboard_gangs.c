@@ -23,7 +23,18 @@
 enum {
 	/* A gang's plan places listed at most (the page draws its nodes). */
 	DASH_GANG_SLOTS = 64,
+	/* A gang's entry without its places, and one place, escaped, at most:
+	 * its key, queue and reason six bytes a byte, and the numbers; a node's
+	 * name and a device list. */
+	GANG_HEAD_MAX = 6 * (K8S_KEY_BUF + K8S_NAME_BUF + GANG_VIEW_REASON_BUF) + 512,
+	GANG_SLOT_MAX = 6 * K8S_NAME_BUF + EXT_DEVICE_IDS_BUF + 32,
+	/* A queue's entry, escaped, at most. */
+	QUEUE_MAX = 6 * K8S_NAME_BUF + 160,
 };
+
+/* Where gangs stop, and queues (dashboard.h's budget). */
+#define GANGS_END (DASH_JSON_MAX - DASH_QUEUES_ROOM - DASH_END_ROOM)
+#define QUEUES_END (DASH_JSON_MAX - DASH_END_ROOM)
 
 /* The order gangs are listed in: those that need a person's eye first. */
 static int state_rank(const char *st)
@@ -131,6 +142,7 @@ static void put_gang(struct strbuf *sb, struct cache *cache, const struct gang_r
 {
 	const struct gang_view *v = g->v;
 	char key[K8S_KEY_BUF];
+	unsigned listed = 0;
 
 	snprintf(key, sizeof(key), "%s/%s", g->ns, g->name);
 	/* Escaped: a group's name may come from an annotation, which any text
@@ -156,7 +168,8 @@ static void put_gang(struct strbuf *sb, struct cache *cache, const struct gang_r
 		      v->deadline_s, v->fair_position, v->share, v->n_holds);
 	strbuf_put_json_str(sb, v->reason, strlen(v->reason));
 	strbuf_puts(sb, ",\"slots\":[");
-	for (unsigned s = 0; s < v->n_slots && s < DASH_GANG_SLOTS; s++) {
+	for (unsigned s = 0; s < v->n_slots && s < DASH_GANG_SLOTS &&
+			     sb->len + GANG_SLOT_MAX + 64 <= GANGS_END; s++) {
 		char ids[EXT_DEVICE_IDS_BUF];
 
 		cache_devices_format(v->slots[s].devices, ids, sizeof(ids));
@@ -164,12 +177,12 @@ static void put_gang(struct strbuf *sb, struct cache *cache, const struct gang_r
 		strbuf_put_json_str(sb, v->slots[s].node, strlen(v->slots[s].node));
 		strbuf_printf(sb, ",\"%s\",%u,%s]", ids, v->slots[s].gpus,
 			      v->slots[s].member[0] ? "true" : "false");
+		listed++;
 	}
-	strbuf_printf(sb, "],\"slotsMore\":%u}",
-		      v->n_slots > DASH_GANG_SLOTS ? v->n_slots - DASH_GANG_SLOTS : 0);
+	strbuf_printf(sb, "],\"slotsMore\":%u}", v->n_slots - listed);
 }
 
-static void put_gangs(const struct ext_service *svc, struct strbuf *sb)
+static void put_gangs(const struct ext_service *svc, struct strbuf *sb, bool *truncated)
 {
 	struct gang_view *views = NULL;
 	unsigned n_views = 0, counts[7] = { 0 };
@@ -205,8 +218,12 @@ static void put_gangs(const struct ext_service *svc, struct strbuf *sb)
 	strbuf_puts(sb, ",\"gangs\":[");
 	for (size_t i = 0; i < rs.n; i++) {
 		counts[state_rank(rs.r[i].state)]++;
-		if (i >= DASH_MAX_GANGS || sb->len >= DASH_JSON_MAX - 16384)
+		if (i >= DASH_MAX_GANGS)
 			continue;
+		if (sb->len + GANG_HEAD_MAX + 64 > GANGS_END) {
+			*truncated = true;
+			continue;
+		}
 		if (i)
 			strbuf_putc(sb, ',');
 		put_gang(sb, svc->cache, &rs.r[i]);
@@ -220,14 +237,18 @@ static void put_gangs(const struct ext_service *svc, struct strbuf *sb)
 		gang_view_list_free(views, n_views);
 }
 
-static void put_queues(const struct ext_service *svc, struct strbuf *sb)
+static void put_queues(const struct ext_service *svc, struct strbuf *sb, bool *truncated)
 {
 	struct gang_queue_view *qs = NULL;
 	unsigned n = 0;
 
 	strbuf_puts(sb, ",\"queues\":[");
 	if (svc->gangs && gang_queue_list(svc->gangs, &qs, &n) == 0) {
-		for (unsigned i = 0; i < n && i < GANG_MAX_QUEUES * 4; i++) {
+		for (unsigned i = 0; i < n; i++) {
+			if (sb->len + QUEUE_MAX > QUEUES_END) {
+				*truncated = true;
+				break;
+			}
 			strbuf_puts(sb, i ? ",{\"n\":" : "{\"n\":");
 			strbuf_put_json_str(sb, qs[i].name, strlen(qs[i].name));
 			strbuf_printf(sb, ",\"w\":%g,\"share\":%.4f,\"waiting\":%u,\"planned\":%u,"
@@ -265,9 +286,9 @@ static void put_latency(const struct ext_service *svc, struct strbuf *sb)
 	strbuf_putc(sb, '}');
 }
 
-void ext_dashboard__gangs(const struct ext_service *svc, struct strbuf *sb)
+void ext_dashboard__gangs(const struct ext_service *svc, struct strbuf *sb, bool *truncated)
 {
-	put_gangs(svc, sb);
-	put_queues(svc, sb);
+	put_gangs(svc, sb, truncated);
+	put_queues(svc, sb, truncated);
 	put_latency(svc, sb);
 }

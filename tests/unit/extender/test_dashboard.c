@@ -313,6 +313,83 @@ static void test_five_thousand_nodes_stay_under_the_caps(void **state)
 	cJSON_Delete(j);
 }
 
+/* Long names everywhere: the reply stops short of DASH_JSON_MAX, says it is
+ * truncated, and what it sends is whole (every device's holder is listed). */
+static void test_the_byte_cap_holds_whatever_the_names(void **state)
+{
+	struct fx *f = *state;
+	char err[CACHE_ERR_LEN], pad[201];
+	const cJSON *n;
+	size_t bytes;
+	cJSON *j;
+	int owners, sent = 0;
+
+	memset(pad, 'x', 200);
+	pad[200] = '\0';
+	/* 2,100 domains of 5 long label values each, about 1 MB of summaries. */
+	for (unsigned i = 0; i < 2100; i++) {
+		static const char *const keys[] = { "topology.kubernetes.io/zone",
+			"network.topology.nvidia.com/datacenter", "network.topology.nvidia.com/spine",
+			"network.topology.nvidia.com/block", "network.topology.nvidia.com/accelerator" };
+		char name[64], val[128];
+		cJSON *obj, *labels;
+		struct cache_node *node;
+
+		snprintf(name, sizeof(name), "long-%04u", i);
+		obj = node_obj(name, "8", "8", true, false);
+		labels = cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "labels");
+		for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
+			snprintf(val, sizeof(val), "%04u-%.100s", i, pad);
+			cJSON_AddStringToObject(labels, keys[k], val);
+		}
+		node = cache_node_parse(obj, cache_get_opts(f->cache), err, sizeof(err));
+		assert_non_null(node);
+		assert_int_equal(cache_node_upsert(f->cache, node), 0);
+		cJSON_Delete(obj);
+	}
+	/* On 480 of them, 8 pods of 200-character names, one a GPU: about 1 MB
+	 * of holders for a page of nodes. */
+	for (unsigned i = 0; i < 480 * 8; i++) {
+		char text[1024];
+		struct cache_pod *pod;
+		cJSON *obj;
+
+		snprintf(text, sizeof(text), "{\"metadata\":{\"name\":\"p%04u-%s\",\"namespace\":\"ml\","
+			 "\"uid\":\"uid-long-%u\",\"annotations\":{\"troupe.io/gpu-ids\":\"%u\"}},"
+			 "\"spec\":{\"nodeName\":\"long-%04u\",\"containers\":[{\"name\":\"m\","
+			 "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
+			 "\"status\":{\"phase\":\"Running\"}}", i, pad, i, i % 8, i / 8);
+		obj = cJSON_Parse(text);
+		assert_non_null(obj);
+		pod = cache_pod_parse(obj, cache_get_opts(f->cache), err, sizeof(err));
+		cJSON_Delete(obj);
+		assert_non_null(pod);
+		assert_int_equal(cache_pod_apply(f->cache, pod), 0);
+	}
+	j = dash(f, NULL, NULL, 0, &bytes);
+	assert_true(bytes <= DASH_JSON_MAX);
+	assert_true(cJSON_IsTrue(item(j, "truncated")));
+	assert_true(cJSON_GetArraySize(item(j, "domains")) < 2100);
+	cJSON_Delete(j);
+	/* A search for the nodes with pods: fewer than the 480 fit with their
+	 * holders, and every holder they name is sent. */
+	j = dash(f, "long-0", NULL, 0, &bytes);
+	assert_true(bytes <= DASH_JSON_MAX);
+	assert_true(cJSON_IsTrue(item(j, "truncated")));
+	owners = cJSON_GetArraySize(item(j, "owners"));
+	cJSON_ArrayForEach(n, item(j, "nodes")) {
+		const cJSON *c;
+
+		cJSON_ArrayForEach(c, cJSON_GetArrayItem(n, 4))
+			assert_true(c->valueint < owners);
+		sent++;
+	}
+	/* (Domains took their 384 KiB first: about 200 nodes fit.) */
+	assert_true(sent > 100 && sent < 480);
+	assert_int_equal(item(j, "matched")->valueint, 1000);
+	cJSON_Delete(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -323,6 +400,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reservations_and_holds_are_their_gangs,
 						fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_odd_names_are_escaped, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_the_byte_cap_holds_whatever_the_names,
+						fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_five_thousand_nodes_stay_under_the_caps,
 						fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_a_planned_gang_its_places_and_queue,
