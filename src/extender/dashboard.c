@@ -4,9 +4,7 @@
  *
  * How a reply is built, in bounded work (nodes N, pods P):
  *  1. Outside any read section, every pod holding GPUs is copied into a table
- *     by node (cache_pod_foreach: O(P), no call back into the cache), each
- *     with its holder: the pod itself, or its gang for a gang's member, its
- *     reservation (planned) or its hold (a starving gang's).
+ *     by node with its holder (dashboard_holders.c: O(P)).
  *  2. Inside one read section, every node is read (O(N)), sorted by its
  *     network domain (the gang levels' label values, coarse to fine) and name
  *     (O(N log N)); runs of one domain make the domain summaries.
@@ -16,6 +14,7 @@
  *     numbered as they are met, so only those shown are sent.
  */
 #include "extender/dashboard.h"
+#include "extender/dashboard_holders.h"
 #include "extender/internal.h"
 
 #include <stdio.h>
@@ -38,187 +37,6 @@ enum { NODE_NOT_READY = 1, NODE_CORDONED = 2, NODE_NO_GPUS = 4 };
 /* Where nodes and their holders stop: room for what follows them (dashboard.h). */
 #define NODES_END (DASH_JSON_MAX - DASH_TOPOS_ROOM - DASH_GANGS_ROOM - DASH_QUEUES_ROOM - \
 		   DASH_END_ROOM)
-
-/* Who holds GPUs: a pod, a gang's bound members, a gang's planned slots
- * (reservations), a starving gang's holds. */
-enum owner_kind { OWN_POD, OWN_GANG, OWN_PLAN, OWN_HOLD };
-static const char *const owner_kind_names[] = { "pod", "gang", "planned", "held" };
-
-/* One allocation, its strings after it: a poll makes one per pod holding GPUs
- * outside a gang (thousands at 5,000 nodes). */
-struct owner {
-	enum owner_kind kind;
-	unsigned gpus;                  /* held in all */
-	int out;                        /* index in the reply's "owners"; -1: not sent */
-	const char *ns_name;            /* into key: "<ns>/<name>" */
-	const char *queue;
-	/* Its entry in "owners", made once it is first sent (its GPUs are all
-	 * counted by then), so the budget knows its exact size. */
-	char *json;
-	size_t json_len;
-	char key[];                     /* "<kind>:<ns>/<name>", the map's key; then the queue */
-};
-
-/* "<kind>:" and "<ns>/<name>" */
-enum { OWNER_KEY_BUF = 2 + K8S_KEY_BUF };
-
-/* What one holder occupies on one node. */
-struct holding {
-	struct owner *owner;
-	uint64_t devices;
-	uint32_t unattributed;          /* GPUs of unknown devices */
-	struct holding *next;
-};
-
-struct node_holdings {
-	char *node;                     /* the map's key */
-	struct holding *first;
-};
-
-struct holders {
-	struct strmap owners;           /* key -> struct owner */
-	struct strmap by_node;          /* node name -> struct node_holdings */
-	bool failed;                    /* out of memory: the reply says so */
-};
-
-/* A reservation's key names its gang: "gang-reservation/<ns>/<name>/..." or
- * "gang-hold/<ns>/<name>/..." (gang/admit.c, gang/fair.c). Writes "<ns>/<name>"
- * into <out>; false when <uid> is no such key. */
-static bool reservation_gang(const char *uid, enum owner_kind *kind, char *out, size_t len)
-{
-	static const struct {
-		const char *prefix;
-		enum owner_kind kind;
-	} forms[] = { { "gang-reservation/", OWN_PLAN }, { "gang-hold/", OWN_HOLD } };
-
-	for (size_t i = 0; i < ARRAY_SIZE(forms); i++) {
-		size_t plen = strlen(forms[i].prefix);
-		const char *s = uid + plen, *slash, *end;
-
-		if (strncmp(uid, forms[i].prefix, plen) != 0)
-			continue;
-		slash = strchr(s, '/');
-		end = slash ? strchr(slash + 1, '/') : NULL;
-		if (!end || (size_t)(end - s) >= len)
-			return false;
-		memcpy(out, s, (size_t)(end - s));
-		out[end - s] = '\0';
-		*kind = forms[i].kind;
-		return true;
-	}
-	return false;
-}
-
-static struct owner *owner_get(struct holders *h, enum owner_kind kind, const char *ns_name,
-			       const char *queue)
-{
-	char key[OWNER_KEY_BUF];
-	size_t qlen = strlen(queue);
-	struct owner *o;
-	int n = snprintf(key, sizeof(key), "%c:%s", "pgrh"[kind], ns_name);
-
-	if (n < 0 || (size_t)n >= sizeof(key))
-		return NULL;
-	o = strmap_get(&h->owners, key, (size_t)n);
-	if (o)
-		return o;
-	o = malloc(sizeof(*o) + (size_t)n + 1 + qlen + 1);
-	if (!o)
-		return NULL;
-	o->kind = kind;
-	o->gpus = 0;
-	o->out = -1;
-	memcpy(o->key, key, (size_t)n + 1);
-	o->ns_name = o->key + 2;
-	memcpy(o->key + n + 1, queue, qlen + 1);
-	o->queue = o->key + n + 1;
-	o->json = NULL;
-	o->json_len = 0;
-	if (strmap_put(&h->owners, o->key, (size_t)n, o, NULL) < 0) {
-		free(o);
-		return NULL;
-	}
-	return o;
-}
-
-static struct node_holdings *node_holdings_get(struct holders *h, const char *node)
-{
-	size_t len = strlen(node);
-	struct node_holdings *nh = strmap_get(&h->by_node, node, len);
-
-	if (nh)
-		return nh;
-	nh = calloc(1, sizeof(*nh) + len + 1);
-	if (!nh)
-		return NULL;
-	nh->node = (char *)(nh + 1);
-	memcpy(nh->node, node, len + 1);
-	if (strmap_put(&h->by_node, nh->node, len, nh, NULL) < 0) {
-		free(nh);
-		return NULL;
-	}
-	return nh;
-}
-
-/* cache_pod_foreach: a pod or reservation occupying GPUs, under its holder. */
-static void collect_pod(const struct cache_pod_info *p, const char *uid, void *arg)
-{
-	struct holders *h = arg;
-	char ns_name[K8S_KEY_BUF];
-	enum owner_kind kind = OWN_POD;
-	struct node_holdings *nh;
-	struct holding *hd;
-	struct owner *o;
-
-	if (h->failed || !p->node[0] || (!p->devices && !p->unattributed))
-		return;
-	if (p->reservation) {
-		if (!reservation_gang(uid, &kind, ns_name, sizeof(ns_name)))
-			snprintf(ns_name, sizeof(ns_name), "%s", uid);
-	} else if (p->group[0]) {
-		kind = OWN_GANG;
-		snprintf(ns_name, sizeof(ns_name), "%s/%s", p->ns, p->group);
-	} else {
-		snprintf(ns_name, sizeof(ns_name), "%s/%s", p->ns, p->name);
-	}
-	o = owner_get(h, kind, ns_name, p->queue);
-	nh = o ? node_holdings_get(h, p->node) : NULL;
-	hd = nh ? calloc(1, sizeof(*hd)) : NULL;
-	if (!hd) {
-		h->failed = true;
-		return;
-	}
-	hd->owner = o;
-	hd->devices = p->devices;
-	hd->unattributed = p->unattributed;
-	hd->next = nh->first;
-	nh->first = hd;
-	o->gpus += (unsigned)__builtin_popcountll(p->devices) + p->unattributed;
-}
-
-static void holders_fini(struct holders *h)
-{
-	size_t pos = 0;
-	const char *key;
-	void *v;
-
-	while (strmap_next(&h->by_node, &pos, &key, &v)) {
-		struct node_holdings *nh = v;
-
-		for (struct holding *hd = nh->first, *next; hd; hd = next) {
-			next = hd->next;
-			free(hd);
-		}
-		free(nh);
-	}
-	pos = 0;
-	while (strmap_next(&h->owners, &pos, &key, &v)) {
-		free(((struct owner *)v)->json);
-		free(v);
-	}
-	strmap_fini(&h->by_node);
-	strmap_fini(&h->owners);
-}
 
 /* ---- Nodes and their domains -------------------------------------------- */
 
@@ -428,7 +246,7 @@ static int owner_out(struct owner *o, struct shown *sh)
 	if (!o->json) {
 		struct strbuf e = STRBUF_INIT;
 
-		strbuf_printf(&e, "{\"k\":\"%s\",\"n\":", owner_kind_names[o->kind]);
+		strbuf_printf(&e, "{\"k\":\"%s\",\"n\":", ext__dash_owner_kinds[o->kind]);
 		strbuf_put_json_str(&e, o->ns_name, strlen(o->ns_name));
 		strbuf_puts(&e, ",\"q\":");
 		strbuf_put_json_str(&e, o->queue, strlen(o->queue));
@@ -663,9 +481,7 @@ void ext_dashboard_json(const struct ext_service *svc, const struct ext_dashboar
 	struct strbuf *sb = &r->body;
 	bool keep[GANG_MAX_LEVELS], truncated = false;
 
-	strmap_init(&h.owners);
-	strmap_init(&h.by_node);
-	cache_pod_foreach(svc->cache, collect_pod, &h);
+	ext__dash_holders_collect(svc->cache, &h);
 	strbuf_printf(sb, "{\"v\":1,\"synced\":%s,\"source\":",
 		      cache_is_synced(svc->cache) ? "true" : "false");
 	strbuf_put_json_str(sb, svc->source, strlen(svc->source));
@@ -696,7 +512,7 @@ void ext_dashboard_json(const struct ext_service *svc, const struct ext_dashboar
 		      h.failed || c.failed ? "true" : "false");
 	free(sh.owners);
 	free(c.nodes);
-	holders_fini(&h);
+	ext__dash_holders_fini(&h);
 }
 
 const struct ext_dashboard_asset *ext_dashboard_asset(const char *name)
