@@ -18,6 +18,7 @@
 "use strict";
 
 const POLL_MS = 2000;
+const FETCH_TIMEOUT_MS = 10000;
 const HISTORY = 300;            /* polls kept: 10 minutes */
 const LAT_WINDOW = 15;          /* latency is shown over the last 30 s */
 const NODE_BUDGET = 10000;      /* elements for node tiles */
@@ -62,12 +63,16 @@ function url() {
 
 async function poll() {
 	clearTimeout(state.timer);
+	/* A hidden tab asks nothing; it polls again once shown. */
+	if (document.hidden) return;
 	const seq = ++state.seq;
 	const headers = {};
 	const token = sessionStorage.getItem("troupe-token");
 	if (token) headers.Authorization = "Bearer " + token;
+	const abort = new AbortController();
+	const late = setTimeout(() => abort.abort(), FETCH_TIMEOUT_MS);
 	try {
-		const r = await fetch(url(), { headers, cache: "no-store" });
+		const r = await fetch(url(), { headers, cache: "no-store", signal: abort.signal });
 		if (seq !== state.seq) return;          /* a newer poll started */
 		if (r.status === 401 || r.status === 403) {
 			$("auth").hidden = false;
@@ -84,9 +89,10 @@ async function poll() {
 			status("live " + new Date().toLocaleTimeString(), false);
 		}
 	} catch (e) {
-		status("troupe unreachable", true);
+		if (seq === state.seq) status("troupe unreachable", true);
 	}
-	state.timer = setTimeout(poll, POLL_MS);
+	clearTimeout(late);
+	if (seq === state.seq) state.timer = setTimeout(poll, POLL_MS);
 }
 
 function status(text, bad) {
@@ -476,5 +482,6 @@ $("auth").onsubmit = (e) => {
 	sessionStorage.setItem("troupe-token", $("token").value.trim());
 	poll();
 };
+document.addEventListener("visibilitychange", () => { if (!document.hidden) poll(); });
 window.troupeDashboard = { state, DOM_CAP, NODE_BUDGET };
 poll();
