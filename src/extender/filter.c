@@ -2,7 +2,8 @@
  *
  * A single pod is judged node by node (placement_check_request), in one walk
  * over the request's nodes inside one cache read section, after the gang
- * manager's word on nodes whose freed GPUs it holds for a starving gang. A
+ * manager's word on nodes whose freed GPUs it holds for a starving gang: one
+ * function, ext__judge_node, which `troupe explain` calls too (explain.c). A
  * gang member is judged by the gang manager over all the candidates at once
  * (filter_gang): it plans and reserves the whole gang on first sight. The
  * scores of what passes are left for the prioritize that follows (cycle.h).
@@ -42,45 +43,53 @@ struct filter_ctx {
 	char retry[EXT_GANG_REASON_BUF]; /* answer with this error: kube-scheduler retries */
 };
 
-/* One node of a single pod's filter (ext__walk_nodes' callback): refused while
- * its freed GPUs are held for a starving gang, else placement's verdict. A
- * passing node's score is kept for prioritize. */
+void ext__judge_node(const struct ext_service *svc, const char *name,
+		     const struct cache_node_view *view, const char *unusable, int32_t priority,
+		     const struct placement_request *req, struct ext_node_verdict *out)
+{
+	out->held = false;
+	if (!view) {
+		placement_unknown_node(&out->fit);
+		if (unusable)
+			snprintf(out->fit.reason, sizeof(out->fit.reason), "%s", unusable);
+		return;
+	}
+	/* A starving gang before this pod keeps this node's freed GPUs. */
+	if (svc->gangs && gang_hold_note(svc->gangs, name, priority, out->note,
+					 sizeof(out->note))) {
+		out->held = true;
+		out->fit.verdict = PLACEMENT_UNSCHEDULABLE;
+		out->fit.why = PLACEMENT_WHY_FITS;      /* placement was not asked */
+		snprintf(out->fit.reason, sizeof(out->fit.reason), "%.150s", out->note);
+		return;
+	}
+	placement_check_request(view, req, cache_get_opts(svc->cache)->gpu_resources, &out->fit);
+}
+
+/* One node of a single pod's filter (ext__walk_nodes' callback): the shared
+ * verdict above. A passing node's score is kept for prioritize. */
 static void filter_node(const struct node_ref *ref, void *arg)
 {
 	struct filter_ctx *fc = arg;
-	struct placement_fit fit;
+	struct ext_node_verdict v;
 
-	if (ref->view && fc->svc->gangs) {
-		char note[TROUPE_MESSAGE_BUF];
-
-		/* A starving gang before this pod keeps this node's freed GPUs. */
-		if (gang_hold_note(fc->svc->gangs, ref->name, fc->pod->priority, note,
-				   sizeof(note))) {
-			ext_filter_out_fail(&fc->out, false, ref->name, ref->len, note);
-			snprintf(fc->last_reason, sizeof(fc->last_reason), "%.150s", note);
-			return;
-		}
+	ext__judge_node(fc->svc, ref->name, ref->view, ref->unusable, fc->pod->priority, &fc->req,
+			&v);
+	if (v.held) {
+		ext_filter_out_fail(&fc->out, false, ref->name, ref->len, v.note);
+		memcpy(fc->last_reason, v.fit.reason, sizeof(v.fit.reason));
+		return;
 	}
-	if (!ref->view) {
-		if (ref->unusable)
-			snprintf(fit.reason, sizeof(fit.reason), "%s", ref->unusable);
-		else
-			placement_unknown_node(&fit);
-		fit.verdict = PLACEMENT_UNSCHEDULABLE;
-	} else {
-		placement_check_request(ref->view, &fc->req,
-					cache_get_opts(fc->svc->cache)->gpu_resources, &fit);
-	}
-	if (fit.verdict == PLACEMENT_FITS) {
+	if (v.fit.verdict == PLACEMENT_FITS) {
 		pass_node(&fc->out, fc->a, ref->index, ref->object);
 		if (fc->cycle)
 			ext_cycle_entry_add(fc->cycle, ref->index,
 					    placement_score_memoized(&fc->memo, ref->view));
 		return;
 	}
-	memcpy(fc->last_reason, fit.reason, sizeof(fit.reason));
-	ext_filter_out_fail(&fc->out, fit.verdict == PLACEMENT_UNRESOLVABLE, ref->name, ref->len,
-			    fit.reason);
+	memcpy(fc->last_reason, v.fit.reason, sizeof(v.fit.reason));
+	ext_filter_out_fail(&fc->out, v.fit.verdict == PLACEMENT_UNRESOLVABLE, ref->name, ref->len,
+			    v.fit.reason);
 }
 
 /* A pod that asks for no managed resource: every node passes unchanged. */

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "cache/cache.h"
+#include "common/limits.h"
 #include "common/util.h"
 #include "extender/codec.h"
 #include "extender/verbs.h"
@@ -64,6 +65,23 @@ struct cache_pod *ext__request_pod(const struct ext_service *svc, const struct e
  * Inside a cache read section. */
 struct cache_node *ext__request_node_view(const struct ext_service *svc, const cJSON *it,
 					  struct cache_node_view *v);
+
+/* ---- One node's verdict for a single pod ------------------------------------ */
+
+struct ext_node_verdict {
+	struct placement_fit fit;       /* placement's verdict, or the hold's */
+	bool held;                      /* refused: its freed GPUs are held for a starving gang */
+	char note[TROUPE_MESSAGE_BUF];  /* with held: why, naming the gang */
+};
+
+/* filter.c: the verdict filter gives a single pod (not a gang member) of
+ * <priority> asking <req> on node <name>: <view>, or NULL when troupe cannot
+ * judge it (<unusable> says why, NULL: it does not know the node). Inside a
+ * cache read section. Filter and explain.c both ask it, so that explain's
+ * answer is filter's. */
+void ext__judge_node(const struct ext_service *svc, const char *name,
+		     const struct cache_node_view *view, const char *unusable, int32_t priority,
+		     const struct placement_request *req, struct ext_node_verdict *out);
 
 /* ---- Walking the request's nodes ------------------------------------------ */
 
@@ -170,6 +188,9 @@ char *ext__binding_annotations(const struct ext_service *svc, const char *node,
  * its GPU kind). Returns 0, or -EPERM with <why>. */
 int ext__bind_check_node(const struct ext_service *svc, const struct cache_pod_info *info,
 			 const char *node, char *why, size_t len);
+
+/* observe.c: the informer's readiness, or a snapshot's (ready once loaded). */
+void ext__readiness_get(const struct ext_service *svc, struct cache_readiness *out);
 
 static inline struct gang_member ext__member_of(const struct cache_pod *pod,
 						const struct placement_request *req)

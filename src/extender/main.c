@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "extender/config.h"
+#include "extender/explain.h"
 #include "extender/cycle.h"
 #include "placement/placement.h"
 #include "extender/server.h"
@@ -30,6 +31,8 @@ static void usage(FILE *out)
 		"       troupe --api-server URL [--token-file FILE] [options]\n"
 		"       troupe [options]              (in a pod: its service account)\n"
 		"       troupe --cluster FILE [options]   (a snapshot; binds stay in memory)\n"
+		"       troupe explain pod|podgroup NS/NAME ...   (why it is pending; see\n"
+		"                       troupe explain --help)\n"
 		"\n"
 		"troupe is a Kubernetes scheduler extender for GPU clusters. kube-scheduler calls\n"
 		"it over HTTP (POST /filter, /prioritize, /bind, /preempt) to place pods that ask\n"
@@ -221,6 +224,10 @@ int main(int argc, char **argv)
 	sigset_t sigs;
 	int opt, sig, ret = 2;
 	struct tls_flags tls_flags = { 0 };
+
+	/* `troupe explain ...`: a client of the ops listener, or a snapshot. */
+	if (argc > 1 && strcmp(argv[1], "explain") == 0)
+		return ext_explain_main(argc - 1, argv + 1);
 
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {

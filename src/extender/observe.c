@@ -1,20 +1,14 @@
 /* What troupe shows about itself, beside the verbs: GET /debug/state (nodes and
  * their GPU usage, the cache's and the informer's counters), GET /debug/cache
  * (every node, pod and pod group troupe knows, to compare with the API
- * server), GET /readyz, and the Prometheus counters of GET /metrics with the
- * request counts the server bumps (ext_count).
+ * server) and GET /readyz. GET /metrics is metrics.c's.
  */
 #include "extender/http_reply.h"
 #include "extender/internal.h"
-#include "extender/recover.h"
 
 #include <string.h>
 
-#include "cache/lease.h"
-#include "extender/server.h"
 #include "extender/standby.h"
-#include "extender/cycle.h"
-#include "troupe_version.h"
 
 /* ---- debug ------------------------------------------------------------- */
 
@@ -146,7 +140,7 @@ void ext_debug_cache(const struct ext_service *svc, struct ext_reply *r)
 
 /* With an API server the informer knows (lists, streams, permissions); a
  * snapshot is ready once loaded. */
-static void readiness_get(const struct ext_service *svc, struct cache_readiness *out)
+void ext__readiness_get(const struct ext_service *svc, struct cache_readiness *out)
 {
 	if (svc->informer) {
 		cache_informer_readiness(svc->informer, out);
@@ -171,7 +165,7 @@ void ext_readyz(const struct ext_service *svc, struct ext_reply *r)
 		strbuf_putc(&r->body, '}');
 		return;
 	}
-	readiness_get(svc, &rd);
+	ext__readiness_get(svc, &rd);
 	if (rd.state == CACHE_READY && !ext_recover_ready(svc->recover)) {
 		/* Just took the Lease: gangs the old leader left partly bound are
 		 * looked at first (recover.c), within a fraction of a second. */
@@ -209,254 +203,3 @@ void ext_readyz(const struct ext_service *svc, struct ext_reply *r)
 	}
 }
 
-/* ---- metrics --------------------------------------------------------------- */
-
-const double ext_latency_bounds_s[EXT_LATENCY_BOUNDS] = {
-	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-	0.5, 1, 2.5, 5, 10,
-};
-
-void ext_count(struct ext_counters *c, enum ext_counter_verb verb, bool error,
-	       uint64_t elapsed_ns)
-{
-	unsigned b = 0;
-
-	if (!c)
-		return;
-	__atomic_add_fetch(&c->requests[verb], 1, __ATOMIC_RELAXED);
-	if (error)
-		__atomic_add_fetch(&c->errors[verb], 1, __ATOMIC_RELAXED);
-	while (b < EXT_LATENCY_BOUNDS && (double)elapsed_ns > ext_latency_bounds_s[b] * 1e9)
-		b++;
-	__atomic_add_fetch(&c->latency[verb][b], 1, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&c->latency_ns_sum[verb], elapsed_ns, __ATOMIC_RELAXED);
-}
-
-/* troupe_request_duration_seconds: one histogram per verb, cumulative buckets
- * as Prometheus reads them. */
-static void latency_histograms(struct strbuf *sb, const struct ext_counters *c,
-			       const char *const *verbs)
-{
-	strbuf_puts(sb, "# HELP troupe_request_duration_seconds Time from a request's headers to "
-		    "its answer, by verb (a gang member's bind includes its wait at the barrier)\n"
-		    "# TYPE troupe_request_duration_seconds histogram\n");
-	for (int v = 0; v < EXT_C_VERBS; v++) {
-		unsigned long long cum = 0;
-
-		for (unsigned b = 0; b <= EXT_LATENCY_BOUNDS; b++) {
-			cum += __atomic_load_n(&c->latency[v][b], __ATOMIC_RELAXED);
-			if (b < EXT_LATENCY_BOUNDS)
-				strbuf_printf(sb, "troupe_request_duration_seconds_bucket{verb=\"%s\","
-					      "le=\"%g\"} %llu\n", verbs[v], ext_latency_bounds_s[b],
-					      cum);
-			else
-				strbuf_printf(sb, "troupe_request_duration_seconds_bucket{verb=\"%s\","
-					      "le=\"+Inf\"} %llu\n", verbs[v], cum);
-		}
-		strbuf_printf(sb, "troupe_request_duration_seconds_sum{verb=\"%s\"} %.9f\n"
-			      "troupe_request_duration_seconds_count{verb=\"%s\"} %llu\n", verbs[v],
-			      __atomic_load_n(&c->latency_ns_sum[v], __ATOMIC_RELAXED) / 1e9, verbs[v],
-			      cum);
-	}
-}
-
-/* troupe_http_responses_total by status code, and troupe_build_info. */
-static void responses_and_build(struct strbuf *sb)
-{
-	strbuf_puts(sb, "# HELP troupe_http_responses_total Answers sent on both listeners, by "
-		    "status code (\"other\": a code not listed)\n"
-		    "# TYPE troupe_http_responses_total counter\n");
-	for (unsigned i = 0; i < EXT_HTTP_CODES; i++) {
-		if (ext_http_codes[i])
-			strbuf_printf(sb, "troupe_http_responses_total{code=\"%u\"} %llu\n",
-				      ext_http_codes[i], ext__http_responses(i));
-		else
-			strbuf_printf(sb, "troupe_http_responses_total{code=\"other\"} %llu\n",
-				      ext__http_responses(i));
-	}
-	strbuf_puts(sb, "# HELP troupe_build_info The running troupe's version (always 1)\n"
-		    "# TYPE troupe_build_info gauge\n"
-		    "troupe_build_info{version=\"" TROUPE_VERSION "\"} 1\n");
-}
-
-static void metric(struct strbuf *sb, const char *name, const char *type, const char *help,
-		   unsigned long long v)
-{
-	strbuf_printf(sb, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name, v);
-}
-
-/* A counter per verb, one line each. */
-static void metric_by_verb(struct strbuf *sb, const char *name, const char *help,
-			   const char *const *verbs, const uint64_t *counts)
-{
-	strbuf_printf(sb, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
-	for (int i = 0; i < EXT_C_VERBS; i++)
-		strbuf_printf(sb, "%s{verb=\"%s\"} %llu\n", name, verbs[i],
-			      (unsigned long long)__atomic_load_n(&counts[i], __ATOMIC_RELAXED));
-}
-
-void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
-{
-	static const char *const verbs[EXT_C_VERBS] = { "filter", "prioritize", "bind", "preempt",
-							"other" };
-	struct strbuf *sb = &r->body;
-	struct cache_readiness rd;
-	struct cache_stats st;
-
-	cache_get_stats(svc->cache, &st);
-	readiness_get(svc, &rd);
-	metric(sb, "troupe_synced", "gauge", "1 once every initial list is applied",
-	       cache_is_synced(svc->cache));
-	metric(sb, "troupe_ready", "gauge",
-	       "1 while /readyz answers 200: synced, the API server reachable, no permission "
-	       "missing, and the leader when leader election is on",
-	       rd.state == CACHE_READY && !ext_service_is_standby(svc, NULL, 0) &&
-		       ext_recover_ready(svc->recover));
-	if (svc->lease)
-		metric(sb, "troupe_leader", "gauge", "1 while this replica holds the Lease",
-		       cache_lease_is_leader(svc->lease));
-	metric(sb, "troupe_nodes", "gauge", "Nodes in the cache", st.nodes);
-	metric(sb, "troupe_pods", "gauge", "Pods in the cache", st.pods);
-	metric(sb, "troupe_pods_holding_gpus", "gauge", "Pods holding GPUs", st.pods_holding);
-	metric(sb, "troupe_pod_groups", "gauge", "PodGroups in the cache", st.podgroups);
-	metric(sb, "troupe_gpus_allocatable", "gauge", "Allocatable GPUs of known nodes",
-	       st.gpus_allocatable);
-	metric(sb, "troupe_gpus_held", "gauge", "GPUs held by bound or assumed pods",
-	       st.gpus_held);
-	if (svc->counters) {
-		struct ext_counters *c = svc->counters;
-
-		metric_by_verb(sb, "troupe_requests_total", "Requests answered, by verb", verbs,
-			       c->requests);
-		metric_by_verb(sb, "troupe_request_errors_total", "Requests answered with an error",
-			       verbs, c->errors);
-		strbuf_printf(sb, "# HELP troupe_filter_seconds_total Server-side time in filter "
-			      "(divided by the filter count: the mean)\n"
-			      "# TYPE troupe_filter_seconds_total counter\n"
-			      "troupe_filter_seconds_total %.6f\n",
-			      __atomic_load_n(&c->filter_ns_total, __ATOMIC_RELAXED) / 1e9);
-		latency_histograms(sb, c, verbs);
-	}
-	responses_and_build(sb);
-	if (svc->cycle) {
-		uint64_t used, stale, names;
-
-		ext_cycle_get_stats(svc->cycle, &used, &stale, &names);
-		metric(sb, "troupe_prioritize_from_filter_total", "counter",
-		       "Prioritize requests answered from the scores their filter left", used);
-		metric(sb, "troupe_prioritize_filter_stale_total", "counter",
-		       "Filter scores not used: the cache or the pod's request changed since",
-		       stale);
-		metric(sb, "troupe_prioritize_names_from_filter_total", "counter",
-		       "Node scores prioritize took from its filter instead of computing them",
-		       names);
-	}
-	if (svc->informer) {
-		struct cache_informer_stats is;
-
-		cache_informer_get_stats(svc->informer, &is);
-		metric(sb, "troupe_watch_events_total", "counter", "Watch events applied", is.events);
-		metric(sb, "troupe_lists_total", "counter", "Full lists completed", is.lists);
-		metric(sb, "troupe_relists_total", "counter",
-		       "Lists caused by an expired resourceVersion (410)", is.relists);
-		metric(sb, "troupe_watch_restarts_total", "counter", "Watches re-opened",
-		       is.watch_restarts);
-		metric(sb, "troupe_api_errors_total", "counter",
-		       "Failed API requests (connection, 429, 5xx, ...)", is.errors);
-		metric(sb, "troupe_partial_events_total", "counter",
-		       "Cut watch events discarded", is.partial_lines);
-		metric(sb, "troupe_permission_denials_total", "counter",
-		       "Access reviews answering not allowed, and lists or watches refused (403)",
-		       is.permission_denials);
-		metric(sb, "troupe_permissions_missing", "gauge",
-		       "Permissions troupe needs and lacks now (named by /readyz)",
-		       (unsigned long long)__builtin_popcount(rd.missing));
-	}
-	if (svc->gangs) {
-		struct gang_stats gs;
-
-		gang_get_stats(svc->gangs, &gs);
-		metric(sb, "troupe_gangs_planned_total", "counter", "Gang plans made and reserved",
-		       gs.planned);
-		metric(sb, "troupe_gangs_refused_total", "counter",
-		       "Gang plans refused for lack of capacity", gs.refused);
-		metric(sb, "troupe_gangs_deferred_total", "counter",
-		       "Gangs told to wait behind a gang earlier in the fair order", gs.deferred);
-		metric(sb, "troupe_gangs_expired_total", "counter",
-		       "Gang plans rolled back at their deadline", gs.expired);
-		metric(sb, "troupe_gangs_released_total", "counter",
-		       "Gangs whose held binds were released at quorum", gs.released);
-		metric(sb, "troupe_gangs_planned", "gauge", "Gangs with a plan now", gs.active);
-		metric(sb, "troupe_gangs_waiting", "gauge", "Gangs waiting for capacity", gs.waiting);
-		metric(sb, "troupe_gang_held_sets", "gauge",
-		       "Member-sized GPU sets held for a starving gang", gs.held_sets);
-		metric(sb, "troupe_gang_entries", "gauge",
-		       "Pod groups the gang manager keeps state for", gs.entries);
-		metric(sb, "troupe_gang_entries_dropped_total", "counter",
-		       "Idle pod-group entries forgotten early to stay under gang.max_entries",
-		       gs.entries_dropped);
-		metric(sb, "troupe_gang_entries_refused_total", "counter",
-		       "Attempts to admit a pod group refused (a member's filter, or the gang "
-		       "manager's pass discovering waiting gangs, about once a second): "
-		       "gang.max_entries reached with every entry in flight",
-		       gs.entries_refused);
-	}
-	if (svc->recover) {
-		struct ext_recover_stats rs;
-
-		ext_recover_get_stats(svc->recover, &rs);
-		metric(sb, "troupe_gang_recovery_passes_total", "counter",
-		       "Passes looking for gangs left partly bound", rs.passes);
-		metric(sb, "troupe_gang_recovered_total", "counter",
-		       "Gangs found partly bound that are complete again", rs.completed);
-		metric(sb, "troupe_gang_recovery_bindings_total", "counter",
-		       "Bindings posted from a partly bound gang's plan and accepted", rs.bindings);
-		metric(sb, "troupe_gang_recovery_refused_total", "counter",
-		       "Bindings posted from a partly bound gang's plan and refused", rs.refused);
-		metric(sb, "troupe_gang_rolled_back_total", "counter",
-		       "Partly bound gangs rolled back (gang.partial_rollback_seconds)",
-		       rs.rolled_back);
-		metric(sb, "troupe_gang_rollback_pods_deleted_total", "counter",
-		       "Bound members deleted to roll a gang back", rs.pods_deleted);
-	}
-	if (svc->server) {
-		struct conn_guard_stats cg;
-
-		ext_server_guard_stats(svc->server, &cg);
-		metric(sb, "troupe_http_connections", "gauge",
-		       "Connections the verbs listener keeps open", cg.open);
-		metric(sb, "troupe_http_connections_displaced_total", "counter",
-		       "Idle connections closed to make room for a new one (slots or a client's "
-		       "share full)", cg.displaced);
-		metric(sb, "troupe_http_connections_idle_expired_total", "counter",
-		       "Connections closed after http.connection_timeout_seconds with no request "
-		       "in progress", cg.idle_expired);
-		metric(sb, "troupe_http_connections_request_expired_total", "counter",
-		       "Connections closed: a request body not in within "
-		       "http.request_deadline_seconds", cg.request_expired);
-		metric(sb, "troupe_http_connections_refused_total", "counter",
-		       "New connections closed at once: every slot was mid-request", cg.refused);
-	}
-	{
-		struct cache_filter_only_stats fo;
-
-		cache_filter_only_get(svc->cache, &fo);
-		metric(sb, "troupe_filter_only_pods", "gauge",
-		       "Pods known only from filter calls, occupying nothing", fo.pods);
-		metric(sb, "troupe_filter_only_pods_dropped_total", "counter",
-		       "Pods known only from filter calls dropped, oldest first, at "
-		       "cache.max_filter_only_pods", fo.dropped);
-		metric(sb, "troupe_filter_only_pods_refused_total", "counter",
-		       "Pods from filter calls not remembered: the cap was reached and none could go",
-		       fo.refused);
-	}
-	if (svc->registry) {
-		uint64_t classes, bad;
-
-		placement_registry_stats(svc->registry, &classes, &bad);
-		metric(sb, "troupe_topology_classes", "gauge", "Distinct GPU topologies in use",
-		       classes);
-		metric(sb, "troupe_topology_parse_errors_total", "counter",
-		       "Node troupe.io/gpu-topology annotations that could not be read", bad);
-	}
-}

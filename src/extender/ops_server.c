@@ -4,7 +4,7 @@
  *
  *   GET /healthz /readyz /version        always open (kubelet probes them)
  *   GET /debug/state /debug/cache        behind authentication when ops.auth
- *   GET /metrics                         is on (ops_auth.c)
+ *   GET /metrics /debug/explain          is on (ops_auth.c)
  *   GET /debug/dashboard.json
  *   GET /debug/dashboard (.js .css)      always open: the page's own files, the
  *                                        same for everyone (its data is the JSON)
@@ -38,6 +38,7 @@
 #include "common/util.h"
 #include "extender/config.h"
 #include "extender/dashboard.h"
+#include "extender/explain.h"
 #include "extender/http_reply.h"
 #include "extender/ops_auth.h"
 #include "extender/verbs.h"
@@ -63,7 +64,7 @@ struct ext_ops_server {
 };
 
 enum ops_route { O_HEALTHZ, O_READYZ, O_VERSION, O_DEBUG_STATE, O_DEBUG_CACHE, O_METRICS,
-		 O_DASHBOARD_JSON, O_DASHBOARD_FILE };
+		 O_DEBUG_EXPLAIN, O_DASHBOARD_JSON, O_DASHBOARD_FILE };
 
 static const struct {
 	const char *path;
@@ -76,6 +77,7 @@ static const struct {
 	{ "/debug/state", O_DEBUG_STATE, true },
 	{ "/debug/cache", O_DEBUG_CACHE, true },
 	{ "/metrics", O_METRICS, true },
+	{ "/debug/explain", O_DEBUG_EXPLAIN, true },
 	{ "/debug/dashboard.json", O_DASHBOARD_JSON, true },
 	{ "/debug/dashboard", O_DASHBOARD_FILE, false },
 	{ "/debug/dashboard.js", O_DASHBOARD_FILE, false },
@@ -170,7 +172,8 @@ static bool refused(struct ext_ops_server *s, struct MHD_Connection *conn, const
 	return true;
 }
 
-static void answer(const struct ext_service *svc, enum ops_route route, struct ext_reply *r)
+static void answer(const struct ext_service *svc, struct MHD_Connection *conn,
+		   enum ops_route route, struct ext_reply *r)
 {
 	switch (route) {
 	case O_HEALTHZ:
@@ -191,6 +194,18 @@ static void answer(const struct ext_service *svc, enum ops_route route, struct e
 	case O_METRICS:
 		ext_metrics(svc, r);
 		break;
+	case O_DEBUG_EXPLAIN: {
+		/* The query's arguments, as libmicrohttpd decoded them. */
+		struct ext_explain_query q = {
+			MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "pod"),
+			MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "podgroup"),
+			MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "examples"),
+			MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "best"),
+		};
+
+		ext_explain(svc, &q, r);
+		break;
+	}
 	case O_DASHBOARD_JSON:
 	case O_DASHBOARD_FILE:
 		break;                  /* ext_dashboard_serve */
@@ -243,7 +258,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	    ops_routes[found].route == O_DASHBOARD_FILE)
 		return ext_dashboard_serve(s->svc, conn, path, t0);
 	ext_reply_init(&reply);
-	answer(s->svc, ops_routes[found].route, &reply);
+	answer(s->svc, conn, ops_routes[found].route, &reply);
 	ext_count(s->svc->counters, EXT_C_OTHER, reply.error || reply.status != 200,
 		  util_now_ns() - t0);
 	log_debug("ops", "%s %s -> %u (%zu bytes)", method, path, reply.status, reply.body.len);

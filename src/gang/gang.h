@@ -335,6 +335,7 @@ struct gang_queue_view {
 	double weight;
 	double share;                   /* weighted dominant share now */
 	unsigned waiting, planned;      /* its gangs waiting; with a plan */
+	unsigned binding;               /* of those planned, with binds parked */
 	uint64_t gpus;                  /* GPUs its pods hold */
 };
 

@@ -292,6 +292,7 @@ int gang_queue_list(struct gang_manager *m, struct gang_queue_view **out, unsign
 		if (q) {
 			q->waiting += gang__waiting(g);
 			q->planned += gang__planned(g);
+			q->binding += g->state == GANG_BINDING;
 		}
 		oom = !q;
 	}

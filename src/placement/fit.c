@@ -9,10 +9,11 @@
 #include <string.h>
 
 static enum placement_verdict refuse(struct placement_fit *out, enum placement_verdict v,
-				     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+				     enum placement_why why, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 static enum placement_verdict refuse(struct placement_fit *out, enum placement_verdict v,
-				     const char *fmt, ...)
+				     enum placement_why why, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -20,6 +21,7 @@ static enum placement_verdict refuse(struct placement_fit *out, enum placement_v
 	vsnprintf(out->reason, sizeof(out->reason), fmt, ap);
 	va_end(ap);
 	out->verdict = v;
+	out->why = why;
 	return v;
 }
 
@@ -62,6 +64,7 @@ static enum placement_verdict refuse_busy(struct placement_fit *out, unsigned fr
 	put_uint(b, len, &at, want);
 	b[at] = '\0';
 	out->verdict = PLACEMENT_UNSCHEDULABLE;
+	out->why = PLACEMENT_WHY_FREE;
 	return PLACEMENT_UNSCHEDULABLE;
 }
 
@@ -69,7 +72,8 @@ void placement_unknown_node(struct placement_fit *out)
 {
 	out->free_gpus = 0;
 	/* Resolvable: the watch may simply not have shown the node yet. */
-	refuse(out, PLACEMENT_UNSCHEDULABLE, "troupe: node unknown to troupe (not in its cache)");
+	refuse(out, PLACEMENT_UNSCHEDULABLE, PLACEMENT_WHY_UNKNOWN_NODE,
+	       "troupe: node unknown to troupe (not in its cache)");
 }
 
 enum placement_verdict placement_check(const struct cache_node_view *view,
@@ -84,24 +88,27 @@ enum placement_verdict placement_check(const struct cache_node_view *view,
 
 	out->reason[0] = '\0';
 	out->verdict = PLACEMENT_FITS;
+	out->why = PLACEMENT_WHY_FITS;
 	out->free_gpus = n->gpu_resource == demand->gpu_resource ? cache_view_free_gpus(view) : 0;
 	if (want == 0)
 		return PLACEMENT_FITS;
 	rname = resource_names[demand->gpu_resource];
 	usable = placement_node_usable(n, demand->gpu_resource);
 	if (usable == PLACEMENT_NO_GPU_KIND)
-		return refuse(out, PLACEMENT_UNRESOLVABLE, "troupe: node has no %s", rname);
+		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_NO_GPU_KIND,
+			      "troupe: node has no %s", rname);
 	/* Too few GPUs is for good, so it is said before a state that passes. */
 	if (n->gpu_capacity < want)
-		return refuse(out, PLACEMENT_UNRESOLVABLE,
+		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_CAPACITY,
 			      "troupe: node has %u %s, pod needs %u", n->gpu_capacity, rname, want);
 	if (usable == PLACEMENT_NOT_READY)
-		return refuse(out, PLACEMENT_UNSCHEDULABLE, "troupe: node is not Ready");
+		return refuse(out, PLACEMENT_UNSCHEDULABLE, PLACEMENT_WHY_NOT_READY,
+			      "troupe: node is not Ready");
 	if (usable == PLACEMENT_CORDONED)
-		return refuse(out, PLACEMENT_UNSCHEDULABLE,
+		return refuse(out, PLACEMENT_UNSCHEDULABLE, PLACEMENT_WHY_CORDONED,
 			      "troupe: node is cordoned (spec.unschedulable)");
 	if (n->gpu_allocatable < want)
-		return refuse(out, PLACEMENT_UNSCHEDULABLE,
+		return refuse(out, PLACEMENT_UNSCHEDULABLE, PLACEMENT_WHY_UNHEALTHY,
 			      "troupe: only %u of %u %s healthy (allocatable), pod needs %u",
 			      n->gpu_allocatable, n->gpu_capacity, rname, want);
 	if (out->free_gpus < want)
@@ -138,14 +145,14 @@ enum placement_verdict placement_check_request(const struct cache_node_view *vie
 	/* Could an empty node meet it? If not, no eviction ever will. */
 	healthy = cache_node_capacity_mask(view->node) & ~view->node->unhealthy;
 	if (!t)
-		return refuse(out, PLACEMENT_UNRESOLVABLE,
+		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_TOPOLOGY_UNKNOWN,
 			      "troupe: node's GPU topology is unknown; cannot promise %u %s %s",
 			      k, rname, lvl);
 	if (placement_node_choose(view, healthy, k, &req->policy, &c) < 0)
-		return refuse(out, PLACEMENT_UNRESOLVABLE,
+		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_TOPOLOGY_NEVER,
 			      "troupe: no %u %s on this node are all %s (topology: %s)", k, rname,
 			      lvl, t->source);
-	return refuse(out, PLACEMENT_UNSCHEDULABLE,
+	return refuse(out, PLACEMENT_UNSCHEDULABLE, PLACEMENT_WHY_TOPOLOGY_FREE,
 		      "troupe: no %u free %s all %s among the %u free", k, rname, lvl,
 		      out->free_gpus);
 }

@@ -22,8 +22,27 @@ enum placement_verdict {
 	PLACEMENT_UNRESOLVABLE,         /* never, whatever is evicted */
 };
 
+/* Which of placement_check_request's tests refused a node, in its order: what
+ * `troupe explain` groups nodes by, so that its groups are filter's own
+ * decisions and not a second reading of the node. */
+enum placement_why {
+	PLACEMENT_WHY_FITS = 0,
+	PLACEMENT_WHY_UNKNOWN_NODE,     /* not in troupe's cache */
+	PLACEMENT_WHY_NO_GPU_KIND,      /* advertises none of the kind asked */
+	PLACEMENT_WHY_CAPACITY,         /* fewer GPUs in all than the pod asks */
+	PLACEMENT_WHY_NOT_READY,
+	PLACEMENT_WHY_CORDONED,
+	PLACEMENT_WHY_UNHEALTHY,        /* too few healthy (allocatable) GPUs */
+	PLACEMENT_WHY_FREE,             /* too few free GPUs now */
+	PLACEMENT_WHY_TOPOLOGY_UNKNOWN, /* a required policy, and the links are not known */
+	PLACEMENT_WHY_TOPOLOGY_NEVER,   /* no set of the node's GPUs meets the policy */
+	PLACEMENT_WHY_TOPOLOGY_FREE,    /* no free set meets it now */
+	PLACEMENT_WHY_COUNT,
+};
+
 struct placement_fit {
 	enum placement_verdict verdict;
+	enum placement_why why;
 	uint32_t free_gpus;
 	char reason[PLACEMENT_REASON_LEN];      /* "troupe: ...", empty when it fits */
 };
@@ -120,6 +139,22 @@ void placement_score_memo_init(struct placement_score_memo *m,
  * node alike was scored. */
 unsigned placement_score_memoized(struct placement_score_memo *m,
 				  const struct cache_node_view *view);
+
+/* A node's score terms for a pod, each 0..1 (the "topology" policy's, see
+ * score_topology.c; "binpack" uses packing alone), and the device set the pod
+ * would get there now (placement_node_choose on the free devices). The
+ * topology policy's score is their weighted sum, computed here, so what
+ * `troupe explain` shows is what scored. Returns 0, or -ENOSPC when no free
+ * set meets the pod's policy. */
+struct placement_score_terms {
+	double packing;         /* GPU utilisation after the pod lands */
+	double topology;        /* the chosen set's quality (placement_set_quality) */
+	double fragmentation;   /* 1 - the share of the largest free island it breaks */
+	struct placement_choice choice;
+	bool known;             /* the node's links are known */
+};
+int placement_score_terms(const struct cache_node_view *view, const struct placement_request *req,
+			  struct placement_score_terms *out);
 
 /* The policy called <name>, or NULL. */
 const struct placement_score_ops *placement_score_find(const char *name);

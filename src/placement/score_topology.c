@@ -20,7 +20,9 @@
  */
 #include "placement/internal.h"
 
+#include <errno.h>
 #include <math.h>
+#include <string.h>
 
 double placement_set_quality(const struct placement_choice *c, unsigned k, bool known)
 {
@@ -38,30 +40,43 @@ double placement_set_quality(const struct placement_choice *c, unsigned k, bool 
 	return 0.8 + 0.2 * fmin(c->worst - PLACEMENT_LINK_NV0, 12) / 12.0;
 }
 
+int placement_score_terms(const struct cache_node_view *view, const struct placement_request *req,
+			  struct placement_score_terms *out)
+{
+	const struct placement_topo *t = placement_node_topo(view->node);
+	uint64_t free_mask = cache_view_free_mask(view);
+	unsigned k = req->demand.gpus;
+
+	memset(out, 0, sizeof(*out));
+	if (placement_node_choose(view, free_mask, k, &req->policy, &out->choice) < 0)
+		return -ENOSPC;
+	out->known = t && t->known;
+	out->packing = placement__packing(view, &req->demand);
+	out->topology = placement_set_quality(&out->choice, k, out->known);
+	if (out->known) {
+		unsigned before = placement_largest_island(t, free_mask);
+		unsigned after = placement_largest_island(t, free_mask & ~out->choice.set);
+
+		out->fragmentation = 1.0 - (double)(before - after) / t->n;
+	} else {
+		out->fragmentation = 1.0;       /* nothing known to fragment */
+	}
+	return 0;
+}
+
 static unsigned topology_score(const struct placement_weights *w,
 			       const struct cache_node_view *view,
 			       const struct placement_request *req)
 {
-	const struct placement_topo *t = placement_node_topo(view->node);
-	double total = w->packing + w->topology + w->fragmentation, sum = 0.0;
-	uint64_t free_mask = cache_view_free_mask(view);
-	struct placement_choice c;
-	unsigned k = req->demand.gpus;
+	double total = w->packing + w->topology + w->fragmentation, sum;
+	struct placement_score_terms st;
 
-	if (total <= 0.0 || k == 0)
+	if (total <= 0.0 || req->demand.gpus == 0)
 		return 0;
-	if (placement_node_choose(view, free_mask, k, &req->policy, &c) < 0)
+	if (placement_score_terms(view, req, &st) < 0)
 		return 0;
-	sum += w->packing * placement__packing(view, &req->demand);
-	sum += w->topology * placement_set_quality(&c, k, t && t->known);
-	if (t && t->known) {
-		unsigned before = placement_largest_island(t, free_mask);
-		unsigned after = placement_largest_island(t, free_mask & ~c.set);
-
-		sum += w->fragmentation * (1.0 - (double)(before - after) / t->n);
-	} else {
-		sum += w->fragmentation;        /* nothing known to fragment */
-	}
+	sum = w->packing * st.packing + w->topology * st.topology +
+	      w->fragmentation * st.fragmentation;
 	return (unsigned)lround(PLACEMENT_MAX_SCORE * sum / total);
 }
 

@@ -139,7 +139,7 @@ class EndpointTest(unittest.TestCase):
         label = r'[a-z]+="[a-zA-Z0-9.+_-]+"'
         for line in after.splitlines():
             if not line.startswith("#"):
-                self.assertRegex(line, r'^troupe_[a-z_]+(\{%s(,%s)*\})? [0-9.]+$' % (label, label))
+                self.assertRegex(line, r'^(troupe|process)_[a-z_]+(\{%s(,%s)*\})? [0-9.]+$' % (label, label))
 
     def test_preempt_passes_victims_through(self):
         s, _, body = self.troupe.request("POST", "/preempt", {

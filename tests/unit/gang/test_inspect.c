@@ -129,6 +129,7 @@ static void test_gang_views_show_the_fair_order_and_the_queues(void **state)
 	assert_int_equal(q->waiting, 0);
 	q = find_queue(queues, nq, "idle");
 	assert_int_equal(q->waiting, 3);
+	assert_int_equal(q->planned + q->binding, 0);
 	assert_int_equal(q->gpus, 0);
 	q = find_queue(queues, nq, "unused");
 	assert_true(fabs(q->weight - 3.0) < 1e-12);
@@ -194,6 +195,17 @@ static void test_gang_view_shows_the_plan_and_its_claims(void **state)
 	assert_int_equal(gang_view_get(gm, "ml", "g", &v), 0);
 	assert_string_equal(gang_view_state_name(v.state), "binding");
 	assert_int_equal(v.n_parked, 1);
+	{
+		struct gang_queue_view *q;
+		unsigned nq;
+
+		assert_int_equal(gang_queue_list(gm, &q, &nq), 0);
+		assert_int_equal(nq, 1);        /* the namespace's queue */
+		assert_int_equal(q[0].planned, 1);
+		assert_int_equal(q[0].binding, 1);
+		assert_int_equal(q[0].waiting, 0);
+		free(q);
+	}
 	for (unsigned i = 0; i < 2; i++)
 		assert_string_equal(v.slots[i].member,
 				    strcmp(v.slots[i].node, "n0") == 0 ? "g-0" : "");
