@@ -99,15 +99,22 @@ static void cache_group(const char *ns, const char *group, void *arg)
 	struct cache_podgroup pg;
 	char buf[K8S_KEY_BUF + 8];
 	struct gang_row *row;
+	unsigned exist, bound;
 
 	if (rs->views && bsearch(key, rs->views, rs->n_views, sizeof(*rs->views), view_cmp))
+		return;
+	/* A gang whose members all finished (or are being deleted) is done:
+	 * not listed, or finished jobs would crowd out the live ones. */
+	cache_group_count(rs->cache, ns, group, &exist, &bound);
+	if (!exist)
 		return;
 	row = row_add(rs);
 	if (!row)
 		return;
 	snprintf(row->ns, sizeof(row->ns), "%s", ns);
 	snprintf(row->name, sizeof(row->name), "%s", group);
-	cache_group_count(rs->cache, ns, group, &row->exist, &row->bound);
+	row->exist = exist;
+	row->bound = bound;
 	if (cache_podgroup_get(rs->cache, ns, group, &pg, buf, sizeof(buf)) == 0 &&
 	    pg.min_member > 0)
 		row->quorum = (unsigned)pg.min_member;

@@ -313,6 +313,32 @@ static void test_five_thousand_nodes_stay_under_the_caps(void **state)
 	cJSON_Delete(j);
 }
 
+/* A gang whose members all finished is done: not listed. */
+static void test_finished_gangs_are_not_listed(void **state)
+{
+	struct fx *f = *state;
+	const char *text = "{\"metadata\":{\"name\":\"done-0\",\"namespace\":\"ml\","
+			   "\"uid\":\"uid-done-0\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":"
+			   "\"done\"}},\"spec\":{\"nodeName\":\"gpu-a100-1\",\"containers\":[{\"name\":"
+			   "\"m\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
+			   "\"status\":{\"phase\":\"Succeeded\"}}";
+	char err[CACHE_ERR_LEN];
+	cJSON *obj = cJSON_Parse(text), *j;
+	struct cache_pod *pod;
+	const cJSON *g;
+
+	assert_non_null(obj);
+	pod = cache_pod_parse(obj, cache_get_opts(f->cache), err, sizeof(err));
+	cJSON_Delete(obj);
+	assert_non_null(pod);
+	assert_int_equal(cache_pod_apply(f->cache, pod), 0);
+	j = dash(f, NULL, NULL, 0, NULL);
+	cJSON_ArrayForEach(g, item(j, "gangs"))
+		assert_string_not_equal(item(g, "n")->valuestring, "ml/done");
+	assert_int_equal(item(item(j, "gangCounts"), "all")->valueint, 1);     /* ml/llm */
+	cJSON_Delete(j);
+}
+
 /* Long names everywhere: the reply stops short of DASH_JSON_MAX, says it is
  * truncated, and what it sends is whole (every device's holder is listed). */
 static void test_the_byte_cap_holds_whatever_the_names(void **state)
@@ -400,6 +426,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reservations_and_holds_are_their_gangs,
 						fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_odd_names_are_escaped, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_finished_gangs_are_not_listed, fx_setup,
+						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_the_byte_cap_holds_whatever_the_names,
 						fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_five_thousand_nodes_stay_under_the_caps,
