@@ -43,8 +43,10 @@ def pod(ns, name, uid, gpus, node_name=None, ids=None, group=None):
 
 
 def group(ns, name, min_member):
+    # A long timeout: a plan made during the test must outlast a slow run.
     return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": ns}, "spec": {"minMember": min_member}}
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"minMember": min_member, "scheduleTimeoutSeconds": 600}}
 
 
 items = [

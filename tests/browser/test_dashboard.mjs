@@ -108,7 +108,7 @@ const elements = (page) => page.evaluate(() => document.getElementsByTagName("*"
 // Wait for the page to show what <fn> (run in the page) returns truthy for.
 async function until(page, fn, arg, what) {
 	try {
-		await page.waitForFunction(fn, arg, { timeout: 15000, polling: 100 });
+		await page.waitForFunction(fn, arg, { timeout: 30000, polling: 100 });
 	} catch (e) {
 		throw new Error(`the page never showed ${what}: ${e.message}`);
 	}
