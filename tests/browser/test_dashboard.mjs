@@ -14,9 +14,10 @@
 //   large:  5,000 nodes from bench/gen_cluster.py: the JSON under its caps
 //           (dashboard.h) and the page under its element cap (dashboard.js's
 //           DOM_CAP) in the domain summary, one domain, and a search
-//           matching thousands of nodes.
+//           matching thousands of nodes; --screenshot-large: the summary
+//           opened down to one domain (docs/dashboard-5000.png).
 //
-// node test_dashboard.mjs [known|large]... [--screenshot PATH]
+// node test_dashboard.mjs [known|large]... [--screenshot PATH] [--screenshot-large PATH]
 // Environment: TROUPE_BIN, TROUPE_SOURCE_ROOT, TROUPE_NODE_MODULES (where
 // `npm ci` put playwright-core; scripts/lib/common.sh ensure_browser_tools),
 // CHROMIUM (default /usr/bin/chromium). Exits 77 (skipped) when playwright-core
@@ -232,7 +233,7 @@ async function known(browser, screenshot) {
 
 /* ---- 5,000 nodes --------------------------------------------------------------- */
 
-async function large(browser) {
+async function large(browser, shots) {
 	const dir = fs.mkdtempSync(path.join(os.tmpdir(), "troupe-dash-"));
 	execFileSync("python3", [path.join(root, "bench/gen_cluster.py"), "--nodes", "5000",
 		"--names", "500", "--full-nodes", "100", "--out", dir], { stdio: "ignore" });
@@ -269,6 +270,10 @@ async function large(browser) {
 		}
 		const summaryEls = await elements(page);
 		assert.ok(summaryEls < DOM_CAP, `${summaryEls} elements in the summary`);
+		if (shots.large) {
+			await page.screenshot({ path: shots.large, fullPage: true });
+			console.log(`screenshot: ${shots.large}`);
+		}
 		await page.click(`.domain-row[data-key="${first.p.join("/")}"][data-leaf]`);
 		await until(page, (n) => document.querySelectorAll("[data-node]").length === n, first.n,
 			`the ${first.n} nodes of the first domain`);
@@ -298,9 +303,12 @@ async function large(browser) {
 /* ---- main ----------------------------------------------------------------------- */
 
 const args = process.argv.slice(2);
-let screenshot = null;
-const si = args.indexOf("--screenshot");
-if (si >= 0) screenshot = path.resolve(args.splice(si, 2)[1]);
+const shots = {};
+for (const [flag, key] of [["--screenshot", "known"], ["--screenshot-large", "large"]]) {
+	const i = args.indexOf(flag);
+	if (i >= 0) shots[key] = path.resolve(args.splice(i, 2)[1]);
+}
+const screenshot = shots.known;
 const cases = args.length ? args : ["known", "large"];
 const browser = await chromium.launch({ executablePath: chromiumPath,
 	args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
@@ -309,7 +317,7 @@ try {
 	for (const c of cases) {
 		try {
 			if (c === "known") await known(browser, screenshot);
-			else if (c === "large") await large(browser);
+			else if (c === "large") await large(browser, shots);
 			else throw new Error(`no case ${c} (known, large)`);
 		} catch (e) {
 			failed = true;

@@ -40,6 +40,11 @@ function colour(name) {
 	let h = 2166136261;
 	for (let i = 0; i < name.length; i++)
 		h = Math.imul(h ^ name.charCodeAt(i), 16777619) >>> 0;
+	/* Mixed again (murmur3's finaliser): names alike but for their last
+	 * character ("llm-0", "llm-2") would otherwise get alike hues. */
+	h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
+	h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
+	h = (h ^ (h >>> 16)) >>> 0;
 	return `hsl(${h % 360},${55 + (h >> 9) % 20}%,${48 + (h >> 17) % 14}%)`;
 }
 
