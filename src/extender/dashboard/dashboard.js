@@ -6,7 +6,8 @@
  *    (a hash of the holder's name, so a gang keeps its colour across polls);
  *    nodes under a header per network domain, which folds;
  *  - above DASH_FULL_NODES nodes the server sends domain summaries only: the
- *    page lists them, and a click (or a search) asks for that domain's nodes;
+ *    page shows them as a tree folded at the coarsest level, and a click on a
+ *    finest domain (or a search) asks for that domain's nodes;
  *  - gangs, with a click showing one and its nodes; queue shares and filter
  *    and bind latency over the polls this page has made (it keeps HISTORY).
  *
@@ -45,7 +46,7 @@ function colour(name) {
 	h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
 	h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
 	h = (h ^ (h >>> 16)) >>> 0;
-	return `hsl(${h % 360},${55 + (h >> 9) % 20}%,${48 + (h >> 17) % 14}%)`;
+	return `hsl(${h % 360},${55 + (h >>> 9) % 20}%,${48 + (h >>> 17) % 14}%)`;
 }
 
 function fmtS(s) {
