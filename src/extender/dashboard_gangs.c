@@ -196,8 +196,13 @@ static void put_gangs(const struct ext_service *svc, struct strbuf *sb, bool *tr
 	struct rows rs = { .cache = svc->cache };
 	static const char *const names[] = { "waiting", "binding", "planned", "pending", "bound",
 					     "idle" };
+	struct gang_stats gs = { 0 };
 
-	if (svc->gangs && gang_view_list(svc->gangs, &views, &n_views) < 0) {
+	/* Asked only when the manager holds some gang: gang_view_list of none
+	 * passes qsort_r a NULL array (undefined behaviour UBSan reports). */
+	if (svc->gangs)
+		gang_get_stats(svc->gangs, &gs);
+	if (gs.entries && gang_view_list(svc->gangs, &views, &n_views) < 0) {
 		views = NULL;
 		n_views = 0;
 		rs.failed = true;
