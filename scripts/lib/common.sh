@@ -4,7 +4,7 @@
 TROUPE_DEPS=(
 	gcc pkg-config meson ninja-build python3 curl
 	libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libjemalloc-dev libck-dev
-	libcmocka-dev libyaml-dev wrk gnuplot-nox prometheus
+	libcmocka-dev libyaml-dev wrk gnuplot-nox prometheus chromium
 )
 
 say() { printf '==> %s\n' "$*"; }
@@ -32,6 +32,24 @@ ensure_deps() {
 	as_root apt-get update -qq
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		"${missing[@]}" >/dev/null
+}
+
+# ensure_browser_tools DIR: playwright-core, pinned by tests/browser/package-lock.json,
+# for the dashboard's headless-Chromium test (tests/browser/), into
+# DIR/browser/node_modules where its meson test looks; `npm ci` again only when
+# the lock file changed. No browser is downloaded: the test drives Debian's
+# chromium (TROUPE_DEPS). Node.js 20 or newer with npm must be installed.
+ensure_browser_tools() {
+	local dir=$1/browser lock=tests/browser/package-lock.json
+	if cmp -s "$lock" "$dir/package-lock.json" && [ -d "$dir/node_modules/playwright-core" ]; then
+		return 0
+	fi
+	command -v npm >/dev/null 2>&1 || die "the dashboard's browser test needs Node.js 20+ and npm"
+	say "installing playwright-core ($lock) into $dir"
+	mkdir -p "$dir"
+	cp tests/browser/package.json "$lock" "$dir/"
+	(cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error) ||
+		die "npm ci in $dir failed"
 }
 
 # The optimized build every script shares (build/): meson's debugoptimized

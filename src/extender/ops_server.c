@@ -5,6 +5,9 @@
  *   GET /healthz /readyz /version        always open (kubelet probes them)
  *   GET /debug/state /debug/cache        behind authentication when ops.auth
  *   GET /metrics /debug/explain          is on (ops_auth.c)
+ *   GET /debug/dashboard.json
+ *   GET /debug/dashboard (.js .css)      always open: the page's own files, the
+ *                                        same for everyone (its data is the JSON)
  *
  * Apart from the verbs so that the verbs' address can stay reachable by
  * kube-scheduler alone, and so that what the ops paths reveal (every pod
@@ -34,6 +37,7 @@
 #include "common/strbuf.h"
 #include "common/util.h"
 #include "extender/config.h"
+#include "extender/dashboard.h"
 #include "extender/explain.h"
 #include "extender/http_reply.h"
 #include "extender/ops_auth.h"
@@ -60,7 +64,7 @@ struct ext_ops_server {
 };
 
 enum ops_route { O_HEALTHZ, O_READYZ, O_VERSION, O_DEBUG_STATE, O_DEBUG_CACHE, O_METRICS,
-		 O_DEBUG_EXPLAIN };
+		 O_DEBUG_EXPLAIN, O_DASHBOARD_JSON, O_DASHBOARD_FILE };
 
 static const struct {
 	const char *path;
@@ -74,6 +78,10 @@ static const struct {
 	{ "/debug/cache", O_DEBUG_CACHE, true },
 	{ "/metrics", O_METRICS, true },
 	{ "/debug/explain", O_DEBUG_EXPLAIN, true },
+	{ "/debug/dashboard.json", O_DASHBOARD_JSON, true },
+	{ "/debug/dashboard", O_DASHBOARD_FILE, false },
+	{ "/debug/dashboard.js", O_DASHBOARD_FILE, false },
+	{ "/debug/dashboard.css", O_DASHBOARD_FILE, false },
 };
 
 /* A marker for "headers seen, wait for the end of the request". */
@@ -198,6 +206,9 @@ static void answer(const struct ext_service *svc, struct MHD_Connection *conn,
 		ext_explain(svc, &q, r);
 		break;
 	}
+	case O_DASHBOARD_JSON:
+	case O_DASHBOARD_FILE:
+		break;                  /* ext_dashboard_serve */
 	}
 }
 
@@ -243,6 +254,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		ext_count(s->svc->counters, EXT_C_OTHER, true, util_now_ns() - t0);
 		return ret;
 	}
+	if (ops_routes[found].route == O_DASHBOARD_JSON ||
+	    ops_routes[found].route == O_DASHBOARD_FILE)
+		return ext_dashboard_serve(s->svc, conn, path, t0);
 	ext_reply_init(&reply);
 	answer(s->svc, conn, ops_routes[found].route, &reply);
 	ext_count(s->svc->counters, EXT_C_OTHER, reply.error || reply.status != 200,
@@ -321,8 +335,9 @@ struct ext_ops_server *ext_ops_server_start(const struct ext_ops_config *cfg,
 	s->port = info ? info->port : cfg->port;
 	freeaddrinfo(ai);
 	/* The wording the tests read the port from (tests/integration/troupe_proc.py). */
-	log_info("ops", "ops listening on http://%s%s%s:%u (/healthz /readyz /version open; "
-		 "/debug/* /metrics %s)", v6 ? "[" : "", cfg->host, v6 ? "]" : "", s->port,
+	log_info("ops", "ops listening on http://%s%s%s:%u (/healthz /readyz /version and the "
+		 "page of /debug/dashboard open; /debug/* /metrics %s)", v6 ? "[" : "", cfg->host,
+		 v6 ? "]" : "", s->port,
 		 cfg->auth ? "need a bearer token that TokenReview and SubjectAccessReview accept"
 			   : "open to anyone who reaches this address");
 	if (cfg->auth)
