@@ -53,7 +53,6 @@ enum MHD_Result ext_dashboard_serve(const struct ext_service *svc, struct MHD_Co
 				    const char *path, uint64_t t0)
 {
 	const struct ext_dashboard_asset *a;
-	struct MHD_Response *resp;
 	enum MHD_Result ret;
 
 	if (strcmp(path, "/debug/dashboard.json") == 0)
@@ -63,13 +62,8 @@ enum MHD_Result ext_dashboard_serve(const struct ext_service *svc, struct MHD_Co
 		: strncmp(path, "/debug/", 7) == 0 ? ext_dashboard_asset(path + 7) : NULL;
 	if (!a)
 		return ext__http_send_error(conn, 404, NULL, NULL, "troupe: no such file %s", path);
-	resp = MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
-	if (!resp)
-		return MHD_NO;
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, a->content_type);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "max-age=60");
-	ret = MHD_queue_response(conn, 200, resp);
-	MHD_destroy_response(resp);
+	ret = ext__http_send_static(conn, a->data, a->len, a->content_type,
+				    MHD_HTTP_HEADER_CACHE_CONTROL, "max-age=60");
 	ext_count(svc->counters, EXT_C_OTHER, false, util_now_ns() - t0);
 	return ret;
 }

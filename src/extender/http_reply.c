@@ -99,6 +99,25 @@ enum MHD_Result ext__http_send(struct MHD_Connection *conn, unsigned status, str
 	return ret;
 }
 
+enum MHD_Result ext__http_send_static(struct MHD_Connection *conn, const void *data, size_t len,
+				      const char *content_type, const char *hdr, const char *val)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	resp = MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_PERSISTENT);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	if (hdr)
+		MHD_add_response_header(resp, hdr, val);
+	ret = MHD_queue_response(conn, 200, resp);
+	MHD_destroy_response(resp);
+	if (ret == MHD_YES)
+		count_response(200);
+	return ret;
+}
+
 enum MHD_Result ext__http_send_error(struct MHD_Connection *conn, unsigned status,
 				     const char *hdr, const char *val, const char *fmt, ...)
 {

@@ -41,6 +41,11 @@ void ext__http_route_path(const char *url, const char *prefix, char *out, size_t
  * instead. Returns libmicrohttpd's answer (MHD_NO: close the connection). */
 enum MHD_Result ext__http_send(struct MHD_Connection *conn, unsigned status, struct strbuf *body,
 			       const char *hdr, const char *val);
+/* Queue <len> bytes of <data> (static storage: not copied) with 200, the
+ * Content-Type <content_type> and the header <hdr>: <val> when <hdr> is set:
+ * the dashboard's page and its files. Counted as ext__http_send counts. */
+enum MHD_Result ext__http_send_static(struct MHD_Connection *conn, const void *data, size_t len,
+				      const char *content_type, const char *hdr, const char *val);
 /* Queue {"Error":"<fmt ...>"} (cut at EXT_REPLY_ERROR_BUF) with <status> and
  * the header <hdr>: <val> when <hdr> is set. */
 enum MHD_Result ext__http_send_error(struct MHD_Connection *conn, unsigned status,

@@ -18,11 +18,16 @@ FILES = {"/debug/dashboard": "text/html; charset=utf-8",
 class DashboardHttpTest(unittest.TestCase):
     def test_page_files_and_json(self):
         with Troupe() as t:
+            ok = 'troupe_http_responses_total{code="200"}'
+            before = t.metric(ok)
             for path, ctype in FILES.items():
                 s, h, body = t.ops_request("GET", path)
                 self.assertEqual((s, h["Content-Type"]), (200, ctype), path)
                 self.assertEqual(h["Cache-Control"], "max-age=60")
                 self.assertGreater(len(body), 500, path)
+            # The files count among the answers, as every other does (and
+            # the /metrics read before is one more 200).
+            self.assertEqual(t.metric(ok), before + 1 + len(FILES))
             # The page names its files relative to itself: no internet, no prefix.
             page = t.ops_request("GET", "/debug/dashboard")[2]
             self.assertIn('src="dashboard.js"', page)
