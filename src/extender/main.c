@@ -62,10 +62,11 @@ static void usage(FILE *out)
 		"                       0.0.0.0:8888 to accept connections from other hosts,\n"
 		"                       [::1]:8888 for IPv6, port 0 for any free port)\n"
 		"  --ops-address HOST:PORT  address of the ops listener: /healthz /readyz\n"
-		"                       /version /debug/state /debug/cache /metrics (default\n"
-		"                       127.0.0.1:8889; port 0 for any free port; ops.auth in\n"
-		"                       the settings puts /debug and /metrics behind Kubernetes\n"
-		"                       tokens and RBAC)\n"
+		"                       /version /debug/state /debug/cache /debug/explain\n"
+		"                       /debug/dashboard /metrics (default 127.0.0.1:8889;\n"
+		"                       port 0 for any free port; ops.auth in the settings puts\n"
+		"                       /debug (but the dashboard page's own files) and /metrics\n"
+		"                       behind Kubernetes tokens and RBAC)\n"
 		"  --config FILE        troupe's YAML settings (see config/troupe.yaml); flags\n"
 		"                       given here override the file\n"
 		"  --log-level LEVEL    debug, info (default), warn or error; overrides the\n"
@@ -102,7 +103,8 @@ static void usage(FILE *out)
 		"\n"
 		"Endpoints: POST /filter /prioritize /bind /preempt and GET /healthz /readyz\n"
 		"/version on --listen; GET /healthz /readyz /version /metrics /debug/state\n"
-		"/debug/cache on --ops-address. Docs: docs/operations.md and\n"
+		"/debug/cache /debug/explain?pod=NS/NAME /debug/dashboard (a live page: open\n"
+		"it in a browser) on --ops-address. Docs: docs/operations.md and\n"
 		"docs/configuration.md.\n");
 }
 
