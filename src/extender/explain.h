@@ -42,9 +42,10 @@ struct ext_explain_query {
 	const char *best;
 };
 
-/* Answer <q> into <r>: 200 with the explanation; 400 {"Error":...} for a
- * missing, doubled or ill-formed argument; 404 {"Error":...} when troupe knows
- * no such pod or pod group; 503 while the cache is still syncing. */
+/* Answer <q> into <r>: 200 with the explanation; 400 {"error":...,"code":400}
+ * for a missing or ill-formed argument (or both pod and podgroup); 404
+ * {"error":...,"code":404} when troupe knows no such pod or pod group; 503
+ * while the cache is still syncing. */
 void ext_explain(const struct ext_service *svc, const struct ext_explain_query *q,
 		 struct ext_reply *r);
 
