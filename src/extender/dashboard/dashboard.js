@@ -3,7 +3,8 @@
  * What it draws (the JSON's fields are in docs/reference.md):
  *  - every node sent as a tile of its GPUs, islands apart, each GPU free,
  *    unhealthy, held by a pod troupe does not know, or in its holder's colour
- *    (a hash of the holder's name, so a gang keeps its colour across polls);
+ *    (given the first time the page meets it, so a gang keeps its colour
+ *    across polls);
  *    nodes under a header per network domain, which folds;
  *  - above DASH_FULL_NODES nodes the server sends domain summaries only: the
  *    page shows them as a tree folded at the coarsest level, and a click on a
@@ -36,17 +37,23 @@ function esc(s) {
 		'"': "&quot;", "'": "&#39;" })[c]);
 }
 
-/* A holder's colour: a hue from a hash of its name. */
+/* A holder's colour, fixed the first time the page meets it: hues a golden
+ * angle apart, so the first few dozen holders all look different (a hash of
+ * the name gave two pods of the screenshot one pink). The table is forgotten
+ * past COLOURS_MAX names, so a long-open page at 5,000 nodes stays small. */
+const COLOURS_MAX = 20000;
+const colours = new Map();
 function colour(name) {
-	let h = 2166136261;
-	for (let i = 0; i < name.length; i++)
-		h = Math.imul(h ^ name.charCodeAt(i), 16777619) >>> 0;
-	/* Mixed again (murmur3's finaliser): names alike but for their last
-	 * character ("llm-0", "llm-2") would otherwise get alike hues. */
-	h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
-	h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
-	h = (h ^ (h >>> 16)) >>> 0;
-	return `hsl(${h % 360},${55 + (h >>> 9) % 20}%,${48 + (h >>> 17) % 14}%)`;
+	let c = colours.get(name);
+	if (!c) {
+		if (colours.size >= COLOURS_MAX)
+			colours.clear();
+		const i = colours.size;
+		c = `hsl(${Math.floor((i * 137.508 + 200) % 360)},${58 + (i % 3) * 8}%,` +
+			`${50 + (i % 2) * 8}%)`;
+		colours.set(name, c);
+	}
+	return c;
 }
 
 function fmtS(s) {
