@@ -20,6 +20,7 @@
 #include "placement/placement.h"
 #include "extender/server.h"
 #include "extender/ops_server.h"
+#include "extender/simulate.h"
 #include "extender/verbs.h"
 #include "troupe_version.h"
 
@@ -30,6 +31,8 @@ static void usage(FILE *out)
 		"       troupe --api-server URL [--token-file FILE] [options]\n"
 		"       troupe [options]              (in a pod: its service account)\n"
 		"       troupe --cluster FILE [options]   (a snapshot; binds stay in memory)\n"
+		"       troupe simulate --cluster FILE --workload TRACE [options]\n"
+		"                                     (what-if replay; troupe simulate --help)\n"
 		"\n"
 		"troupe is a Kubernetes scheduler extender for GPU clusters. kube-scheduler calls\n"
 		"it over HTTP (POST /filter, /prioritize, /bind, /preempt) to place pods that ask\n"
@@ -222,6 +225,9 @@ int main(int argc, char **argv)
 	int opt, sig, ret = 2;
 	struct tls_flags tls_flags = { 0 };
 
+	/* Subcommands come first and own the rest of the command line. */
+	if (argc > 1 && strcmp(argv[1], "simulate") == 0)
+		return ext_simulate_main(argc - 1, argv + 1);
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'l': listen = optarg; break;
