@@ -45,6 +45,9 @@ static void usage(FILE *f)
 "  --policy NAME       the scoring policy to run (default: the config's, \"topology\").\n"
 "  --compare A,B,...   run each of these policies over the same trace and put them\n"
 "                      side by side (at most %d), e.g. --compare binpack,topology.\n"
+"                      A policy may name a baseline device chooser instead of\n"
+"                      bind's, POLICY+CHOOSER (lowest, random or sum-pairs), to\n"
+"                      measure what troupe's chooser adds: binpack+lowest.\n"
 "  --weights P,T,F     scoring weights packing,topology,fragmentation (default: the\n"
 "                      config's, 6,1,2).\n"
 "  --seed N            seed for ties between equally scored nodes (default: the\n"
@@ -99,8 +102,12 @@ static int split_policies(char *buf, const char **names, unsigned *n, char *err,
 			snprintf(err, errlen, "--compare: at most %d policies", SIM_MAX_POLICIES);
 			return -EINVAL;
 		}
-		if (!placement_score_find(tok)) {
-			snprintf(err, errlen, "--compare: unknown scoring policy \"%s\"", tok);
+		char score[SIM_QUEUE_BUF];
+		sim_choose_fn ch;
+
+		if (sim_policy_split(tok, score, sizeof(score), &ch) < 0) {
+			snprintf(err, errlen, "--compare: \"%s\" is not a scoring policy, or "
+				 "POLICY+CHOOSER with a chooser of lowest, random, sum-pairs", tok);
 			return -EINVAL;
 		}
 		names[(*n)++] = tok;
@@ -232,7 +239,10 @@ int ext_simulate_main(int argc, char **argv)
 	if (!n_pol) {
 		names[0] = policy ? policy : cfg->score_policy;
 		n_pol = 1;
-		if (!placement_score_find(names[0])) {
+		char score[SIM_QUEUE_BUF];
+		sim_choose_fn ch;
+
+		if (sim_policy_split(names[0], score, sizeof(score), &ch) < 0) {
 			fprintf(stderr, "troupe simulate: unknown scoring policy \"%s\"\n", names[0]);
 			goto out;
 		}

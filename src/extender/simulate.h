@@ -130,6 +130,7 @@ struct sim_result {
 	struct sim_job_result *jobs;    /* one per trace job */
 	unsigned long jobs_measured, jobs_done, jobs_refused;
 	unsigned long pods_multi, pods_nvlink;  /* measured multi-GPU pods; all-NVLink ones */
+	double quality_sum;             /* placement_set_quality over those pods */
 	double t_begin, t_end;          /* the measured window */
 	double busy_integral;           /* GPU-seconds in use over the window */
 	double free_integral, frag_integral;    /* GPU-seconds free; of them fragmented */
@@ -144,6 +145,19 @@ struct sim_result {
 int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 	    const struct sim_settings *s, struct sim_result *out, char *err, size_t errlen);
 void sim_result_fini(struct sim_result *r, size_t n_jobs);
+
+/* ---- Baseline device choosers (simulate_choosers.c) ---------------------------- */
+
+/* A set of exactly <k> devices of <free_mask> on the node in <v>, or 0; <rng>
+ * is the run's random state. */
+typedef uint64_t (*sim_choose_fn)(const struct cache_node_view *v, uint64_t free_mask,
+				  unsigned k, uint64_t *rng);
+/* "lowest", "random" or "sum-pairs", else NULL. */
+sim_choose_fn sim_chooser_find(const char *name);
+/* A policy as --compare names it, "SCORE" or "SCORE+CHOOSER": the score's
+ * name into <score> and the baseline chooser (NULL: placement_node_choose,
+ * the daemon's). 0, or -EINVAL when either part is unknown. */
+int sim_policy_split(const char *name, char *score, size_t len, sim_choose_fn *chooser);
 
 /* ---- Reports ----------------------------------------------------------------------- */
 

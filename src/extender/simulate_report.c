@@ -18,6 +18,7 @@
  *               share of the free GPUs;
  *   NVLink-complete  multi-GPU pods whose every pair of devices is NVLinked,
  *               among the measured multi-GPU pods;
+ *   link quality placement_set_quality of those pods' sets, averaged (0-1);
  *   queue share the GPU-hours of a queue's finished jobs over all of them.
  */
 #include <errno.h>
@@ -137,8 +138,8 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 	       s->frag_gpus);
 	printf("| policy | jobs done / refused | wait, min (mean / p50 / p95) | completion, min "
 	       "(mean / p50 / p95) | GPU utilisation, %% | fragmentation, %% of free GPUs | "
-	       "NVLink-complete, %% of multi-GPU pods | makespan, h |\n");
-	printf("|---|---|---|---|---|---|---|---|\n");
+	       "NVLink-complete, %% of multi-GPU pods | mean link quality (0-1) | makespan, h |\n");
+	printf("|---|---|---|---|---|---|---|---|---|\n");
 	for (unsigned i = 0; i < n; i++) {
 		const struct sim_result *r = &rs[i];
 		struct sim_stats w, ct;
@@ -146,11 +147,11 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 		job_stats(r, t, false, -1, &w);
 		job_stats(r, t, true, -1, &ct);
 		printf("| %s | %lu / %lu | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.1f | %.1f | "
-		       "%.1f (%lu of %lu) | %.1f |\n",
+		       "%.1f (%lu of %lu) | %.3f | %.1f |\n",
 		       r->policy, r->jobs_done, r->jobs_refused, w.mean / 60, w.p50 / 60,
 		       w.p95 / 60, ct.mean / 60, ct.p50 / 60, ct.p95 / 60, utilisation(r, c),
 		       fragmentation(r), nvlink_rate(r), r->pods_nvlink, r->pods_multi,
-		       window(r) / 3600);
+		       r->pods_multi ? r->quality_sum / r->pods_multi : 0.0, window(r) / 3600);
 	}
 	printf("\nQueue shares (GPU-hours of finished jobs, %% of all; mean wait, min):\n\n");
 	printf("| policy |");
@@ -269,6 +270,8 @@ int sim_report_json(const struct sim_result *rs, unsigned n, const struct sim_tr
 		cJSON_AddNumberToObject(nv, "pods", r->pods_multi);
 		cJSON_AddNumberToObject(nv, "nvlink", r->pods_nvlink);
 		cJSON_AddNumberToObject(nv, "rate", nvlink_rate(r) / 100);
+		cJSON_AddNumberToObject(p, "link_quality",
+					r->pods_multi ? r->quality_sum / r->pods_multi : 0.0);
 		cJSON_AddNumberToObject(p, "window_begin_s", r->t_begin);
 		cJSON_AddNumberToObject(p, "window_end_s", r->t_end);
 		cJSON_AddNumberToObject(p, "peak_gpus_in_use", r->peak_busy);

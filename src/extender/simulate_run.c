@@ -44,6 +44,7 @@ struct replay {
 	const struct sim_settings *s;
 	const struct gang_levels *levels;
 	const struct placement_score_ops *ops;
+	sim_choose_fn chooser;          /* NULL: placement_node_choose */
 	struct sim_result *out;
 	struct cache_node_view *cur;    /* the nodes as the run has them */
 	size_t *pod_base;               /* first pod of each job in the pod arrays */
@@ -153,6 +154,7 @@ static void pod_start(struct replay *r, size_t job, unsigned node, uint64_t devi
 		if (topo && topo->known) {
 			placement_measure(topo, devices, cache_view_free_mask(v), &c);
 			r->out->pods_nvlink += placement_link_is_nvlink(c.worst);
+			r->out->quality_sum += placement_set_quality(&c, j->gpus, true);
 		}
 	}
 	if (v->used & devices) {
@@ -199,10 +201,19 @@ static bool try_job(struct replay *r, size_t job, double now)
 	while (r->started[job] < j->pods) {
 		int n = pick_node(r, r->cur, j);
 		struct placement_choice c;
+		uint64_t free_mask;
 
-		if (n < 0 || placement_node_choose(&r->cur[n], cache_view_free_mask(&r->cur[n]),
-						   j->gpus, &j->policy, &c) < 0)
+		if (n < 0)
 			return false;
+		free_mask = cache_view_free_mask(&r->cur[n]);
+		if (r->chooser) {
+			c.set = r->chooser(&r->cur[n], free_mask, j->gpus, &r->rng);
+			if ((unsigned)__builtin_popcountll(c.set) != j->gpus || (c.set & ~free_mask))
+				return false;
+		} else if (placement_node_choose(&r->cur[n], free_mask, j->gpus, &j->policy,
+						 &c) < 0) {
+			return false;
+		}
 		pod_start(r, job, (unsigned)n, c.set, now);
 	}
 	return true;
@@ -365,7 +376,10 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 
 	memset(out, 0, sizeof(*out));
 	out->policy = s->policy;
-	r.ops = placement_score_find(s->policy);
+	char score[SIM_QUEUE_BUF];
+
+	if (sim_policy_split(s->policy, score, sizeof(score), &r.chooser) == 0)
+		r.ops = placement_score_find(score);
 	if (!r.ops) {
 		snprintf(err, errlen, "unknown scoring policy \"%s\"", s->policy);
 		return -EINVAL;
