@@ -53,10 +53,15 @@ static void usage(FILE *f)
 "  --seed N            seed for ties between equally scored nodes (default: the\n"
 "                      trace's seed, else 1). The same seed gives the same run.\n"
 "  --frag-gpus N       fragmentation counts the free GPUs no pod of N GPUs could use:\n"
-"                      each node's free count modulo N (default 8).\n"
-"  --plot FILE.png     draw GPU utilisation and waiting jobs over time, one line per\n"
-"                      policy (needs gnuplot).\n"
+"                      each node's free count modulo N; the NVLink-island measure\n"
+"                      counts nodes with N free GPUs all NVLinked (default 8).\n"
+"  --plot FILE.png     draw GPU utilisation, waiting jobs and nodes with a free\n"
+"                      all-NVLink N-GPU set (N: --frag-gpus) over time, one line\n"
+"                      per policy (needs gnuplot).\n"
 "  --plot-data FILE    write the plot's time series (gnuplot data) to FILE.\n"
+"  --until-last-arrival  end the time averages (utilisation, fragmentation, NVLink\n"
+"                      islands) at the last arrival, not the last departure: the\n"
+"                      steady state without the cluster draining at the end.\n"
 "  -o, --output FMT    text (default: Markdown tables) or json.\n"
 "  --per-job           with -o json, every job's pods: start, node and devices.\n"
 "  -h, --help          this text.\n"
@@ -120,7 +125,7 @@ static int split_policies(char *buf, const char **names, unsigned *n, char *err,
 }
 
 enum { OPT_COMPARE = 256, OPT_WEIGHTS, OPT_SEED, OPT_FRAG, OPT_PLOT, OPT_PLOT_DATA,
-       OPT_PER_JOB, OPT_CONFIG, OPT_POLICY };
+       OPT_PER_JOB, OPT_CONFIG, OPT_POLICY, OPT_UNTIL };
 
 int ext_simulate_main(int argc, char **argv)
 {
@@ -137,6 +142,7 @@ int ext_simulate_main(int argc, char **argv)
 		{ "plot-data", required_argument, NULL, OPT_PLOT_DATA },
 		{ "output", required_argument, NULL, 'o' },
 		{ "per-job", no_argument, NULL, OPT_PER_JOB },
+		{ "until-last-arrival", no_argument, NULL, OPT_UNTIL },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -197,6 +203,7 @@ int ext_simulate_main(int argc, char **argv)
 		case OPT_PLOT_DATA: data = optarg; break;
 		case 'o': format = optarg; break;
 		case OPT_PER_JOB: s.per_job = true; break;
+		case OPT_UNTIL: s.until_last_arrival = true; break;
 		case 'h': usage(stdout); return 0;
 		default:
 			fprintf(stderr, "troupe simulate: see troupe simulate --help\n");
@@ -331,7 +338,7 @@ int ext_simulate_main(int argc, char **argv)
 		}
 		snprintf(title, sizeof(title), "troupe simulate: %u nodes, %u GPUs, %zu jobs, "
 			 "seed %llu", c.n, c.gpus, t.n, (unsigned long long)s.seed);
-		rc = sim_plot(res, n_pol, &c, path, png, title);
+		rc = sim_plot(res, n_pol, &c, path, png, title, s.frag_gpus);
 		if (rc < 0) {
 			fprintf(stderr, "troupe simulate: %s\n", rc == -EIO ?
 				"gnuplot failed to draw the plot" : strerror(-rc));

@@ -98,6 +98,7 @@ struct sim_sample {
 	double t;
 	unsigned busy;                  /* GPUs in use */
 	unsigned waiting;               /* jobs with a pod not started */
+	unsigned islands;               /* nodes with a free all-NVLink set of frag_gpus */
 };
 
 /* Where and when one pod ran (kept with per_job only). */
@@ -123,6 +124,9 @@ struct sim_settings {
 	uint64_t seed;
 	unsigned frag_gpus;             /* fragmentation: free GPUs no job of this size can use */
 	bool per_job;                   /* keep each pod's start */
+	/* The time averages end at the last arrival (a steady state, as
+	 * bench/sim_placement measures) instead of the last departure. */
+	bool until_last_arrival;
 };
 
 struct sim_result {
@@ -132,8 +136,10 @@ struct sim_result {
 	unsigned long pods_multi, pods_nvlink;  /* measured multi-GPU pods; all-NVLink ones */
 	double quality_sum;             /* placement_set_quality over those pods */
 	double t_begin, t_end;          /* the measured window */
+	double makespan;                /* first arrival to last departure */
 	double busy_integral;           /* GPU-seconds in use over the window */
 	double free_integral, frag_integral;    /* GPU-seconds free; of them fragmented */
+	double island_integral;         /* node-seconds with a free all-NVLink frag_gpus set */
 	unsigned peak_busy;
 	double queue_gpu_s[SIM_MAX_QUEUES];     /* measured GPU-seconds by queue */
 	struct sim_sample *samples;
@@ -176,9 +182,10 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 /* The JSON report on stdout. 0 or -ENOMEM. */
 int sim_report_json(const struct sim_result *rs, unsigned n, const struct sim_trace *t,
 		    const struct sim_cluster *c, const struct sim_settings *s);
-/* Write the time series for gnuplot to <data>, and draw <png> from it when
- * <png> is set. 0, -errno, or -EIO when gnuplot fails. */
+/* Write the time series for gnuplot to <data> (per policy: time, GPUs in
+ * use, jobs waiting, NVLink-island nodes), and draw <png> from it when <png>
+ * is set. 0, -errno, or -EIO when gnuplot fails. */
 int sim_plot(const struct sim_result *rs, unsigned n, const struct sim_cluster *c,
-	     const char *data, const char *png, const char *title);
+	     const char *data, const char *png, const char *title, unsigned frag_gpus);
 
 #endif

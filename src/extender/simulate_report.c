@@ -11,14 +11,18 @@
  *               together);
  *   completion  a job's last pod end less its arrival;
  *   utilisation GPU-seconds in use over GPU-seconds offered, from the first
- *               measured arrival to the last departure (the snapshot's own
- *               pods count as in use);
+ *               measured arrival to the last departure (or, with
+ *               --until-last-arrival, the last arrival: the other time
+ *               averages too); the snapshot's own pods count as in use;
  *   fragmentation  the time average of free GPUs that no job of --frag-gpus
  *               GPUs (8) can use, each node's free count modulo that size, as a
  *               share of the free GPUs;
  *   NVLink-complete  multi-GPU pods whose every pair of devices is NVLinked,
  *               among the measured multi-GPU pods;
  *   link quality placement_set_quality of those pods' sets, averaged (0-1);
+ *   NVLink islands  nodes whose free GPUs hold an all-NVLink set of
+ *               --frag-gpus, time-averaged (where a large job could still get
+ *               a whole NVLink set);
  *   queue share the GPU-hours of a queue's finished jobs over all of them.
  */
 #include <errno.h>
@@ -138,8 +142,9 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 	       s->frag_gpus);
 	printf("| policy | jobs done / refused | wait, min (mean / p50 / p95) | completion, min "
 	       "(mean / p50 / p95) | GPU utilisation, %% | fragmentation, %% of free GPUs | "
-	       "NVLink-complete, %% of multi-GPU pods | mean link quality (0-1) | makespan, h |\n");
-	printf("|---|---|---|---|---|---|---|---|---|\n");
+	       "NVLink-complete, %% of multi-GPU pods | mean link quality (0-1) | nodes with a free "
+	       "all-NVLink %u-GPU set (time avg) | makespan, h |\n", s->frag_gpus);
+	printf("|---|---|---|---|---|---|---|---|---|---|\n");
 	for (unsigned i = 0; i < n; i++) {
 		const struct sim_result *r = &rs[i];
 		struct sim_stats w, ct;
@@ -147,11 +152,12 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 		job_stats(r, t, false, -1, &w);
 		job_stats(r, t, true, -1, &ct);
 		printf("| %s | %lu / %lu | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.1f | %.1f | "
-		       "%.1f (%lu of %lu) | %.3f | %.1f |\n",
+		       "%.1f (%lu of %lu) | %.3f | %.2f | %.1f |\n",
 		       r->policy, r->jobs_done, r->jobs_refused, w.mean / 60, w.p50 / 60,
 		       w.p95 / 60, ct.mean / 60, ct.p50 / 60, ct.p95 / 60, utilisation(r, c),
 		       fragmentation(r), nvlink_rate(r), r->pods_nvlink, r->pods_multi,
-		       r->pods_multi ? r->quality_sum / r->pods_multi : 0.0, window(r) / 3600);
+		       r->pods_multi ? r->quality_sum / r->pods_multi : 0.0,
+		       window(r) > 0 ? r->island_integral / window(r) : 0.0, r->makespan / 3600);
 	}
 	printf("\nQueue shares (GPU-hours of finished jobs, %% of all; mean wait, min):\n\n");
 	printf("| policy |");
@@ -272,8 +278,11 @@ int sim_report_json(const struct sim_result *rs, unsigned n, const struct sim_tr
 		cJSON_AddNumberToObject(nv, "rate", nvlink_rate(r) / 100);
 		cJSON_AddNumberToObject(p, "link_quality",
 					r->pods_multi ? r->quality_sum / r->pods_multi : 0.0);
+		cJSON_AddNumberToObject(p, "nvlink_island_nodes",
+					window(r) > 0 ? r->island_integral / window(r) : 0.0);
 		cJSON_AddNumberToObject(p, "window_begin_s", r->t_begin);
 		cJSON_AddNumberToObject(p, "window_end_s", r->t_end);
+		cJSON_AddNumberToObject(p, "makespan_s", r->makespan);
 		cJSON_AddNumberToObject(p, "peak_gpus_in_use", r->peak_busy);
 		cJSON_AddItemToObject(p, "queues", qs);
 		for (unsigned q = 0; q < t->n_queues; q++) {
@@ -304,30 +313,70 @@ oom:
 
 /* ---- Plot --------------------------------------------------------------------------- */
 
-enum { PLOT_MAX_POINTS = 4000 };
+enum { PLOT_BINS = 300 };
+
+/* The time averages of run <r>'s step functions over <bins> equal bins from
+ * <t0> to <t1>, one row per bin: every event is a sample, a long trace has
+ * millions, and the raw counts jump at each. */
+static void plot_block(FILE *f, const struct sim_result *r, const struct sim_cluster *c,
+		       double t0, double t1)
+{
+	double w = (t1 - t0) / PLOT_BINS;
+	size_t k = 0;
+
+	fprintf(f, "# policy %s: time_h gpu_utilisation_pct jobs_waiting "
+		   "nvlink_island_nodes (averages over %.3f h bins)\n", r->policy, w / 3600);
+	for (unsigned b = 0; b < PLOT_BINS && w > 0; b++) {
+		double lo = t0 + b * w, hi = lo + w, acc[3] = { 0, 0, 0 };
+
+		/* The sample in force at <lo>: the last at or before it. */
+		while (k + 1 < r->n_samples && r->samples[k + 1].t <= lo)
+			k++;
+		for (size_t j = k; j < r->n_samples && r->samples[j].t < hi; j++) {
+			double from = r->samples[j].t > lo ? r->samples[j].t : lo;
+			double to = j + 1 < r->n_samples && r->samples[j + 1].t < hi ?
+					    r->samples[j + 1].t : hi;
+
+			if (r->samples[j].t > hi || to <= from)
+				continue;
+			acc[0] += (to - from) * r->samples[j].busy;
+			acc[1] += (to - from) * r->samples[j].waiting;
+			acc[2] += (to - from) * r->samples[j].islands;
+		}
+		fprintf(f, "%.4f %.2f %.3f %.3f\n", (lo + w / 2) / 3600,
+			c->gpus ? 100.0 * acc[0] / w / c->gpus : 0.0, acc[1] / w, acc[2] / w);
+	}
+	fprintf(f, "\n\n");
+}
 
 int sim_plot(const struct sim_result *rs, unsigned n, const struct sim_cluster *c,
-	     const char *data, const char *png, const char *title)
+	     const char *data, const char *png, const char *title, unsigned frag_gpus)
 {
+	const char *panel[3][2] = {
+		{ "2", "GPUs in use, %" },
+		{ "3", "jobs waiting" },
+		{ "4", NULL },  /* its label names --frag-gpus */
+	};
 	FILE *f = fopen(data, "w");
+	double t0 = 0, t1 = 0;
 	bool cairo;
 	FILE *g;
 	int rc;
 
 	if (!f)
 		return -errno;
-	/* One block per policy (gnuplot's "index"), each at most PLOT_MAX_POINTS
-	 * rows: every event is a sample, and a long trace has millions. */
+	/* One time axis for every policy: the first sample to the last. */
 	for (unsigned i = 0; i < n; i++) {
-		size_t step = rs[i].n_samples / PLOT_MAX_POINTS + 1;
-
-		fprintf(f, "# policy %s: time_h gpu_utilisation_pct jobs_waiting\n", rs[i].policy);
-		for (size_t k = 0; k < rs[i].n_samples; k += step)
-			fprintf(f, "%.4f %.2f %u\n", rs[i].samples[k].t / 3600,
-				c->gpus ? 100.0 * rs[i].samples[k].busy / c->gpus : 0.0,
-				rs[i].samples[k].waiting);
-		fprintf(f, "\n\n");
+		if (!rs[i].n_samples)
+			continue;
+		if (i == 0 || rs[i].samples[0].t < t0)
+			t0 = rs[i].samples[0].t;
+		if (rs[i].samples[rs[i].n_samples - 1].t > t1)
+			t1 = rs[i].samples[rs[i].n_samples - 1].t;
 	}
+	/* One block per policy (gnuplot's "index"). */
+	for (unsigned i = 0; i < n; i++)
+		plot_block(f, &rs[i], c, t0, t1);
 	if (fclose(f) != 0)
 		return -errno;
 	if (!png)
@@ -337,20 +386,30 @@ int sim_plot(const struct sim_result *rs, unsigned n, const struct sim_cluster *
 	g = popen("gnuplot", "w");
 	if (!g)
 		return -errno;
-	fprintf(g, "set terminal %s size 1100,700\nset output '%s'\n", cairo ? "pngcairo" : "png",
+	fprintf(g, "set terminal %s size 1100,900\nset output '%s'\n", cairo ? "pngcairo" : "png",
 		png);
-	fprintf(g, "set multiplot layout 2,1 title \"%s\"\nset grid\nset key top right\n",
-		title);
-	fprintf(g, "set ylabel 'GPUs in use, %%'\nset yrange [0:105]\nunset xlabel\nplot ");
-	for (unsigned i = 0; i < n; i++)
-		fprintf(g, "%s'%s' index %u using 1:2 with steps lw %s title '%s'", i ? ", " : "",
-			data, i, i ? "1" : "2", rs[i].policy);
-	fprintf(g, "\nset ylabel 'jobs waiting'\nset yrange [0:*]\nset xlabel 'time (hours)'\n"
-		   "plot ");
-	for (unsigned i = 0; i < n; i++)
-		fprintf(g, "%s'%s' index %u using 1:3 with steps lw %s title '%s'", i ? ", " : "",
-			data, i, i ? "1" : "2", rs[i].policy);
-	fprintf(g, "\nunset multiplot\n");
+	fprintf(g, "set multiplot layout 3,1 title \"%s; averages over %.2f h\"\nset grid\n"
+		   "set key outside right top\nset lmargin 12\nset rmargin 24\n"
+		   "set xrange [%.4f:%.4f]\n",
+		title, (t1 - t0) / PLOT_BINS / 3600, t0 / 3600, t1 / 3600);
+	if (rs[0].t_begin > t0)
+		fprintf(g, "set arrow from %.4f, graph 0 to %.4f, graph 1 nohead dashtype 2\n",
+			rs[0].t_begin / 3600, rs[0].t_begin / 3600);
+	for (unsigned p = 0; p < 3; p++) {
+		if (p == 2)
+			fprintf(g, "set xlabel 'time (hours); dashed: the end of the warm-up'\n"
+				   "set ylabel \"nodes with a free\\nall-NVLink %u-GPU set\"\n",
+				frag_gpus);
+		else
+			fprintf(g, "set ylabel \"%s\"\n", panel[p][1]);
+		fprintf(g, "set yrange [0:*]\nplot ");
+		for (unsigned i = 0; i < n; i++)
+			fprintf(g, "%s'%s' index %u using 1:%s with lines lw %s title '%s'",
+				i ? ", " : "", data, i, panel[p][0], i ? "1.5" : "2.5",
+				rs[i].policy);
+		fprintf(g, "\n");
+	}
+	fprintf(g, "unset multiplot\n");
 	rc = pclose(g);
 	return rc == 0 ? 0 : -EIO;
 }

@@ -57,6 +57,7 @@ struct replay {
 	size_t *waiting;                /* job indices, arrival order */
 	size_t n_waiting;
 	unsigned busy;
+	unsigned islands;               /* sample()'s count, which holds until the next */
 	uint64_t rng;
 };
 
@@ -285,6 +286,8 @@ static void account(struct replay *r, double from, double to)
 	unsigned free_gpus = 0, frag = 0;
 	double dt;
 
+	if (to > o->t_end)
+		to = o->t_end;
 	if (to <= o->t_begin || to <= from)
 		return;
 	if (from < o->t_begin)
@@ -299,16 +302,25 @@ static void account(struct replay *r, double from, double to)
 	o->busy_integral += dt * (r->c->gpus - free_gpus);
 	o->free_integral += dt * free_gpus;
 	o->frag_integral += dt * frag;
+	o->island_integral += dt * r->islands;
 }
 
 static int sample(struct replay *r, double now)
 {
 	struct sim_result *o = r->out;
-	unsigned used = 0;
+	unsigned used = 0, islands = 0;
 
-	for (unsigned i = 0; i < r->c->n; i++)
-		used += r->c->base[i].node->gpu_allocatable > 0 ?
-			r->c->base[i].node->gpu_allocatable - cache_view_free_gpus(&r->cur[i]) : 0;
+	for (unsigned i = 0; i < r->c->n; i++) {
+		const struct placement_topo *topo = placement_node_topo(r->cur[i].node);
+		unsigned f = cache_view_free_gpus(&r->cur[i]);
+
+		used += r->cur[i].node->gpu_allocatable > f ? r->cur[i].node->gpu_allocatable - f : 0;
+		if (topo && topo->known && f >= r->s->frag_gpus &&
+		    placement_largest_island(topo, cache_view_free_mask(&r->cur[i])) >=
+			    r->s->frag_gpus)
+			islands++;
+	}
+	r->islands = islands;
 	if (o->n_samples && o->samples[o->n_samples - 1].t == now)
 		o->n_samples--; /* one sample per instant: the state after it */
 	if (o->n_samples == o->cap_samples) {
@@ -320,7 +332,8 @@ static int sample(struct replay *r, double now)
 		o->samples = ns;
 		o->cap_samples = nc;
 	}
-	o->samples[o->n_samples++] = (struct sim_sample){ now, used, (unsigned)r->n_waiting };
+	o->samples[o->n_samples++] =
+		(struct sim_sample){ now, used, (unsigned)r->n_waiting, islands };
 	return 0;
 }
 
@@ -398,6 +411,9 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 			out->t_begin = t->jobs[i].arrival;
 			break;
 		}
+	/* Until the run ends, the window is open at its far end. */
+	out->t_end = s->until_last_arrival && t->jobs[t->n - 1].arrival > out->t_begin ?
+			     t->jobs[t->n - 1].arrival : INFINITY;
 	for (;;) {
 		double ta = next < t->n ? t->jobs[next].arrival : INFINITY;
 		double td = r.heap_len ? r.heap[0].at : INFINITY;
@@ -449,7 +465,9 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 			goto out;
 		}
 	}
-	out->t_end = now;
+	if (out->t_end > now)
+		out->t_end = now;
+	out->makespan = now - t->jobs[0].arrival;
 	for (size_t i = 0; i < t->n; i++) {
 		struct sim_job_result *jr = &out->jobs[i];
 

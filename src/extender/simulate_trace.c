@@ -27,7 +27,7 @@
  *       - {share: 0.1, pods: 4, gpus: 8, gang: 4, queue: training,
  *          duration: {mean: 4h}}
  *
- * The generator's order of draws (interarrival, shape, duration, from one
+ * The generator's order of draws (shape, interarrival, duration, from one
  * splitmix64 stream seeded with seed ^ "trace") is bench/sim_placement's, so
  * its trace and a generate block with the same mix and seed are the same
  * arrivals. Bad input is refused with the job and field named; nothing is
@@ -395,8 +395,9 @@ static int generate(struct sim_trace *t, size_t *cap, const cJSON *g, unsigned c
 		unsigned s = 0;
 		int rc;
 
-		at += -log1p(-rng_unit(&r)) / rate;
+		/* The shape is drawn before the interarrival, as sim_trace.c does. */
 		u = rng_unit(&r);
+		at += -log1p(-rng_unit(&r)) / rate;
 		while (s + 1 < n_mix && u >= acc + share[s])
 			acc += share[s++];
 		j = shape[s];
