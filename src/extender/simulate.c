@@ -307,6 +307,7 @@ int ext_simulate_main(int argc, char **argv)
 	ret = 1;
 	for (unsigned i = 0; i < n_pol; i++) {
 		s.policy = names[i];
+		s.log_refusals = i == 0;        /* the same for every policy */
 		if (sim_run(&c, &t, &s, &res[i], err, sizeof(err)) < 0) {
 			fprintf(stderr, "troupe simulate: %s\n", err);
 			goto out;

@@ -124,6 +124,7 @@ struct sim_settings {
 	uint64_t seed;
 	unsigned frag_gpus;             /* fragmentation: free GPUs no job of this size can use */
 	bool per_job;                   /* keep each pod's start */
+	bool log_refusals;              /* say on stderr why the first jobs are refused */
 	/* The time averages end at the last arrival (a steady state, as
 	 * bench/sim_placement measures) instead of the last departure. */
 	bool until_last_arrival;

@@ -58,6 +58,7 @@ struct replay {
 	size_t n_waiting;
 	unsigned busy;
 	unsigned islands;               /* sample()'s count, which holds until the next */
+	unsigned long n_refused;        /* measured or not */
 	uint64_t rng;
 };
 
@@ -220,32 +221,38 @@ static bool try_job(struct replay *r, size_t job, double now)
 	return true;
 }
 
+enum { SIM_REFUSALS_LOGGED = 10 };
+
 /* Whether job <j> could start on the cluster as the snapshot left it; one that
- * cannot is refused, never waits. */
+ * cannot is refused, never waits. The first few refusals say why on stderr
+ * (the run's first policy only: the others would repeat them). */
 static bool fits_at_all(struct replay *r, const struct sim_job *j)
 {
 	struct placement_request req = job_request(j);
+	char why[TROUPE_MESSAGE_BUF];
 
 	if (j->gang >= 2) {
 		struct gang_plan plan;
-		char why[TROUPE_MESSAGE_BUF];
 
 		if (gang_plan_make(r->c->base, r->c->n, j->gang, &req, r->levels, &plan, why,
-				   sizeof(why)) < 0) {
-			fprintf(stderr, "troupe simulate: %s: refused, the cluster can never hold "
-				"it: %s\n", j->name, why);
-			return false;
-		}
+				   sizeof(why)) < 0)
+			goto refused;
 		gang_plan_fini(&plan);
 	}
-	if (pick_node(r, r->c->base, j) < 0) {
-		fprintf(stderr, "troupe simulate: %s: refused, no node could ever hold a pod of "
-			"%u GPUs with topology policy %s\n", j->name, j->gpus,
-			j->policy.kind == PLACEMENT_POLICY_PREFERRED ? "preferred" :
-			j->policy.kind == PLACEMENT_POLICY_NONE ? "none" : "required");
-		return false;
-	}
-	return true;
+	if (pick_node(r, r->c->base, j) >= 0)
+		return true;
+	snprintf(why, sizeof(why), "no node could ever hold a pod of %u GPUs with topology "
+		 "policy %s", j->gpus,
+		 j->policy.kind == PLACEMENT_POLICY_PREFERRED ? "preferred" :
+		 j->policy.kind == PLACEMENT_POLICY_NONE ? "none" : "required");
+refused:
+	if (r->s->log_refusals && r->n_refused < SIM_REFUSALS_LOGGED)
+		fprintf(stderr, "troupe simulate: %s: refused, the cluster can never hold it: %s\n",
+			j->name, why);
+	else if (r->s->log_refusals && r->n_refused == SIM_REFUSALS_LOGGED)
+		fprintf(stderr, "troupe simulate: more jobs refused; the report counts them\n");
+	r->n_refused++;
+	return false;
 }
 
 /* Walk the waiting jobs from <from> on (earlier ones failed against this
