@@ -47,6 +47,11 @@
 
 enum { TRACE_MAX_BYTES = 256 << 20 };
 
+/* The longest time a trace may name, in seconds (about 317 years): far past
+ * any workload, and far enough from a double's range that sums of them (an
+ * arrival plus count x every plus a duration) stay finite and exact enough. */
+static const double TRACE_MAX_SECONDS = 1e10;
+
 struct rng {
 	uint64_t s;
 };
@@ -83,7 +88,7 @@ int sim_duration_parse(const char *s, double *out)
 		v *= 3600, end++;
 	else if (*end == 'd')
 		v *= 86400, end++;
-	if (*end)
+	if (*end || v > TRACE_MAX_SECONDS)
 		return -EINVAL;
 	*out = v;
 	return 0;
@@ -97,7 +102,8 @@ static int get_time(const cJSON *o, const char *key, double *out)
 	if (!v)
 		return -ENOENT;
 	if (cJSON_IsNumber(v)) {
-		if (!isfinite(v->valuedouble) || v->valuedouble < 0)
+		if (!isfinite(v->valuedouble) || v->valuedouble < 0 ||
+		    v->valuedouble > TRACE_MAX_SECONDS)
 			return -EINVAL;
 		*out = v->valuedouble;
 		return 0;
@@ -321,6 +327,7 @@ static int generate(struct sim_trace *t, size_t *cap, const cJSON *g, unsigned c
 	const cJSON *mix = json_get(g, "mix"), *seed = json_get(g, "seed"), *o;
 	const cJSON *lj = json_get(g, "load");
 	unsigned n_mix = 0, jobs;
+	int64_t seed_v = 1;
 	struct rng r;
 
 	if (!cJSON_IsObject(g)) {
@@ -332,11 +339,12 @@ static int generate(struct sim_trace *t, size_t *cap, const cJSON *g, unsigned c
 			 SIM_MAX_JOBS);
 		return -EINVAL;
 	}
-	if (seed && (!cJSON_IsNumber(seed) || seed->valuedouble < 0)) {
+	/* Range-checked: a double beyond the integer's range is undefined to cast. */
+	if (seed && json_int_in_range(seed, 0, INT64_MAX, &seed_v) < 0) {
 		snprintf(err, errlen, "generate.seed must be a whole number >= 0");
 		return -EINVAL;
 	}
-	r.s = (seed ? (uint64_t)seed->valuedouble : 1) ^ 0x7472616365ULL;
+	r.s = (uint64_t)seed_v ^ 0x7472616365ULL;
 	if (lj && (!cJSON_IsNumber(lj) || lj->valuedouble <= 0 || lj->valuedouble > 10)) {
 		snprintf(err, errlen, "generate.load must be a number in (0, 10]");
 		return -EINVAL;
@@ -364,8 +372,9 @@ static int generate(struct sim_trace *t, size_t *cap, const cJSON *g, unsigned c
 
 		snprintf(what, sizeof(what), "generate.mix[%u]", n_mix);
 		memset(&shape[n_mix], 0, sizeof(shape[n_mix]));
-		if (!cJSON_IsObject(o) || !cJSON_IsNumber(sh) || !(sh->valuedouble > 0)) {
-			snprintf(err, errlen, "%s must be a map with a share > 0", what);
+		if (!cJSON_IsObject(o) || !cJSON_IsNumber(sh) || !(sh->valuedouble > 0) ||
+		    sh->valuedouble > 1e6) {
+			snprintf(err, errlen, "%s must be a map with a share in (0, 1e6]", what);
 			return -EINVAL;
 		}
 		if (shape_parse(t, o, &shape[n_mix], what, err, errlen) < 0)
@@ -403,9 +412,13 @@ static int generate(struct sim_trace *t, size_t *cap, const cJSON *g, unsigned c
 		j = shape[s];
 		j.measured = true;
 		j.arrival = at;
-		j.duration = dist_draw(&dur[s], &r);
-		if (j.duration < 1e-3)
-			j.duration = 1e-3;
+		/* A lognormal's tail can reach past any sane time: cut it there. */
+		j.duration = fmin(fmax(dist_draw(&dur[s], &r), 1e-3), TRACE_MAX_SECONDS);
+		if (at > TRACE_MAX_SECONDS) {
+			snprintf(err, errlen, "generate: the arrivals run past %.0f s; raise the "
+				 "load or lower the jobs", TRACE_MAX_SECONDS);
+			return -EINVAL;
+		}
 		snprintf(j.name, sizeof(j.name), "gen-%u", i);
 		rc = push(t, cap, &j);
 		if (rc < 0) {
@@ -433,6 +446,7 @@ int sim_trace_from_json(struct sim_trace *t, const cJSON *doc, unsigned cluster_
 	const cJSON *jobs = json_get(doc, "jobs"), *gen = json_get(doc, "generate");
 	const cJSON *seed = json_get(doc, "seed"), *warm = json_get(doc, "warmup");
 	size_t cap = 0, n_warm;
+	int64_t seed_v = 1;
 	int rc = -EINVAL;
 
 	memset(t, 0, sizeof(*t));
@@ -441,12 +455,11 @@ int sim_trace_from_json(struct sim_trace *t, const cJSON *doc, unsigned cluster_
 		snprintf(err, errlen, "a trace is a map with jobs and/or generate");
 		return -EINVAL;
 	}
-	if (seed && (!cJSON_IsNumber(seed) || seed->valuedouble < 0)) {
+	if (seed && json_int_in_range(seed, 0, INT64_MAX, &seed_v) < 0) {
 		snprintf(err, errlen, "seed must be a whole number >= 0");
 		return -EINVAL;
 	}
-	if (seed)
-		t->seed = (uint64_t)seed->valuedouble;
+	t->seed = (uint64_t)seed_v;
 	if (warm && (!cJSON_IsNumber(warm) || warm->valuedouble < 0 || warm->valuedouble >= 1)) {
 		snprintf(err, errlen, "warmup must be a share of the jobs in [0, 1)");
 		return -EINVAL;
