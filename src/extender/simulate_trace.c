@@ -355,7 +355,9 @@ static int generate(struct sim_trace *t, size_t *cap, const cJSON *g, unsigned c
 		snprintf(err, errlen, "generate.start must be a duration");
 		return -EINVAL;
 	}
-	if (dist_parse(json_get(g, "duration"), &dflt) < 0) {
+	/* No default duration is fine when every shape names its own. */
+	memset(&dflt, 0, sizeof(dflt));
+	if (json_get(g, "duration") && dist_parse(json_get(g, "duration"), &dflt) < 0) {
 		snprintf(err, errlen, "generate.duration must be {mean: D} or {median: D, sigma: "
 			 "S} (D seconds or 90s, 5m, 2h; S a number in [0, 10])");
 		return -EINVAL;
@@ -383,6 +385,10 @@ static int generate(struct sim_trace *t, size_t *cap, const cJSON *g, unsigned c
 		if (d && dist_parse(d, &dur[n_mix]) < 0) {
 			snprintf(err, errlen, "%s.duration must be {mean: D} or {median: D, sigma: "
 				 "S}", what);
+			return -EINVAL;
+		}
+		if (!(dist_mean(&dur[n_mix]) > 0)) {
+			snprintf(err, errlen, "%s has no duration, and generate names none", what);
 			return -EINVAL;
 		}
 		share[n_mix] = sh->valuedouble;

@@ -151,6 +151,10 @@ class HandChecked(unittest.TestCase):
         self.assertIn("gang must be", p.stderr)
         p = sim.run(snap, {"jobs": [{"duration": 5}]}, "--compare", "binpack,nope", expect=2)
         self.assertIn('"nope" is not a scoring policy', p.stderr)
+        p = sim.run(snap, {"seed": 1e300, "jobs": [{"duration": 5}]}, expect=2)
+        self.assertIn("seed must be a whole number", p.stderr)
+        p = sim.run(snap, {"generate": {"jobs": 3, "mix": [{"share": 1}]}}, expect=2)
+        self.assertIn("generate.mix[0] has no duration", p.stderr)
         p = sim.run(snap, "jobs: [", expect=2)
         self.assertIn("trace", p.stderr)
 
