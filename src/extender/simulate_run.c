@@ -30,7 +30,8 @@
 #include "gang/gang.h"
 #include "extender/simulate.h"
 
-/* The snapshot's nodes offer the first managed resource name. */
+/* Trace pods ask for the first managed resource name (nvidia.com/gpu by
+ * default); nodes offering another kind are never chosen. */
 enum { SIM_GPU_RESOURCE = 0 };
 
 struct departure {
@@ -116,6 +117,7 @@ static struct placement_request job_request(const struct sim_job *j)
 static int pick_node(struct replay *r, const struct cache_node_view *views,
 		     const struct sim_job *j)
 {
+	/* For refusal texts only, which the simulator never shows. */
 	static const char *const names[] = { "nvidia.com/gpu", NULL };
 	struct placement_request req = job_request(j);
 	struct placement_score_memo memo;

@@ -174,6 +174,21 @@ class HandChecked(unittest.TestCase):
                      "--output", "--per-job"):
             self.assertIn(flag, h.stdout)
 
+    def test_plot_data(self):
+        # The series behind --plot, without gnuplot: one block per policy, the
+        # time averages of GPUs in use (100 % while the one job runs).
+        sim = Sim(self)
+        data = os.path.join(sim.dir.name, "plot.dat")
+        sim.run(cluster(["nvswitch"]), {"jobs": [{"duration": "1h", "gpus": 8}]},
+                "--compare", "binpack,topology", "--plot-data", data)
+        with open(data) as f:
+            blocks = [b for b in f.read().split("\n\n\n") if b.strip()]
+        self.assertEqual(len(blocks), 2)
+        rows = [line.split() for line in blocks[0].splitlines() if not line.startswith("#")]
+        self.assertEqual(len(rows), 300)
+        self.assertTrue(all(float(r[1]) == 100.0 for r in rows), rows[:3])
+        self.assertTrue(all(float(r[2]) == 0.0 for r in rows))
+
     def test_the_example_traces_load(self):
         root = source_root()
         for name in sorted(os.listdir(os.path.join(root, "config", "examples"))):
