@@ -228,6 +228,7 @@ int main(int argc, char **argv)
 	/* Subcommands come first and own the rest of the command line. */
 	if (argc > 1 && strcmp(argv[1], "simulate") == 0)
 		return ext_simulate_main(argc - 1, argv + 1);
+
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'l': listen = optarg; break;
