@@ -257,12 +257,42 @@ refused:
 	return false;
 }
 
+/* What a job's next step asks: a gang's quorum, or one pod. */
+struct shape {
+	unsigned gpus, gang;
+	struct placement_policy policy;
+};
+
+enum { SHAPES_FAILED = 16 };
+
+static struct shape next_shape(const struct replay *r, size_t job)
+{
+	const struct sim_job *j = &r->t->jobs[job];
+
+	return (struct shape){ j->gpus, j->gang >= 2 && !r->gang_done[job] ? j->gang : 0,
+			       j->policy };
+}
+
+static bool shape_in(const struct shape *set, unsigned n, const struct shape *s)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (set[i].gpus == s->gpus && set[i].gang == s->gang &&
+		    set[i].policy.kind == s->policy.kind &&
+		    set[i].policy.min_level == s->policy.min_level)
+			return true;
+	return false;
+}
+
 /* Walk the waiting jobs from <from> on (earlier ones failed against this
- * state already), start what fits, keep the rest in order. */
+ * state already), start what fits, keep the rest in order. The decisions are
+ * functions of the cluster's state, so while nothing starts, a shape that
+ * failed fails again: an overloaded cluster's thousands of waiting jobs cost
+ * a lookup each, not a pass over the nodes. */
 static void walk(struct replay *r, size_t from, double now)
 {
+	struct shape failed[SHAPES_FAILED];
+	unsigned n_failed = 0, max_free = 0;
 	size_t kept = from;
-	unsigned max_free = 0;
 
 	for (unsigned i = 0; i < r->c->n; i++) {
 		unsigned f = cache_view_free_gpus(&r->cur[i]);
@@ -271,19 +301,32 @@ static void walk(struct replay *r, size_t from, double now)
 	}
 	for (size_t i = from; i < r->n_waiting; i++) {
 		size_t job = r->waiting[i];
+		struct shape sh = next_shape(r, job);
+		unsigned before = r->started[job];
+		bool done;
 
 		/* The largest free count only shrinks during a walk: a cheap way
 		 * past jobs that cannot fit anywhere. */
-		if (r->t->jobs[job].gpus > max_free || !try_job(r, job, now)) {
+		if (sh.gpus > max_free || shape_in(failed, n_failed, &sh)) {
 			r->waiting[kept++] = job;
 			continue;
 		}
-		max_free = 0;
-		for (unsigned n = 0; n < r->c->n; n++) {
-			unsigned f = cache_view_free_gpus(&r->cur[n]);
+		done = try_job(r, job, now);
+		if (r->started[job] != before) {
+			/* The state changed: what failed may not fail the same way. */
+			n_failed = 0;
+			max_free = 0;
+			for (unsigned n = 0; n < r->c->n; n++) {
+				unsigned f = cache_view_free_gpus(&r->cur[n]);
 
-			max_free = f > max_free ? f : max_free;
+				max_free = f > max_free ? f : max_free;
+			}
 		}
+		if (done)
+			continue;
+		if (n_failed < SHAPES_FAILED)
+			failed[n_failed++] = next_shape(r, job);
+		r->waiting[kept++] = job;
 	}
 	r->n_waiting = kept;
 }
