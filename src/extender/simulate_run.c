@@ -39,6 +39,11 @@ struct departure {
 	size_t pod;
 };
 
+struct node_stat {
+	unsigned free, used, frag;      /* free GPUs; in use; free no frag_gpus pod can use */
+	bool island;                    /* a free all-NVLink set of frag_gpus */
+};
+
 struct replay {
 	const struct sim_cluster *c;
 	const struct sim_trace *t;
@@ -58,7 +63,10 @@ struct replay {
 	size_t *waiting;                /* job indices, arrival order */
 	size_t n_waiting;
 	unsigned busy;
-	unsigned islands;               /* sample()'s count, which holds until the next */
+	/* What each node adds to the cluster's totals, kept up to date as pods
+	 * start and end, so that a sample costs nothing per node. */
+	struct node_stat *ns;
+	unsigned tot_free, tot_used, tot_frag, islands;
 	unsigned long n_refused;        /* measured or not */
 	uint64_t rng;
 };
@@ -129,6 +137,10 @@ static int pick_node(struct replay *r, const struct cache_node_view *views,
 		struct placement_fit fit;
 		unsigned sc;
 
+		/* A node with fewer free GPUs than the pod asks is one filter
+		 * refuses: skipped on the kept count, without asking. */
+		if (views == r->cur && r->ns[i].free < j->gpus)
+			continue;
 		if (placement_check_request(&views[i], &req, names, &fit) != PLACEMENT_FITS)
 			continue;
 		sc = placement_score_memoized(&memo, &views[i]);
@@ -141,6 +153,25 @@ static int pick_node(struct replay *r, const struct cache_node_view *views,
 		}
 	}
 	return best;
+}
+
+/* Recount node <i>'s part of the totals after its usage changed. */
+static void node_update(struct replay *r, unsigned i)
+{
+	const struct cache_node_view *v = &r->cur[i];
+	const struct placement_topo *topo = placement_node_topo(v->node);
+	struct node_stat *st = &r->ns[i], old = *st;
+	unsigned f = cache_view_free_gpus(v), k = r->s->frag_gpus;
+
+	st->free = f;
+	st->used = v->node->gpu_allocatable > f ? v->node->gpu_allocatable - f : 0;
+	st->frag = k ? f % k : 0;
+	st->island = topo && topo->known && f >= k &&
+		     placement_largest_island(topo, cache_view_free_mask(v)) >= k;
+	r->tot_free += st->free - old.free;
+	r->tot_used += st->used - old.used;
+	r->tot_frag += st->frag - old.frag;
+	r->islands += (unsigned)st->island - (unsigned)old.island;
 }
 
 static void pod_start(struct replay *r, size_t job, unsigned node, uint64_t devices, double now)
@@ -170,6 +201,7 @@ static void pod_start(struct replay *r, size_t job, unsigned node, uint64_t devi
 		abort();
 	}
 	v->used |= devices;
+	node_update(r, node);
 	r->busy += j->gpus;
 	if (r->busy > r->out->peak_busy)
 		r->out->peak_busy = r->busy;
@@ -335,7 +367,6 @@ static void walk(struct replay *r, size_t from, double now)
 static void account(struct replay *r, double from, double to)
 {
 	struct sim_result *o = r->out;
-	unsigned free_gpus = 0, frag = 0;
 	double dt;
 
 	if (to > o->t_end)
@@ -345,34 +376,16 @@ static void account(struct replay *r, double from, double to)
 	if (from < o->t_begin)
 		from = o->t_begin;
 	dt = to - from;
-	for (unsigned i = 0; i < r->c->n; i++) {
-		unsigned f = cache_view_free_gpus(&r->cur[i]);
-
-		free_gpus += f;
-		frag += r->s->frag_gpus ? f % r->s->frag_gpus : 0;
-	}
-	o->busy_integral += dt * (r->c->gpus - free_gpus);
-	o->free_integral += dt * free_gpus;
-	o->frag_integral += dt * frag;
+	o->busy_integral += dt * r->tot_used;
+	o->free_integral += dt * r->tot_free;
+	o->frag_integral += dt * r->tot_frag;
 	o->island_integral += dt * r->islands;
 }
 
 static int sample(struct replay *r, double now)
 {
 	struct sim_result *o = r->out;
-	unsigned used = 0, islands = 0;
 
-	for (unsigned i = 0; i < r->c->n; i++) {
-		const struct placement_topo *topo = placement_node_topo(r->cur[i].node);
-		unsigned f = cache_view_free_gpus(&r->cur[i]);
-
-		used += r->cur[i].node->gpu_allocatable > f ? r->cur[i].node->gpu_allocatable - f : 0;
-		if (topo && topo->known && f >= r->s->frag_gpus &&
-		    placement_largest_island(topo, cache_view_free_mask(&r->cur[i])) >=
-			    r->s->frag_gpus)
-			islands++;
-	}
-	r->islands = islands;
 	if (o->n_samples && o->samples[o->n_samples - 1].t == now)
 		o->n_samples--; /* one sample per instant: the state after it */
 	if (o->n_samples == o->cap_samples) {
@@ -385,7 +398,7 @@ static int sample(struct replay *r, double now)
 		o->cap_samples = nc;
 	}
 	o->samples[o->n_samples++] =
-		(struct sim_sample){ now, used, (unsigned)r->n_waiting, islands };
+		(struct sim_sample){ now, r->tot_used, (unsigned)r->n_waiting, r->islands };
 	return 0;
 }
 
@@ -402,10 +415,13 @@ static int replay_init(struct replay *r, size_t total_pods)
 	r->heap = malloc(total_pods * sizeof(*r->heap));
 	r->waiting = malloc(t->n * sizeof(*r->waiting));
 	r->out->jobs = calloc(t->n, sizeof(*r->out->jobs));
-	if (!r->cur || !r->pod_base || !r->started || !r->gang_done || !r->pod_node ||
+	r->ns = calloc(r->c->n + 1, sizeof(*r->ns));
+	if (!r->ns || !r->cur || !r->pod_base || !r->started || !r->gang_done || !r->pod_node ||
 	    !r->pod_devices || !r->heap || !r->waiting || !r->out->jobs)
 		return -ENOMEM;
 	memcpy(r->cur, r->c->base, r->c->n * sizeof(*r->cur));
+	for (unsigned i = 0; i < r->c->n; i++)
+		node_update(r, i);
 	for (size_t i = 0, p = 0; i < t->n; i++) {
 		r->pod_base[i] = p;
 		p += t->jobs[i].pods;
@@ -428,6 +444,7 @@ static void replay_fini(struct replay *r)
 	free(r->pod_devices);
 	free(r->heap);
 	free(r->waiting);
+	free(r->ns);
 }
 
 int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
@@ -484,6 +501,7 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 			size_t job = 0;
 
 			r.cur[r.pod_node[d.pod]].used &= ~r.pod_devices[d.pod];
+			node_update(&r, r.pod_node[d.pod]);
 			/* The pod's job: the last whose first pod is at or before it. */
 			for (size_t lo = 0, hi = t->n; lo < hi;) {
 				size_t mid = lo + (hi - lo) / 2;
