@@ -141,7 +141,7 @@ struct sim_result {
 	double busy_integral;           /* GPU-seconds in use over the window */
 	double free_integral, frag_integral;    /* GPU-seconds free; of them fragmented */
 	double island_integral;         /* node-seconds with a free all-NVLink frag_gpus set */
-	unsigned peak_busy;
+	unsigned peak_busy;             /* most GPUs the trace's pods held at once */
 	double queue_gpu_s[SIM_MAX_QUEUES];     /* measured GPU-seconds by queue */
 	struct sim_sample *samples;
 	size_t n_samples, cap_samples;

@@ -36,7 +36,7 @@ enum { SIM_GPU_RESOURCE = 0 };
 
 struct departure {
 	double at;
-	size_t pod;
+	size_t pod, job;
 };
 
 struct node_stat {
@@ -62,7 +62,7 @@ struct replay {
 	size_t heap_len;
 	size_t *waiting;                /* job indices, arrival order */
 	size_t n_waiting;
-	unsigned busy;
+	unsigned busy;                  /* GPUs the trace's pods hold */
 	/* What each node adds to the cluster's totals, kept up to date as pods
 	 * start and end, so that a sample costs nothing per node. */
 	struct node_stat *ns;
@@ -80,7 +80,7 @@ static uint64_t rng_next(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-static void heap_push(struct replay *r, double at, size_t pod)
+static void heap_push(struct replay *r, double at, size_t pod, size_t job)
 {
 	size_t i = r->heap_len++;
 
@@ -88,7 +88,7 @@ static void heap_push(struct replay *r, double at, size_t pod)
 		r->heap[i] = r->heap[(i - 1) / 2];
 		i = (i - 1) / 2;
 	}
-	r->heap[i] = (struct departure){ at, pod };
+	r->heap[i] = (struct departure){ at, pod, job };
 }
 
 static struct departure heap_pop(struct replay *r)
@@ -213,7 +213,7 @@ static void pod_start(struct replay *r, size_t job, unsigned node, uint64_t devi
 		jr->first_start = now;
 	if (++r->started[job] == j->pods)
 		jr->start = now;
-	heap_push(r, now + j->duration, pod);
+	heap_push(r, now + j->duration, pod, job);
 }
 
 /* Start what of job <job> fits now; true when every pod has started. */
@@ -453,13 +453,12 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 	struct replay r = { .c = c, .t = t, .s = s, .out = out };
 	size_t total_pods = 0, next = 0;
 	double now = 0, last = 0;
+	char score[SIM_QUEUE_BUF];
 	bool begun = false;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	out->policy = s->policy;
-	char score[SIM_QUEUE_BUF];
-
 	if (sim_policy_split(s->policy, score, sizeof(score), &r.chooser) == 0)
 		r.ops = placement_score_find(score);
 	if (!r.ops) {
@@ -498,19 +497,10 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 		last = now;
 		while (r.heap_len && r.heap[0].at <= now) {
 			struct departure d = heap_pop(&r);
-			size_t job = 0;
+			size_t job = d.job;
 
 			r.cur[r.pod_node[d.pod]].used &= ~r.pod_devices[d.pod];
 			node_update(&r, r.pod_node[d.pod]);
-			/* The pod's job: the last whose first pod is at or before it. */
-			for (size_t lo = 0, hi = t->n; lo < hi;) {
-				size_t mid = lo + (hi - lo) / 2;
-
-				if (r.pod_base[mid] <= d.pod)
-					job = mid, lo = mid + 1;
-				else
-					hi = mid;
-			}
 			r.busy -= t->jobs[job].gpus;
 			if (d.at > out->jobs[job].end)
 				out->jobs[job].end = d.at;
