@@ -205,6 +205,48 @@ class HandChecked(unittest.TestCase):
                 self.assertEqual(pol["jobs_done"] + pol["jobs_refused"], pol["jobs_measured"])
 
 
+class AgreesWithSimPlacement(unittest.TestCase):
+    """bench/sim_placement builds the same four machines in C and generates the
+    same trace; troupe simulate reads them from a snapshot's topology text and a
+    trace file. Their figures must agree up to how ties are drawn (the two draw
+    random numbers differently), as docs/benchmarks.md says they do."""
+
+    def test_same_figures_within_tie_noise(self):
+        bench = os.path.join(os.path.dirname(troupe_bin()), "..", "..", "bench",
+                             "sim_placement")
+        if not os.access(bench, os.X_OK):
+            self.skipTest("bench/sim_placement is not built")
+        sim = Sim(self)
+        snap = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+                "items": [gen_sim_cluster.node(i) for i in range(64)]}
+        with open(os.path.join(source_root(), "config", "examples",
+                               "trace-placement.yaml")) as f:
+            trace = f.read().replace("jobs: 50000", "jobs: 20000")
+        self.assertIn("jobs: 20000", trace)
+        p = sim.run(snap, trace, "-o", "json", "--until-last-arrival", "--compare",
+                    "topology,binpack+lowest,binpack+random,binpack+sum-pairs")
+        ours = {pol["policy"].split("+")[-1]: pol for pol in json.loads(p.stdout)["policies"]}
+        ours["troupe"] = ours.pop("topology")
+        out = subprocess.run([bench, "--nodes", "64", "--pods", "20000", "--seed", "1"],
+                             capture_output=True, text=True, timeout=300, check=True).stdout
+        rows = {}
+        for line in out.splitlines():
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if len(cells) == 9 and cells[0] in ("troupe", "lowest", "random", "sum-pairs") \
+                    and cells[0] not in rows:
+                rows[cells[0]] = cells
+        self.assertEqual(set(rows), set(ours))
+        for name, cells in rows.items():
+            with self.subTest(chooser=name):
+                nvlink = float(cells[1].split()[0])
+                quality = float(cells[2].split()[0])
+                busy = float(cells[6].split()[0])
+                self.assertAlmostEqual(100 * ours[name]["nvlink_complete"]["rate"], nvlink,
+                                       delta=3.0)
+                self.assertAlmostEqual(ours[name]["link_quality"], quality, delta=0.02)
+                self.assertAlmostEqual(100 * ours[name]["gpu_utilisation"], busy, delta=1.0)
+
+
 def check_run(test, snap_nodes, trace, policy):
     """The invariants of one policy's run, from its per-pod records."""
     cap = {f"n{i}": (4 if k == "bridge" else 8) for i, k in enumerate(snap_nodes)}
