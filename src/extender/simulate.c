@@ -175,10 +175,10 @@ int ext_simulate_main(int argc, char **argv)
 		case OPT_COMPARE: compare = optarg; break;
 		case OPT_WEIGHTS:
 			if (sscanf(optarg, "%lf,%lf,%lf", &s.w.packing, &s.w.topology,
-				   &s.w.fragmentation) != 3 || s.w.packing < 0 || s.w.topology < 0 ||
-			    s.w.fragmentation < 0) {
-				fprintf(stderr, "troupe simulate: --weights takes three numbers >= 0, "
-					"PACKING,TOPOLOGY,FRAGMENTATION\n");
+				   &s.w.fragmentation) != 3 || s.w.packing < 0 ||
+			    s.w.topology < 0 || s.w.fragmentation < 0) {
+				fprintf(stderr, "troupe simulate: --weights takes three "
+					"numbers >= 0, PACKING,TOPOLOGY,FRAGMENTATION\n");
 				return 2;
 			}
 			weights_set = true;
@@ -250,7 +250,8 @@ int ext_simulate_main(int argc, char **argv)
 		sim_choose_fn ch;
 
 		if (sim_policy_split(names[0], score, sizeof(score), &ch) < 0) {
-			fprintf(stderr, "troupe simulate: unknown scoring policy \"%s\"\n", names[0]);
+			fprintf(stderr, "troupe simulate: unknown scoring policy \"%s\"\n",
+				names[0]);
 			goto out;
 		}
 	}
@@ -329,8 +330,8 @@ int ext_simulate_main(int argc, char **argv)
 		if (!path) {
 			fd = mkstemp(tmp);
 			if (fd < 0) {
-				fprintf(stderr, "troupe simulate: cannot make a temporary file: %s\n",
-					strerror(errno));
+				fprintf(stderr, "troupe simulate: cannot make a temporary "
+					"file: %s\n", strerror(errno));
 				ret = 1;
 				goto out;
 			}

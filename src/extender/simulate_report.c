@@ -142,8 +142,8 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 	       s->frag_gpus);
 	printf("| policy | jobs done / refused | wait, min (mean / p50 / p95) | completion, min "
 	       "(mean / p50 / p95) | GPU utilisation, %% | fragmentation, %% of free GPUs | "
-	       "NVLink-complete, %% of multi-GPU pods | mean link quality (0-1) | nodes with a free "
-	       "all-NVLink %u-GPU set (time avg) | makespan, h |\n", s->frag_gpus);
+	       "NVLink-complete, %% of multi-GPU pods | mean link quality (0-1) | nodes with a "
+	       "free all-NVLink %u-GPU set (time avg) | makespan, h |\n", s->frag_gpus);
 	printf("|---|---|---|---|---|---|---|---|---|---|\n");
 	for (unsigned i = 0; i < n; i++) {
 		const struct sim_result *r = &rs[i];

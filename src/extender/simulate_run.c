@@ -244,7 +244,8 @@ static bool try_job(struct replay *r, size_t job, double now)
 		free_mask = cache_view_free_mask(&r->cur[n]);
 		if (r->chooser) {
 			c.set = r->chooser(&r->cur[n], free_mask, j->gpus, &r->rng);
-			if ((unsigned)__builtin_popcountll(c.set) != j->gpus || (c.set & ~free_mask))
+			if ((unsigned)__builtin_popcountll(c.set) != j->gpus ||
+			    (c.set & ~free_mask))
 				return false;
 		} else if (placement_node_choose(&r->cur[n], free_mask, j->gpus, &j->policy,
 						 &c) < 0) {
@@ -426,7 +427,8 @@ static int replay_init(struct replay *r, size_t total_pods)
 		r->pod_base[i] = p;
 		p += t->jobs[i].pods;
 		if (r->s->per_job) {
-			r->out->jobs[i].pods = calloc(t->jobs[i].pods, sizeof(*r->out->jobs[i].pods));
+			r->out->jobs[i].pods = calloc(t->jobs[i].pods,
+						      sizeof(*r->out->jobs[i].pods));
 			if (!r->out->jobs[i].pods)
 				return -ENOMEM;
 		}

@@ -181,8 +181,9 @@ static int shape_parse(struct sim_trace *t, const cJSON *o, struct sim_job *j, c
 			 "trace has at most %d queues", what, SIM_QUEUE_BUF, SIM_MAX_QUEUES);
 		return -EINVAL;
 	}
-	if (topo && (!cJSON_IsString(topo) ||
-		     placement_policy_parse(topo->valuestring, &j->policy, perr, sizeof(perr)) < 0)) {
+	if (topo && (!cJSON_IsString(topo) || placement_policy_parse(topo->valuestring,
+								       &j->policy, perr,
+								       sizeof(perr)) < 0)) {
 		snprintf(err, errlen, "%s: topology: %s", what,
 			 cJSON_IsString(topo) ? perr : "must be a string");
 		return -EINVAL;
@@ -267,8 +268,8 @@ static int jobs_parse(struct sim_trace *t, size_t *cap, const cJSON *list, char 
 
 			r.arrival = j.arrival + every * c;
 			if (count > 1)
-				snprintf(r.name, sizeof(r.name), "%.*s-%u", K8S_NAME_BUF - 12, j.name,
-					 c);
+				snprintf(r.name, sizeof(r.name), "%.*s-%u", K8S_NAME_BUF - 12,
+					 j.name, c);
 			rc = push(t, cap, &r);
 			if (rc < 0) {
 				snprintf(err, errlen, rc == -E2BIG ? "more than %d jobs" :

@@ -59,7 +59,8 @@ static void test_sim_trace_jobs_defaults_count_and_order(void **state)
 	(void)state;
 	assert_int_equal(load(&t, "{\"warmup\": 0.25, \"jobs\": ["
 				  "{\"name\": \"late\", \"arrival\": \"1h\", \"duration\": 60},"
-				  "{\"name\": \"r\", \"duration\": \"2m\", \"pods\": 3, \"gpus\": 2,"
+				  "{\"name\": \"r\", \"duration\": \"2m\", \"pods\": 3,"
+				  " \"gpus\": 2,"
 				  " \"gang\": true, \"queue\": \"q\", \"topology\": \"required\","
 				  " \"count\": 3, \"every\": \"10m\"}]}", 8, err, sizeof(err)), 0);
 	assert_int_equal(t.n, 4);
@@ -137,7 +138,8 @@ static void test_sim_trace_generator_is_sim_placements_trace(void **state)
 	assert_int_equal(load(&t, "{\"generate\": {\"jobs\": 100, \"seed\": 1, \"load\": 0.9,"
 				  " \"duration\": {\"mean\": \"1h\"}, \"mix\": ["
 				  "{\"share\": 0.40, \"gpus\": 1}, {\"share\": 0.25, \"gpus\": 2},"
-				  "{\"share\": 0.20, \"gpus\": 4}, {\"share\": 0.15, \"gpus\": 8}]}}",
+				  "{\"share\": 0.20, \"gpus\": 4},"
+				  " {\"share\": 0.15, \"gpus\": 8}]}}",
 			      448, err, sizeof(err)), 0);
 	assert_int_equal(t.n, 100);
 	assert_int_equal(t.n_generated, 100);
