@@ -23,6 +23,7 @@
 #include "placement/placement.h"
 #include "extender/server.h"
 #include "extender/ops_server.h"
+#include "extender/simulate.h"
 #include "extender/verbs.h"
 #include "troupe_version.h"
 
@@ -35,6 +36,8 @@ static void usage(FILE *out)
 		"       troupe --cluster FILE [options]   (a snapshot; binds stay in memory)\n"
 		"       troupe explain pod|podgroup NS/NAME ...   (why it is pending; see\n"
 		"                       troupe explain --help)\n"
+		"       troupe simulate --cluster FILE --workload TRACE [options]\n"
+		"                       (what-if replay; see troupe simulate --help)\n"
 		"\n"
 		"troupe is a Kubernetes scheduler extender for GPU clusters. kube-scheduler calls\n"
 		"it over HTTP (POST /filter, /prioritize, /bind, /preempt) to place pods that ask\n"
@@ -264,9 +267,13 @@ int main(int argc, char **argv)
 	int opt, sig, ret = 2;
 	struct tls_flags tls_flags = { 0 };
 
-	/* `troupe explain ...`: a client of the ops listener, or a snapshot. */
+	/* Subcommands come first and own the rest of the command line:
+	 * `troupe explain ...` (a client of the ops listener, or a snapshot) and
+	 * `troupe simulate ...` (a what-if replay over a snapshot). */
 	if (argc > 1 && strcmp(argv[1], "explain") == 0)
 		return ext_explain_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "simulate") == 0)
+		return ext_simulate_main(argc - 1, argv + 1);
 
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {

@@ -1,0 +1,192 @@
+/* simulate: `troupe simulate`, the what-if simulator. It loads a cluster
+ * snapshot as the daemon does (cache_snapshot_load with placement's topology
+ * hook), replays a workload trace over it in simulated time, and reports what
+ * each scoring policy would have done: job waits and completion times, GPU
+ * utilisation, fragmentation, NVLink-complete pods and queue shares, with a
+ * plot.
+ *
+ * The decisions are the daemon's own functions, not copies: a pod's nodes are
+ * those placement_check_request accepts (filter), ranked by
+ * placement_score_memoized under the policy of placement_score_find
+ * (prioritize), the best winning and ties drawn at random as kube-scheduler
+ * does; its devices are placement_node_choose's (bind); a gang's members are
+ * placed all at once by gang_plan_make, the planner the gang manager runs at
+ * admission. What the simulator does not model is said in docs (the fair
+ * order between queues, starvation holds, preemption, plan timeouts).
+ *
+ * The files: simulate.c the command line and the order of a run,
+ * simulate_trace.c the trace format (and its generator), simulate_run.c the
+ * event loop and what it counts, simulate_report.c the tables, the JSON and
+ * the plot. Only ext_simulate_main is for main.c; the rest is shared between
+ * those files (and the unit test).
+ *
+ * Errors: 0 or -errno, with a message in <err> where a function takes one.
+ */
+#ifndef TROUPE_EXTENDER_SIMULATE_H
+#define TROUPE_EXTENDER_SIMULATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/cache.h"
+#include "common/limits.h"
+#include "gang/gang.h"
+#include "placement/placement.h"
+
+/* `troupe simulate ARGS`: argv[0] is "simulate". Exit codes as the daemon's:
+ * 0 done, 1 a runtime failure, 2 bad usage or input. */
+int ext_simulate_main(int argc, char **argv);
+
+enum {
+	SIM_ERR_LEN = 512,
+	SIM_MAX_QUEUES = 64,
+	SIM_QUEUE_BUF = 64,
+	SIM_MAX_POLICIES = 8,
+	SIM_MAX_PODS_PER_JOB = 4096,
+	SIM_MAX_JOBS = 2000000,
+	SIM_MAX_MIX = 32,
+};
+
+/* ---- The trace --------------------------------------------------------------- */
+
+struct sim_job {
+	char name[K8S_NAME_BUF];
+	double arrival;                 /* seconds from the trace's start */
+	double duration;                /* seconds each pod runs once started */
+	unsigned pods;                  /* >= 1 */
+	unsigned gpus;                  /* per pod, >= 1 */
+	unsigned gang;                  /* pods started together (0: none, each on its own) */
+	unsigned queue;                 /* index in sim_trace.queues */
+	struct placement_policy policy; /* troupe.io/topology */
+	bool measured;                  /* false: warm-up, not counted */
+	size_t seq;                     /* order in the file, then generated: ties */
+};
+
+struct sim_trace {
+	struct sim_job *jobs;           /* sorted by arrival, stable */
+	size_t n;
+	char queues[SIM_MAX_QUEUES][SIM_QUEUE_BUF];
+	unsigned n_queues;
+	uint64_t seed;                  /* ties between nodes */
+	size_t n_generated;             /* of n, how many the generator made */
+};
+
+/* Read the trace at <path> (YAML or JSON), generating its synthetic part for
+ * a cluster of <cluster_gpus> GPUs. 0, or -EINVAL / -ENOENT / -ENOMEM with a
+ * message naming the job and field in <err>. sim_trace_fini frees it. */
+int sim_trace_load(struct sim_trace *t, const char *path, unsigned cluster_gpus, char *err,
+		   size_t errlen);
+/* The same from a parsed document (the unit test's way in). */
+struct cJSON;
+int sim_trace_from_json(struct sim_trace *t, const struct cJSON *doc, unsigned cluster_gpus,
+			char *err, size_t errlen);
+void sim_trace_fini(struct sim_trace *t);
+
+/* "90", "90s", "1.5m", "2h", "1d" (a number is seconds) into seconds. */
+int sim_duration_parse(const char *s, double *out);
+
+/* ---- One run: a policy over the cluster --------------------------------------- */
+
+struct sim_cluster {
+	struct cache_node_view *base;   /* every node, with the snapshot's usage */
+	unsigned n;
+	unsigned gpus;                  /* allocatable over the nodes that offer GPUs */
+};
+
+struct sim_sample {
+	double t;
+	unsigned busy;                  /* GPUs in use */
+	unsigned waiting;               /* jobs with a pod not started */
+	unsigned islands;               /* nodes with a free all-NVLink set of frag_gpus */
+};
+
+/* Where and when one pod ran (kept with per_job only). */
+struct sim_pod_result {
+	double start;
+	unsigned node;                  /* index in sim_cluster.base */
+	uint64_t devices;
+};
+
+struct sim_job_result {
+	double start;                   /* every pod started (gang: all at once) */
+	double end;                     /* the last pod ended */
+	double first_start;
+	struct sim_pod_result *pods;    /* per pod; only with per_job */
+	bool refused;                   /* can never fit the cluster */
+	bool done;
+};
+
+struct sim_settings {
+	const char *policy;             /* a name of placement_score_find */
+	struct placement_weights w;
+	const struct gang_levels *levels;       /* NULL or n == 0: gang_default_levels */
+	uint64_t seed;
+	unsigned frag_gpus;             /* fragmentation: free GPUs no job of this size can use */
+	bool per_job;                   /* keep each pod's start */
+	bool log_refusals;              /* say on stderr why the first jobs are refused */
+	/* The time averages end at the last arrival (a steady state, as
+	 * bench/sim_placement measures) instead of the last departure. */
+	bool until_last_arrival;
+};
+
+struct sim_result {
+	const char *policy;
+	struct sim_job_result *jobs;    /* one per trace job */
+	unsigned long jobs_measured, jobs_done, jobs_refused;
+	unsigned long pods_multi, pods_nvlink;  /* measured multi-GPU pods; all-NVLink ones */
+	double quality_sum;             /* placement_set_quality over those pods */
+	double t_begin, t_end;          /* the measured window */
+	double makespan;                /* first arrival to last departure */
+	double busy_integral;           /* GPU-seconds in use over the window */
+	double free_integral, frag_integral;    /* GPU-seconds free; of them fragmented */
+	double island_integral;         /* node-seconds with a free all-NVLink frag_gpus set */
+	unsigned peak_busy;             /* most GPUs the trace's pods held at once */
+	double queue_gpu_s[SIM_MAX_QUEUES];     /* measured GPU-seconds by queue */
+	struct sim_sample *samples;
+	size_t n_samples, cap_samples;
+};
+
+/* Replay <t> over <c> under <s>. 0, -EINVAL (an unknown policy) or -ENOMEM;
+ * sim_result_fini frees it either way. */
+int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
+	    const struct sim_settings *s, struct sim_result *out, char *err, size_t errlen);
+void sim_result_fini(struct sim_result *r, size_t n_jobs);
+
+/* ---- Baseline device choosers (simulate_choosers.c) ---------------------------- */
+
+/* A set of exactly <k> devices of <free_mask> on the node in <v>, or 0; <rng>
+ * is the run's random state. */
+typedef uint64_t (*sim_choose_fn)(const struct cache_node_view *v, uint64_t free_mask,
+				  unsigned k, uint64_t *rng);
+/* "lowest", "random" or "sum-pairs", else NULL. */
+sim_choose_fn sim_chooser_find(const char *name);
+/* A policy as --compare names it, "SCORE" or "SCORE+CHOOSER": the score's
+ * name into <score> and the baseline chooser (NULL: placement_node_choose,
+ * the daemon's). 0, or -EINVAL when either part is unknown. */
+int sim_policy_split(const char *name, char *score, size_t len, sim_choose_fn *chooser);
+
+/* ---- Reports ----------------------------------------------------------------------- */
+
+struct sim_stats {
+	double mean, p50, p95, max;
+	unsigned long n;
+};
+
+/* Waits and completion times of the measured, finished jobs. */
+void sim_wait_stats(const struct sim_result *r, const struct sim_trace *t, bool completion,
+		    struct sim_stats *out);
+
+void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_trace *t,
+		     const struct sim_cluster *c, const struct sim_settings *s,
+		     const char *cluster_path, const char *trace_path);
+/* The JSON report on stdout. 0 or -ENOMEM. */
+int sim_report_json(const struct sim_result *rs, unsigned n, const struct sim_trace *t,
+		    const struct sim_cluster *c, const struct sim_settings *s);
+/* Write the time series for gnuplot to <data> (per policy: time, GPUs in
+ * use, jobs waiting, NVLink-island nodes), and draw <png> from it when <png>
+ * is set. 0, -errno, or -EIO when gnuplot fails. */
+int sim_plot(const struct sim_result *rs, unsigned n, const struct sim_cluster *c,
+	     const char *data, const char *png, const char *title, unsigned frag_gpus);
+
+#endif

@@ -1,0 +1,557 @@
+/* simulate_run: one replay of the trace over the cluster under one scoring
+ * policy, in simulated time, and what it counts on the way.
+ *
+ * The cluster starts as the snapshot left it: its bound pods keep their GPUs
+ * for the whole run (they have no known end). Jobs wait in arrival order; at
+ * every change the scheduler walks the waiting jobs in that order and starts
+ * every pod that fits, so a small job may pass a large one that cannot start
+ * (no head-of-line blocking, as kube-scheduler retries each pending pod on its
+ * own). When nothing was freed since the last walk only the new arrivals are
+ * tried: the others failed against the same state.
+ *
+ * The decisions are the daemon's functions. A pod on its own: every node
+ * placement_check_request accepts (filter), scored by
+ * placement_score_memoized with the run's policy and weights (prioritize),
+ * the best winning and equal scores drawn at random (kube-scheduler's
+ * selectHost), its devices from placement_node_choose under the job's
+ * topology policy (bind). A gang: its <gang> first pods at once, where
+ * gang_plan_make (the gang manager's planner) puts them, or not at all; the
+ * pods beyond the quorum then start one by one as above.
+ *
+ * Departures at one instant are all applied before the scheduler walks, so a
+ * job waiting on another's GPUs starts exactly when that one ends.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gang/gang.h"
+#include "extender/simulate.h"
+
+/* Trace pods ask for the first managed resource name (nvidia.com/gpu by
+ * default); nodes offering another kind are never chosen. */
+enum { SIM_GPU_RESOURCE = 0 };
+
+struct departure {
+	double at;
+	size_t pod, job;
+};
+
+struct node_stat {
+	unsigned free, used, frag;      /* free GPUs; in use; free no frag_gpus pod can use */
+	bool island;                    /* a free all-NVLink set of frag_gpus */
+};
+
+struct replay {
+	const struct sim_cluster *c;
+	const struct sim_trace *t;
+	const struct sim_settings *s;
+	const struct gang_levels *levels;
+	const struct placement_score_ops *ops;
+	sim_choose_fn chooser;          /* NULL: placement_node_choose */
+	struct sim_result *out;
+	struct cache_node_view *cur;    /* the nodes as the run has them */
+	size_t *pod_base;               /* first pod of each job in the pod arrays */
+	unsigned *started;              /* pods started per job */
+	bool *gang_done;
+	unsigned *pod_node;
+	uint64_t *pod_devices;
+	struct departure *heap;
+	size_t heap_len;
+	size_t *waiting;                /* job indices, arrival order */
+	size_t n_waiting;
+	unsigned busy;                  /* GPUs the trace's pods hold */
+	/* What each node adds to the cluster's totals, kept up to date as pods
+	 * start and end, so that a sample costs nothing per node. */
+	struct node_stat *ns;
+	unsigned tot_free, tot_used, tot_frag, islands;
+	unsigned long n_refused;        /* measured or not */
+	uint64_t rng;
+};
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static void heap_push(struct replay *r, double at, size_t pod, size_t job)
+{
+	size_t i = r->heap_len++;
+
+	while (i > 0 && r->heap[(i - 1) / 2].at > at) {
+		r->heap[i] = r->heap[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	r->heap[i] = (struct departure){ at, pod, job };
+}
+
+static struct departure heap_pop(struct replay *r)
+{
+	struct departure top = r->heap[0], last = r->heap[--r->heap_len];
+	size_t i = 0;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= r->heap_len)
+			break;
+		if (c + 1 < r->heap_len && r->heap[c + 1].at < r->heap[c].at)
+			c++;
+		if (r->heap[c].at >= last.at)
+			break;
+		r->heap[i] = r->heap[c];
+		i = c;
+	}
+	if (r->heap_len)
+		r->heap[i] = last;
+	return top;
+}
+
+static struct placement_request job_request(const struct sim_job *j)
+{
+	return (struct placement_request){
+		.demand = { .gpu_resource = SIM_GPU_RESOURCE, .gpus = j->gpus },
+		.policy = j->policy,
+	};
+}
+
+/* The node filter and prioritize would send a pod of <j> to in <views>, or -1. */
+static int pick_node(struct replay *r, const struct cache_node_view *views,
+		     const struct sim_job *j)
+{
+	/* For refusal texts only, which the simulator never shows. */
+	static const char *const names[] = { "nvidia.com/gpu", NULL };
+	struct placement_request req = job_request(j);
+	struct placement_score_memo memo;
+	unsigned best_score = 0, ties = 0;
+	int best = -1;
+
+	placement_score_memo_init(&memo, r->ops, &r->s->w, &req);
+	for (unsigned i = 0; i < r->c->n; i++) {
+		struct placement_fit fit;
+		unsigned sc;
+
+		/* A node with fewer free GPUs than the pod asks is one filter
+		 * refuses: skipped on the kept count, without asking. */
+		if (views == r->cur && r->ns[i].free < j->gpus)
+			continue;
+		if (placement_check_request(&views[i], &req, names, &fit) != PLACEMENT_FITS)
+			continue;
+		sc = placement_score_memoized(&memo, &views[i]);
+		if (best < 0 || sc > best_score) {
+			best = (int)i;
+			best_score = sc;
+			ties = 1;
+		} else if (sc == best_score && rng_next(&r->rng) % ++ties == 0) {
+			best = (int)i; /* reservoir sampling: each tie equally likely */
+		}
+	}
+	return best;
+}
+
+/* Recount node <i>'s part of the totals after its usage changed. */
+static void node_update(struct replay *r, unsigned i)
+{
+	const struct cache_node_view *v = &r->cur[i];
+	const struct placement_topo *topo = placement_node_topo(v->node);
+	struct node_stat *st = &r->ns[i], old = *st;
+	unsigned f = cache_view_free_gpus(v), k = r->s->frag_gpus;
+
+	st->free = f;
+	st->used = v->node->gpu_allocatable > f ? v->node->gpu_allocatable - f : 0;
+	st->frag = k ? f % k : 0;
+	st->island = topo && topo->known && f >= k &&
+		     placement_largest_island(topo, cache_view_free_mask(v)) >= k;
+	r->tot_free += st->free - old.free;
+	r->tot_used += st->used - old.used;
+	r->tot_frag += st->frag - old.frag;
+	r->islands += (unsigned)st->island - (unsigned)old.island;
+}
+
+static void pod_start(struct replay *r, size_t job, unsigned node, uint64_t devices, double now)
+{
+	const struct sim_job *j = &r->t->jobs[job];
+	struct sim_job_result *jr = &r->out->jobs[job];
+	struct cache_node_view *v = &r->cur[node];
+	size_t pod = r->pod_base[job] + r->started[job];
+
+	if (j->measured && j->gpus >= 2) {
+		const struct placement_topo *topo = placement_node_topo(v->node);
+		struct placement_choice c;
+
+		r->out->pods_multi++;
+		if (topo && topo->known) {
+			placement_measure(topo, devices, cache_view_free_mask(v), &c);
+			r->out->pods_nvlink += placement_link_is_nvlink(c.worst);
+			r->out->quality_sum += placement_set_quality(&c, j->gpus, true);
+		}
+	}
+	if (v->used & devices) {
+		/* The daemon's functions handed out a device twice: a bug, never a
+		 * figure to report. */
+		fprintf(stderr, "troupe simulate: BUG: %s got devices %#llx of node %s, in use "
+			"(%#llx)\n", j->name, (unsigned long long)devices, v->node->name,
+			(unsigned long long)v->used);
+		abort();
+	}
+	v->used |= devices;
+	node_update(r, node);
+	r->busy += j->gpus;
+	if (r->busy > r->out->peak_busy)
+		r->out->peak_busy = r->busy;
+	r->pod_node[pod] = node;
+	r->pod_devices[pod] = devices;
+	if (jr->pods)
+		jr->pods[r->started[job]] = (struct sim_pod_result){ now, node, devices };
+	if (r->started[job] == 0)
+		jr->first_start = now;
+	if (++r->started[job] == j->pods)
+		jr->start = now;
+	heap_push(r, now + j->duration, pod, job);
+}
+
+/* Start what of job <job> fits now; true when every pod has started. */
+static bool try_job(struct replay *r, size_t job, double now)
+{
+	const struct sim_job *j = &r->t->jobs[job];
+	struct placement_request req = job_request(j);
+
+	if (j->gang >= 2 && !r->gang_done[job]) {
+		struct gang_plan plan;
+		char why[TROUPE_MESSAGE_BUF];
+
+		if (gang_plan_make(r->cur, r->c->n, j->gang, &req, r->levels, &plan, why,
+				   sizeof(why)) < 0)
+			return false;
+		for (unsigned i = 0; i < plan.n_slots; i++)
+			pod_start(r, job, plan.slots[i].node, plan.slots[i].devices, now);
+		gang_plan_fini(&plan);
+		r->gang_done[job] = true;
+	}
+	while (r->started[job] < j->pods) {
+		int n = pick_node(r, r->cur, j);
+		struct placement_choice c;
+		uint64_t free_mask;
+
+		if (n < 0)
+			return false;
+		free_mask = cache_view_free_mask(&r->cur[n]);
+		if (r->chooser) {
+			c.set = r->chooser(&r->cur[n], free_mask, j->gpus, &r->rng);
+			if ((unsigned)__builtin_popcountll(c.set) != j->gpus ||
+			    (c.set & ~free_mask))
+				return false;
+		} else if (placement_node_choose(&r->cur[n], free_mask, j->gpus, &j->policy,
+						 &c) < 0) {
+			return false;
+		}
+		pod_start(r, job, (unsigned)n, c.set, now);
+	}
+	return true;
+}
+
+enum { SIM_REFUSALS_LOGGED = 10 };
+
+/* Whether job <j> could start on the cluster as the snapshot left it; one that
+ * cannot is refused, never waits. The first few refusals say why on stderr
+ * (the run's first policy only: the others would repeat them). */
+static bool fits_at_all(struct replay *r, const struct sim_job *j)
+{
+	struct placement_request req = job_request(j);
+	char why[TROUPE_MESSAGE_BUF];
+
+	if (j->gang >= 2) {
+		struct gang_plan plan;
+
+		if (gang_plan_make(r->c->base, r->c->n, j->gang, &req, r->levels, &plan, why,
+				   sizeof(why)) < 0)
+			goto refused;
+		gang_plan_fini(&plan);
+	}
+	if (pick_node(r, r->c->base, j) >= 0)
+		return true;
+	snprintf(why, sizeof(why), "no node could ever hold a pod of %u GPUs with topology "
+		 "policy %s", j->gpus,
+		 j->policy.kind == PLACEMENT_POLICY_PREFERRED ? "preferred" :
+		 j->policy.kind == PLACEMENT_POLICY_NONE ? "none" : "required");
+refused:
+	if (r->s->log_refusals && r->n_refused < SIM_REFUSALS_LOGGED)
+		fprintf(stderr, "troupe simulate: %s: refused, the cluster can never hold it: %s\n",
+			j->name, why);
+	else if (r->s->log_refusals && r->n_refused == SIM_REFUSALS_LOGGED)
+		fprintf(stderr, "troupe simulate: more jobs refused; the report counts them\n");
+	r->n_refused++;
+	return false;
+}
+
+/* What a job's next step asks: a gang's quorum, or one pod. */
+struct shape {
+	unsigned gpus, gang;
+	struct placement_policy policy;
+};
+
+enum { SHAPES_FAILED = 16 };
+
+static struct shape next_shape(const struct replay *r, size_t job)
+{
+	const struct sim_job *j = &r->t->jobs[job];
+
+	return (struct shape){ j->gpus, j->gang >= 2 && !r->gang_done[job] ? j->gang : 0,
+			       j->policy };
+}
+
+static bool shape_in(const struct shape *set, unsigned n, const struct shape *s)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (set[i].gpus == s->gpus && set[i].gang == s->gang &&
+		    set[i].policy.kind == s->policy.kind &&
+		    set[i].policy.min_level == s->policy.min_level)
+			return true;
+	return false;
+}
+
+/* Walk the waiting jobs from <from> on (earlier ones failed against this
+ * state already), start what fits, keep the rest in order. The decisions are
+ * functions of the cluster's state, so while nothing starts, a shape that
+ * failed fails again: an overloaded cluster's thousands of waiting jobs cost
+ * a lookup each, not a pass over the nodes. */
+static void walk(struct replay *r, size_t from, double now)
+{
+	struct shape failed[SHAPES_FAILED];
+	unsigned n_failed = 0, max_free = 0;
+	size_t kept = from;
+
+	for (unsigned i = 0; i < r->c->n; i++) {
+		unsigned f = cache_view_free_gpus(&r->cur[i]);
+
+		max_free = f > max_free ? f : max_free;
+	}
+	for (size_t i = from; i < r->n_waiting; i++) {
+		size_t job = r->waiting[i];
+		struct shape sh = next_shape(r, job);
+		unsigned before = r->started[job];
+		bool done;
+
+		/* The largest free count only shrinks during a walk: a cheap way
+		 * past jobs that cannot fit anywhere. */
+		if (sh.gpus > max_free || shape_in(failed, n_failed, &sh)) {
+			r->waiting[kept++] = job;
+			continue;
+		}
+		done = try_job(r, job, now);
+		if (r->started[job] != before) {
+			/* The state changed: what failed may not fail the same way. */
+			n_failed = 0;
+			max_free = 0;
+			for (unsigned n = 0; n < r->c->n; n++) {
+				unsigned f = cache_view_free_gpus(&r->cur[n]);
+
+				max_free = f > max_free ? f : max_free;
+			}
+		}
+		if (done)
+			continue;
+		if (n_failed < SHAPES_FAILED)
+			failed[n_failed++] = next_shape(r, job);
+		r->waiting[kept++] = job;
+	}
+	r->n_waiting = kept;
+}
+
+/* Fold the state that held from <from> to <to> into the integrals. */
+static void account(struct replay *r, double from, double to)
+{
+	struct sim_result *o = r->out;
+	double dt;
+
+	if (to > o->t_end)
+		to = o->t_end;
+	if (to <= o->t_begin || to <= from)
+		return;
+	if (from < o->t_begin)
+		from = o->t_begin;
+	dt = to - from;
+	o->busy_integral += dt * r->tot_used;
+	o->free_integral += dt * r->tot_free;
+	o->frag_integral += dt * r->tot_frag;
+	o->island_integral += dt * r->islands;
+}
+
+static int sample(struct replay *r, double now)
+{
+	struct sim_result *o = r->out;
+
+	if (o->n_samples && o->samples[o->n_samples - 1].t == now)
+		o->n_samples--; /* one sample per instant: the state after it */
+	if (o->n_samples == o->cap_samples) {
+		size_t nc = o->cap_samples ? o->cap_samples * 2 : 1024;
+		struct sim_sample *ns = realloc(o->samples, nc * sizeof(*ns));
+
+		if (!ns)
+			return -ENOMEM;
+		o->samples = ns;
+		o->cap_samples = nc;
+	}
+	o->samples[o->n_samples++] =
+		(struct sim_sample){ now, r->tot_used, (unsigned)r->n_waiting, r->islands };
+	return 0;
+}
+
+static int replay_init(struct replay *r, size_t total_pods)
+{
+	const struct sim_trace *t = r->t;
+
+	r->cur = malloc(r->c->n * sizeof(*r->cur) + 1);
+	r->pod_base = malloc(t->n * sizeof(*r->pod_base));
+	r->started = calloc(t->n, sizeof(*r->started));
+	r->gang_done = calloc(t->n, sizeof(*r->gang_done));
+	r->pod_node = malloc(total_pods * sizeof(*r->pod_node));
+	r->pod_devices = malloc(total_pods * sizeof(*r->pod_devices));
+	r->heap = malloc(total_pods * sizeof(*r->heap));
+	r->waiting = malloc(t->n * sizeof(*r->waiting));
+	r->out->jobs = calloc(t->n, sizeof(*r->out->jobs));
+	r->ns = calloc(r->c->n + 1, sizeof(*r->ns));
+	if (!r->ns || !r->cur || !r->pod_base || !r->started || !r->gang_done || !r->pod_node ||
+	    !r->pod_devices || !r->heap || !r->waiting || !r->out->jobs)
+		return -ENOMEM;
+	memcpy(r->cur, r->c->base, r->c->n * sizeof(*r->cur));
+	for (unsigned i = 0; i < r->c->n; i++)
+		node_update(r, i);
+	for (size_t i = 0, p = 0; i < t->n; i++) {
+		r->pod_base[i] = p;
+		p += t->jobs[i].pods;
+		if (r->s->per_job) {
+			r->out->jobs[i].pods = calloc(t->jobs[i].pods,
+						      sizeof(*r->out->jobs[i].pods));
+			if (!r->out->jobs[i].pods)
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static void replay_fini(struct replay *r)
+{
+	free(r->cur);
+	free(r->pod_base);
+	free(r->started);
+	free(r->gang_done);
+	free(r->pod_node);
+	free(r->pod_devices);
+	free(r->heap);
+	free(r->waiting);
+	free(r->ns);
+}
+
+int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
+	    const struct sim_settings *s, struct sim_result *out, char *err, size_t errlen)
+{
+	struct replay r = { .c = c, .t = t, .s = s, .out = out };
+	size_t total_pods = 0, next = 0;
+	double now = 0, last = 0;
+	char score[SIM_QUEUE_BUF];
+	bool begun = false;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->policy = s->policy;
+	if (sim_policy_split(s->policy, score, sizeof(score), &r.chooser) == 0)
+		r.ops = placement_score_find(score);
+	if (!r.ops) {
+		snprintf(err, errlen, "unknown scoring policy \"%s\"", s->policy);
+		return -EINVAL;
+	}
+	r.levels = s->levels && s->levels->n ? s->levels : &gang_default_levels;
+	r.rng = s->seed ^ 0x5c4ed01eULL;
+	for (size_t i = 0; i < t->n; i++)
+		total_pods += t->jobs[i].pods;
+	rc = replay_init(&r, total_pods + 1);
+	if (rc < 0) {
+		snprintf(err, errlen, "out of memory for %zu jobs", t->n);
+		goto out;
+	}
+	for (size_t i = 0; i < t->n; i++)
+		if (t->jobs[i].measured) {
+			out->t_begin = t->jobs[i].arrival;
+			break;
+		}
+	/* Until the run ends, the window is open at its far end. */
+	out->t_end = s->until_last_arrival && t->jobs[t->n - 1].arrival > out->t_begin ?
+			     t->jobs[t->n - 1].arrival : INFINITY;
+	for (;;) {
+		double ta = next < t->n ? t->jobs[next].arrival : INFINITY;
+		double td = r.heap_len ? r.heap[0].at : INFINITY;
+		size_t from = r.n_waiting;
+		bool freed = false;
+
+		if (next == t->n && !r.heap_len)
+			break;
+		now = ta < td ? ta : td;
+		if (begun)
+			account(&r, last, now);
+		begun = true;
+		last = now;
+		while (r.heap_len && r.heap[0].at <= now) {
+			struct departure d = heap_pop(&r);
+			size_t job = d.job;
+
+			r.cur[r.pod_node[d.pod]].used &= ~r.pod_devices[d.pod];
+			node_update(&r, r.pod_node[d.pod]);
+			r.busy -= t->jobs[job].gpus;
+			if (d.at > out->jobs[job].end)
+				out->jobs[job].end = d.at;
+			freed = true;
+		}
+		while (next < t->n && t->jobs[next].arrival <= now) {
+			const struct sim_job *j = &t->jobs[next];
+
+			out->jobs_measured += j->measured;
+			if (!fits_at_all(&r, j)) {
+				out->jobs[next].refused = true;
+				out->jobs_refused += j->measured;
+			} else {
+				r.waiting[r.n_waiting++] = next;
+			}
+			next++;
+		}
+		walk(&r, freed ? 0 : from, now);
+		if (sample(&r, now) < 0) {
+			rc = -ENOMEM;
+			snprintf(err, errlen, "out of memory for the time series");
+			goto out;
+		}
+	}
+	if (out->t_end > now)
+		out->t_end = now;
+	out->makespan = now - t->jobs[0].arrival;
+	for (size_t i = 0; i < t->n; i++) {
+		struct sim_job_result *jr = &out->jobs[i];
+
+		jr->done = !jr->refused && r.started[i] == t->jobs[i].pods;
+		if (jr->done && t->jobs[i].measured) {
+			out->jobs_done++;
+			out->queue_gpu_s[t->jobs[i].queue] +=
+				(double)t->jobs[i].pods * t->jobs[i].gpus * t->jobs[i].duration;
+		}
+	}
+	rc = 0;
+out:
+	replay_fini(&r);
+	return rc;
+}
+
+void sim_result_fini(struct sim_result *r, size_t n_jobs)
+{
+	if (r->jobs)
+		for (size_t i = 0; i < n_jobs; i++)
+			free(r->jobs[i].pods);
+	free(r->jobs);
+	free(r->samples);
+	memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,341 @@
+"""`troupe simulate`, the what-if simulator, run as users run it: the real binary
+on a snapshot file and a trace file, its JSON report read back.
+
+Hand-checked cases first, whose outcome follows from the rules alone (a job
+waiting on another's GPUs starts the instant they free; a gang's pods start
+together or not at all; the topology score keeps NVLink pairs whole where
+binpack fills the fuller node; a job no node can hold is refused, never
+queued; bad input is refused with exit 2 and the field named). Then a property
+test over random traces and clusters: every job that fits the cluster
+completes, no device is ever held by two pods and no node gives out more than
+it has, a gang's quorum starts at one instant, and the reported waits are the
+jobs' own.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from troupe_proc import binary as troupe_bin, source_root
+
+sys.path.insert(0, os.path.join(source_root(), "bench"))
+import gen_sim_cluster  # noqa: E402  (the snapshot generator: its machine types)
+
+
+def cluster(kinds, pods=()):
+    """A v1 List of nodes of gen_sim_cluster's kinds, named n0, n1, ..., plus
+    bound pods given as (node index, [device ids])."""
+    items = []
+    for i, kind in enumerate(kinds):
+        n = gen_sim_cluster.node(gen_sim_cluster.KINDS.index(kind))
+        name = f"n{i}"
+        n["metadata"]["name"] = name
+        n["metadata"]["uid"] = f"uid-n{i}"
+        n["metadata"]["labels"]["kubernetes.io/hostname"] = name
+        n["metadata"]["labels"]["network.topology.nvidia.com/block"] = f"rack-{i // 4}"
+        items.append(n)
+    for k, (idx, ids) in enumerate(pods):
+        items.append({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"held-{k}", "namespace": "default", "uid": f"held-{k}",
+                         "annotations": {"troupe.io/gpu-ids": ",".join(map(str, ids))}},
+            "spec": {"nodeName": f"n{idx}", "containers": [{
+                "name": "c", "image": "x",
+                "resources": {"limits": {"nvidia.com/gpu": str(len(ids))}}}]},
+            "status": {"phase": "Running"}})
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+            "items": items}
+
+
+class Sim:
+    def __init__(self, test):
+        self.dir = tempfile.TemporaryDirectory()
+        test.addCleanup(self.dir.cleanup)
+
+    def run(self, snapshot, trace, *args, expect=0):
+        cpath = os.path.join(self.dir.name, "cluster.json")
+        tpath = os.path.join(self.dir.name, "trace.json")
+        with open(cpath, "w") as f:
+            json.dump(snapshot, f)
+        with open(tpath, "w") as f:
+            f.write(trace if isinstance(trace, str) else json.dumps(trace))
+        p = subprocess.run([troupe_bin(), "simulate", "--cluster", cpath, "--workload", tpath,
+                            *args], capture_output=True, text=True, timeout=300)
+        if p.returncode != expect:
+            raise AssertionError(f"exit {p.returncode}, wanted {expect}\n"
+                                 f"stdout: {p.stdout[-2000:]}\nstderr: {p.stderr[-2000:]}")
+        return p
+
+    def json(self, snapshot, trace, *args):
+        p = self.run(snapshot, trace, "-o", "json", "--per-job", *args)
+        return json.loads(p.stdout)
+
+
+def by_name(policy):
+    return {j["name"]: j for j in policy["jobs"]}
+
+
+class HandChecked(unittest.TestCase):
+    def test_second_job_waits_exactly_the_first_ones_duration(self):
+        out = Sim(self).json(cluster(["nvswitch"]), {"jobs": [
+            {"name": "first", "arrival": 0, "duration": "1h", "gpus": 8},
+            {"name": "second", "arrival": 0, "duration": "30m", "gpus": 8}]})
+        p = out["policies"][0]
+        jobs = by_name(p)
+        self.assertEqual(jobs["first"]["start"], 0)
+        self.assertEqual(jobs["second"]["start"], 3600)
+        self.assertEqual(jobs["second"]["end"], 3600 + 1800)
+        self.assertEqual(p["wait_s"]["mean"], 1800)
+        self.assertEqual(p["wait_s"]["max"], 3600)
+        self.assertEqual(p["completion_s"]["max"], 5400)
+        # Busy the whole time: 8 of 8 GPUs from 0 to 5400 s.
+        self.assertAlmostEqual(p["gpu_utilisation"], 1.0)
+        self.assertEqual(p["peak_gpus_in_use"], 8)
+
+    def test_a_gang_starts_and_completes_together(self):
+        # One GPU of n0 is taken for ten minutes: a 2x8 gang arriving at one
+        # minute needs both nodes whole and starts at 600 s, both pods at once.
+        # The same two pods without a gang start apart: one at once on n1.
+        trace = {"jobs": [
+            {"name": "small", "arrival": 0, "duration": "10m", "gpus": 1},
+            {"name": "gang", "arrival": "1m", "duration": "1h", "pods": 2, "gpus": 8,
+             "gang": 2}]}
+        jobs = by_name(Sim(self).json(cluster(["nvswitch", "nvswitch"]), trace)["policies"][0])
+        starts = [pod["start"] for pod in jobs["gang"]["pods"]]
+        self.assertEqual(starts, [600, 600])
+        self.assertEqual(sorted(pod["node"] for pod in jobs["gang"]["pods"]), ["n0", "n1"])
+        self.assertEqual(jobs["gang"]["end"], 600 + 3600)
+
+        trace["jobs"][1]["gang"] = 0
+        jobs = by_name(Sim(self).json(cluster(["nvswitch", "nvswitch"]), trace)["policies"][0])
+        starts = sorted(pod["start"] for pod in jobs["gang"]["pods"])
+        self.assertEqual(starts, [60, 600])
+
+    def test_topology_keeps_nvlink_where_binpack_fills_the_fuller_node(self):
+        # n0, a PCIe server, has 2 GPUs free (PIX, no NVLink); n1, an NVSwitch
+        # board, is empty. binpack sends a 2-GPU pod to the fuller n0; the
+        # topology score, with the link quality weighed above packing, sends it
+        # where its pair is NVLinked. (At the default weights, 6/1/2, packing
+        # wins here too: the same run says so.)
+        snap = cluster(["pcie", "nvswitch"], pods=[(0, [0, 1, 2, 3, 4, 5])])
+        trace = {"jobs": [{"name": "pair", "arrival": 0, "duration": "1h", "gpus": 2}]}
+        out = Sim(self).json(snap, trace, "--compare", "binpack,topology", "--weights", "1,4,1")
+        rates = {p["policy"]: p["nvlink_complete"]["rate"] for p in out["policies"]}
+        self.assertEqual(rates, {"binpack": 0.0, "topology": 1.0})
+        nodes = {p["policy"]: by_name(p)["pair"]["pods"][0]["node"] for p in out["policies"]}
+        self.assertEqual(nodes, {"binpack": "n0", "topology": "n1"})
+        out = Sim(self).json(snap, trace, "--compare", "binpack,topology")
+        rates = {p["policy"]: p["nvlink_complete"]["rate"] for p in out["policies"]}
+        self.assertEqual(rates, {"binpack": 0.0, "topology": 0.0})
+
+    def test_a_job_no_node_can_hold_is_refused_not_queued(self):
+        p = Sim(self).run(cluster(["nvswitch"]), {"jobs": [
+            {"name": "huge", "arrival": 0, "duration": "1h", "gpus": 16},
+            {"name": "fine", "arrival": 0, "duration": "1h", "gpus": 8}]}, "-o", "json")
+        out = json.loads(p.stdout)["policies"][0]
+        self.assertEqual((out["jobs_refused"], out["jobs_done"]), (1, 1))
+        self.assertIn("huge: refused", p.stderr)
+
+    def test_bad_input_is_refused_with_the_field_named(self):
+        sim = Sim(self)
+        snap = cluster(["nvswitch"])
+        p = sim.run(snap, {"jobs": [{"name": "x", "arrival": 0}]}, expect=2)
+        self.assertIn('job "x": duration is required', p.stderr)
+        p = sim.run(snap, {"jobs": [{"name": "x", "duration": 5, "topology": "nvlinky"}]},
+                    expect=2)
+        self.assertIn('job "x": topology', p.stderr)
+        p = sim.run(snap, {"jobs": [{"duration": 5, "pods": 2, "gang": 3}]}, expect=2)
+        self.assertIn("gang must be", p.stderr)
+        p = sim.run(snap, {"jobs": [{"duration": 5}]}, "--compare", "binpack,nope", expect=2)
+        self.assertIn('"nope" is not a scoring policy', p.stderr)
+        p = sim.run(snap, {"seed": 1e300, "jobs": [{"duration": 5}]}, expect=2)
+        self.assertIn("seed must be a whole number", p.stderr)
+        p = sim.run(snap, {"generate": {"jobs": 3, "mix": [{"share": 1}]}}, expect=2)
+        self.assertIn("generate.mix[0] has no duration", p.stderr)
+        p = sim.run(snap, "jobs: [", expect=2)
+        self.assertIn("trace", p.stderr)
+
+    def test_text_report_and_help(self):
+        p = Sim(self).run(cluster(["nvswitch", "dgx1"]), {"jobs": [
+            {"duration": "1h", "gpus": 4, "count": 5, "every": "10m", "queue": "a"},
+            {"duration": "1h", "gpus": 2, "count": 5, "every": "10m", "queue": "b"}]},
+            "--compare", "binpack,topology,binpack+lowest")
+        self.assertIn("| policy | jobs done / refused |", p.stdout)
+        for name in ("| topology |", "| binpack+lowest |", "| a |", "| b |"):
+            self.assertIn(name, p.stdout)
+        h = subprocess.run([troupe_bin(), "simulate", "--help"], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(h.returncode, 0)
+        for flag in ("--cluster", "--workload", "--config", "--policy", "--compare",
+                     "--weights", "--seed", "--frag-gpus", "--plot", "--plot-data",
+                     "--output", "--per-job"):
+            self.assertIn(flag, h.stdout)
+
+    def test_plot_data(self):
+        # The series behind --plot, without gnuplot: one block per policy, the
+        # time averages of GPUs in use (100 % while the one job runs).
+        sim = Sim(self)
+        data = os.path.join(sim.dir.name, "plot.dat")
+        sim.run(cluster(["nvswitch"]), {"jobs": [{"duration": "1h", "gpus": 8}]},
+                "--compare", "binpack,topology", "--plot-data", data)
+        with open(data) as f:
+            blocks = [b for b in f.read().split("\n\n\n") if b.strip()]
+        self.assertEqual(len(blocks), 2)
+        rows = [line.split() for line in blocks[0].splitlines() if not line.startswith("#")]
+        self.assertEqual(len(rows), 300)
+        self.assertTrue(all(float(r[1]) == 100.0 for r in rows), rows[:3])
+        self.assertTrue(all(float(r[2]) == 0.0 for r in rows))
+
+    def test_the_example_traces_load(self):
+        root = source_root()
+        for name in sorted(os.listdir(os.path.join(root, "config", "examples"))):
+            if not name.startswith("trace-"):
+                continue
+            with self.subTest(trace=name):
+                p = subprocess.run(
+                    [troupe_bin(), "simulate", "--cluster",
+                     os.path.join(root, "config", "examples", "cluster-sim-64.json"),
+                     "--workload", os.path.join(root, "config", "examples", name),
+                     "-o", "json"], capture_output=True, text=True, timeout=300)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                pol = json.loads(p.stdout)["policies"][0]
+                self.assertEqual(pol["jobs_done"] + pol["jobs_refused"], pol["jobs_measured"])
+
+
+class AgreesWithSimPlacement(unittest.TestCase):
+    """bench/sim_placement builds the same four machines in C and generates the
+    same trace; troupe simulate reads them from a snapshot's topology text and a
+    trace file. Their figures must agree up to how ties are drawn (the two draw
+    random numbers differently), as docs/benchmarks.md says they do."""
+
+    def test_same_figures_within_tie_noise(self):
+        bench = os.path.join(os.path.dirname(troupe_bin()), "..", "..", "bench",
+                             "sim_placement")
+        if not os.access(bench, os.X_OK):
+            self.skipTest("bench/sim_placement is not built")
+        sim = Sim(self)
+        snap = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+                "items": [gen_sim_cluster.node(i) for i in range(64)]}
+        with open(os.path.join(source_root(), "config", "examples",
+                               "trace-placement.yaml")) as f:
+            trace = f.read().replace("jobs: 50000", "jobs: 20000")
+        self.assertIn("jobs: 20000", trace)
+        p = sim.run(snap, trace, "-o", "json", "--until-last-arrival", "--compare",
+                    "topology,binpack+lowest,binpack+random,binpack+sum-pairs")
+        ours = {pol["policy"].split("+")[-1]: pol for pol in json.loads(p.stdout)["policies"]}
+        ours["troupe"] = ours.pop("topology")
+        out = subprocess.run([bench, "--nodes", "64", "--pods", "20000", "--seed", "1"],
+                             capture_output=True, text=True, timeout=300, check=True).stdout
+        rows = {}
+        for line in out.splitlines():
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if len(cells) == 9 and cells[0] in ("troupe", "lowest", "random", "sum-pairs") \
+                    and cells[0] not in rows:
+                rows[cells[0]] = cells
+        self.assertEqual(set(rows), set(ours))
+        for name, cells in rows.items():
+            with self.subTest(chooser=name):
+                nvlink = float(cells[1].split()[0])
+                quality = float(cells[2].split()[0])
+                busy = float(cells[6].split()[0])
+                self.assertAlmostEqual(100 * ours[name]["nvlink_complete"]["rate"], nvlink,
+                                       delta=3.0)
+                self.assertAlmostEqual(ours[name]["link_quality"], quality, delta=0.02)
+                self.assertAlmostEqual(100 * ours[name]["gpu_utilisation"], busy, delta=1.0)
+
+
+def check_run(test, snap_nodes, trace, policy):
+    """The invariants of one policy's run, from its per-pod records."""
+    cap = {f"n{i}": (4 if k == "bridge" else 8) for i, k in enumerate(snap_nodes)}
+    jobs = {j["name"]: j for j in trace["jobs"]}
+    intervals = {n: [] for n in cap}
+    waits = []
+    for j in policy["jobs"]:
+        spec = jobs[j["name"]]
+        if j["refused"]:
+            # Only the jobs made too large for any node are refused.
+            test.assertGreater(spec["gpus"], 8, j["name"])
+            continue
+        test.assertTrue(j["done"], f"{j['name']} never completed")
+        test.assertLessEqual(spec["gpus"], 8)
+        starts = [p["start"] for p in j["pods"]]
+        test.assertEqual(len(starts), spec.get("pods", 1))
+        test.assertTrue(all(s >= spec["arrival"] for s in starts), j["name"])
+        gang = spec.get("gang", 0)
+        if gang >= 2:
+            test.assertEqual(len(set(starts[:gang])), 1, f"{j['name']}: gang split {starts}")
+            test.assertLessEqual(max(starts[:gang]), min(starts[gang:], default=1e300))
+        test.assertEqual(j["start"], max(starts))
+        test.assertAlmostEqual(j["end"], max(starts) + spec["duration"], places=6)
+        waits.append(j["start"] - spec["arrival"])
+        for p in j["pods"]:
+            test.assertEqual(len(p["devices"]), spec["gpus"])
+            test.assertTrue(all(0 <= d < cap[p["node"]] for d in p["devices"]))
+            # Microseconds: the report prints times to about 15 digits, and
+            # an end a rounding error after the next start is the same instant.
+            intervals[p["node"]].append((round(p["start"], 6),
+                                         round(p["start"] + spec["duration"], 6),
+                                         set(p["devices"])))
+    for node, ivs in intervals.items():
+        # Sweep: ends before starts at one instant (a freed GPU is reusable).
+        events = sorted([(e, 0, i) for i, (s, e, d) in enumerate(ivs)] +
+                        [(s, 1, i) for i, (s, e, d) in enumerate(ivs)])
+        held = set()
+        for _, kind, i in events:
+            devs = ivs[i][2]
+            if kind == 0:
+                held -= devs
+            else:
+                test.assertFalse(held & devs, f"{node}: devices {held & devs} given twice")
+                held |= devs
+                test.assertLessEqual(len(held), cap[node])
+    test.assertLessEqual(policy["peak_gpus_in_use"], sum(cap.values()))
+    if waits:
+        test.assertAlmostEqual(policy["wait_s"]["mean"], sum(waits) / len(waits), places=3)
+        test.assertAlmostEqual(policy["wait_s"]["max"], max(waits), places=6)
+    test.assertLessEqual(policy["gpu_utilisation"], 1.0 + 1e-9)
+
+
+class RandomTraces(unittest.TestCase):
+    CASES = int(os.environ.get("TROUPE_SIM_CASES", "40"))
+
+    def test_invariants_over_random_traces(self):
+        sim = Sim(self)
+        for case in range(self.CASES):
+            rng = random.Random(case)
+            kinds = [rng.choice(gen_sim_cluster.KINDS) for _ in range(rng.randint(1, 6))]
+            if all(k == "bridge" for k in kinds):
+                kinds[0] = "pcie"       # some node must take an 8-GPU pod
+            jobs = []
+            for i in range(rng.randint(1, 40)):
+                gpus = rng.choice([1, 1, 2, 4, 8])
+                pods = rng.choice([1, 1, 1, 2, 3])
+                full = sum(1 for k in kinds if k != "bridge")
+                # A gang must fit the cluster by count: pods of 8 need whole
+                # 8-GPU nodes, smaller pods fit four to a 4-GPU box or better.
+                gang = 0
+                if pods > 1 and rng.random() < 0.6 and (gpus < 8 or pods <= full):
+                    gang = rng.randint(2, pods)
+                job = {"name": f"j{i}", "arrival": round(rng.uniform(0, 7200), 3),
+                       "duration": round(rng.expovariate(1 / 1800) + 1, 3),
+                       "gpus": gpus, "pods": pods, "gang": gang,
+                       "queue": rng.choice(["a", "b", "c"]),
+                       "topology": rng.choice(["preferred", "preferred", "none"])}
+                jobs.append(job)
+            if rng.random() < 0.3:
+                jobs.append({"name": "too-big", "arrival": 5, "duration": 60, "gpus": 9})
+            trace = {"seed": case, "jobs": jobs}
+            with self.subTest(case=case, nodes=kinds):
+                out = sim.json(cluster(kinds), trace, "--compare",
+                               "binpack,topology,binpack+random")
+                for pol in out["policies"]:
+                    check_run(self, kinds, trace, pol)
+                    self.assertEqual(pol["jobs_refused"],
+                                     sum(1 for j in jobs if j["gpus"] > 8))
+
+
+if __name__ == "__main__":
+    unittest.main()
