@@ -37,10 +37,14 @@ function esc(s) {
 		'"': "&quot;", "'": "&#39;" })[c]);
 }
 
-/* A holder's colour, fixed the first time the page meets it: hues a golden
- * angle apart, so the first few dozen holders all look different (a hash of
- * the name gave two pods of the screenshot one pink). The table is forgotten
- * past COLOURS_MAX names, so a long-open page at 5,000 nodes stays small. */
+/* A holder's colour, fixed the first time the page meets it: the first
+ * PALETTE.length holders take a qualitative palette's colours (chosen to be
+ * told apart, on the dark background too), later ones hues a golden angle
+ * apart. A hash of the name gave two pods of the screenshot one pink. The
+ * table is forgotten past COLOURS_MAX names, so a page left open on 5,000
+ * nodes stays small. */
+const PALETTE = ["#4e9bd4", "#e8853a", "#d95f8e", "#5cc46a", "#9b7fe0", "#e0c341",
+	"#3fc1c0", "#c8553d", "#8fb339", "#c27bd1", "#a0703a", "#e6a27a"];
 const COLOURS_MAX = 20000;
 const colours = new Map();
 function colour(name) {
@@ -49,8 +53,9 @@ function colour(name) {
 		if (colours.size >= COLOURS_MAX)
 			colours.clear();
 		const i = colours.size;
-		c = `hsl(${Math.floor((i * 137.508 + 200) % 360)},${58 + (i % 3) * 8}%,` +
-			`${50 + (i % 2) * 8}%)`;
+		c = i < PALETTE.length ? PALETTE[i]
+			: `hsl(${Math.floor((i * 137.508 + 200) % 360)},${58 + (i % 3) * 8}%,` +
+			  `${50 + (i % 2) * 8}%)`;
 		colours.set(name, c);
 	}
 	return c;
