@@ -299,8 +299,6 @@ static bool plan_reserve(struct gang_manager *m, struct gang *g, const struct ga
 	return false;
 }
 
-/* Plan gang <g> whole over the offered <views> and reserve every place. True
- * when it is planned; false with <reason> set when it must wait. Lock held. */
 /* Tell of a plan just reserved: its domain and the nodes it takes (the first
  * few, cut to fit an Event's note). Lock held. */
 static void notify_planned(struct gang_manager *m, const struct gang *g,
@@ -329,6 +327,8 @@ static void notify_planned(struct gang_manager *m, const struct gang *g,
 		     len >= sizeof(nodes) || g->n_slots > NOTE_SLOTS ? ", ..." : "", timeout_s);
 }
 
+/* Plan gang <g> whole over the offered <views> and reserve every place. True
+ * when it is planned; false with <reason> set when it must wait. Lock held. */
 static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang_member *mb,
 		       const struct cache_node_view *views, unsigned n, unsigned members,
 		       unsigned timeout_s, uint32_t min_gpus, const struct shares *sh,
