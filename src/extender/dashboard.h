@@ -1,6 +1,6 @@
 /* The dashboard on the ops listener: GET /debug/dashboard (a page, its
  * dashboard.js and dashboard.css, compiled into troupe from
- * src/extender/dashboard/ by scripts/embed_assets.py) and GET
+ * src/extender/dashboard/ by its embed.py, a meson custom target) and GET
  * /debug/dashboard.json, the cluster as the page draws it: every node's GPUs,
  * free or held and by whom, in NVLink islands, grouped by network domain;
  * gangs waiting, planned and bound; queue shares; filter and bind latency.
