@@ -109,6 +109,13 @@ enum MHD_Result ext__http_send_static(struct MHD_Connection *conn, const void *d
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	/* The dashboard's files: taken as what they say they are, and the page
+	 * may load only its own files and JSON (its names are escaped before
+	 * they are drawn; this is the second fence), in no one else's frame. */
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(resp, "Content-Security-Policy",
+				"default-src 'self'; style-src 'self' 'unsafe-inline'; "
+				"img-src 'self' data:; frame-ancestors 'none'");
 	if (hdr)
 		MHD_add_response_header(resp, hdr, val);
 	ret = MHD_queue_response(conn, 200, resp);

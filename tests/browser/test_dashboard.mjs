@@ -99,6 +99,9 @@ async function openPage(browser, url) {
 	const page = await browser.newPage({ viewport: { width: 1440, height: 660 } });
 	const errors = [];
 	page.on("pageerror", (e) => errors.push(e.message));
+	// A Content-Security-Policy refusal (troupe sends one with the page)
+	// shows only here, as a console error.
+	page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
 	await page.goto(url);
 	page.errors = errors;
 	return page;

@@ -24,6 +24,8 @@ class DashboardHttpTest(unittest.TestCase):
                 s, h, body = t.ops_request("GET", path)
                 self.assertEqual((s, h["Content-Type"]), (200, ctype), path)
                 self.assertEqual(h["Cache-Control"], "max-age=60")
+                self.assertEqual(h["X-Content-Type-Options"], "nosniff")
+                self.assertIn("default-src 'self'", h["Content-Security-Policy"])
                 self.assertGreater(len(body), 500, path)
             # The files count among the answers, as every other does (and
             # the /metrics read before is one more 200).
