@@ -209,19 +209,20 @@ static int send_request(struct cache_events *r, const char *method, const char *
 			const char *ctype, const char *body, long *status, char *err,
 			size_t errlen)
 {
+	struct cache__api_call call = {
+		.method = method, .path = path, .content_type = ctype, .body = body,
+		.timeout_ms = EVENTS_TIMEOUT_MS, .max_answer = EVENTS_ANSWER_MAX,
+	};
 	struct strbuf ans = STRBUF_INIT;
-	char msg[TROUPE_MESSAGE_BUF];
 	int ret;
 
 	if (r->opts.send)
 		return r->opts.send(r->opts.send_ctx, method, path, ctype, body, status, err,
 				    errlen);
-	ret = cache__api_request(r->api, method, path, ctype, body, EVENTS_TIMEOUT_MS,
-				 EVENTS_ANSWER_MAX, status, &ans, err, errlen);
-	if (ret == 0 && (*status < 200 || *status > 299)) {
-		cache__status_message(ans.buf, ans.len, msg, sizeof(msg));
-		snprintf(err, errlen, "HTTP %ld%s%s", *status, msg[0] ? ": " : "", msg);
-	}
+	ret = cache__api_request(r->api, &call, &ans, err, errlen);
+	*status = call.status;
+	if (ret == 0 && (*status < 200 || *status > 299))
+		cache__api_status_text(*status, ans.buf, ans.len, err, errlen);
 	strbuf_fini(&ans);
 	return ret;
 }
@@ -555,10 +556,16 @@ static void check_access(struct cache_events *r)
 		long status = 0;
 		int ret = -ENOMEM;
 
-		if (review)
-			ret = cache__api_request(r->api, "POST", ACCESS_REVIEW_PATH,
-						 "application/json", review, EVENTS_TIMEOUT_MS,
-						 EVENTS_ANSWER_MAX, &status, &ans, err, sizeof(err));
+		if (review) {
+			struct cache__api_call call = {
+				.method = "POST", .path = ACCESS_REVIEW_PATH,
+				.content_type = "application/json", .body = review,
+				.timeout_ms = EVENTS_TIMEOUT_MS, .max_answer = EVENTS_ANSWER_MAX,
+			};
+
+			ret = cache__api_request(r->api, &call, &ans, err, sizeof(err));
+			status = call.status;
+		}
 		if (ret == 0 && status == 201 &&
 		    cache__access_review_parse(ans.buf, ans.len, &allowed, reason,
 					       sizeof(reason)) == 0 && !allowed)
