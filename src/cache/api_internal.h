@@ -56,6 +56,15 @@ int cache__api_request(struct cache_api *api, struct cache__api_call *call,
 void cache__api_status_text(long status, const char *body, size_t len, char *out,
 			    size_t outlen);
 
+/* Whether troupe may do <perm>: a SelfSubjectAccessReview sent with
+ * <timeout_ms> and <abort> as in struct cache__api_call. Returns 1 (allowed),
+ * 0 (denied; <reason> what the server said, or ""), or an error with <err>
+ * saying why: -EIO / -ETIMEDOUT / -ENOMEM as cache__api_request, -EPROTO when
+ * the server refused the review or its answer is not one. Thread: any. */
+int cache__api_may(struct cache_api *api, const struct cache_permission *perm,
+		   unsigned timeout_ms, const bool *abort, char *reason, size_t reasonlen,
+		   char *err, size_t errlen);
+
 /* The SelfSubjectAccessReview asking for permission <p>, as JSON text the
  * caller frees. NULL with errno set (ENOMEM, EINVAL). */
 char *cache__access_review_new(enum cache_perm p);

@@ -121,26 +121,16 @@ static void review_permissions(struct cache_pgs *w)
 	     i++) {
 		const struct cache_permission *perm =
 			cache_optional_permission_get((enum cache_optional_perm)i);
-		struct strbuf resp = STRBUF_INIT;
-		char why[TROUPE_MESSAGE_BUF], reason[TROUPE_MESSAGE_BUF];
-		char *body = cache__access_review_of(perm);
-		bool allowed = true;
-		long status;
+		char why[TROUPE_MESSAGE_BUF + 64], reason[TROUPE_MESSAGE_BUF];
 
-		if (!body)
-			return;
-		request(w, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body,
-			"application/json", &status, &resp, why, sizeof(why));
-		if ((status == 200 || status == 201) &&
-		    cache__access_review_parse(resp.buf, resp.len, &allowed, reason,
-					       sizeof(reason)) == 0 && !allowed)
+		/* An error only means no early warning: the writes say the rest. */
+		if (cache__api_may(w->api, perm, PGS_REQUEST_TIMEOUT_MS, &w->stop, reason,
+				   sizeof(reason), why, sizeof(why)) == 0)
 			log_warn("pgstatus", "missing permission: %s (group \"%s\"): grant "
 				 "it (config/deploy/rbac.yaml, ClusterRole troupe-podgroup-status) "
 				 "for troupe to keep PodGroup status; scheduling and readiness do "
 				 "not depend on it%s%s", perm->name, perm->group,
 				 reason[0] ? "; the API server says: " : "", reason);
-		free(body);
-		strbuf_fini(&resp);
 	}
 }
 

@@ -6,13 +6,15 @@
  * non-resource path such as /metrics. The ops listener (src/extender) calls
  * these for requests to /debug/... and /metrics; it caches what they say.
  *
- * Each review is one blocking POST on the calling thread, with its own curl
- * handle: the ops listener runs a thread per connection, and its cache keeps
- * the reviews rare, so nothing is gained by sharing the binder's multi handle.
- * Reviews are not stored by the API server (it answers 201 with the status
- * filled in), so nothing here has a lasting effect in the cluster. The one
- * request here that has is the pod delete at the end, which shares the same
- * one-shot request.
+ * Each review is one blocking POST on the calling thread (cache__api_request,
+ * its own curl handle): the ops listener runs a thread per connection, and its
+ * cache keeps the reviews rare, so nothing is gained by sharing the binder's
+ * multi handle. Reviews are not stored by the API server (it answers 201 with
+ * the status filled in), so nothing here has a lasting effect in the cluster.
+ * Here too: cache__api_may, the SelfSubjectAccessReview by which the event
+ * recorder and the PodGroup status writer check troupe's optional
+ * permissions. The one request here that has a lasting effect is the pod
+ * delete at the end, which shares the same one-shot request.
  */
 #include "cache/api_internal.h"
 
@@ -29,6 +31,7 @@
 
 #define TOKEN_REVIEW_PATH "/apis/authentication.k8s.io/v1/tokenreviews"
 #define ACCESS_REVIEW_PATH "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+#define SELF_REVIEW_PATH "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 enum {
 	/* A review's answer: the spec echoed back and a short status; a longer
@@ -253,6 +256,52 @@ out:
 	cJSON_Delete(root);
 	strbuf_fini(&a.body);
 	strbuf_fini(&req);
+	return ret;
+}
+
+/* ---- troupe's own optional permissions ----------------------------------------
+ *
+ * The event recorder and the PodGroup status writer ask once whether troupe
+ * may do what they need, only to warn: a SelfSubjectAccessReview, as the
+ * informer's readiness check posts for the required ones (it on the multi
+ * handle, these here, blocking their own thread).
+ */
+
+int cache__api_may(struct cache_api *api, const struct cache_permission *perm,
+		   unsigned timeout_ms, const bool *abort, char *reason, size_t reasonlen,
+		   char *err, size_t errlen)
+{
+	struct answer a = { STRBUF_INIT, false };
+	char *body = cache__access_review_of(perm);
+	bool allowed = false;
+	cJSON *root = NULL;
+	long status = 0;
+	int ret = -ENOMEM;
+
+	if (reasonlen)
+		reason[0] = '\0';
+	if (!body) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	ret = send_request(api, "POST", SELF_REVIEW_PATH, body, 0, timeout_ms, abort, &status, &a,
+			   err, errlen);
+	if (ret < 0)
+		goto out;
+	ret = -EPROTO;
+	root = answer_parse("SelfSubjectAccessReview", status, &a, err, errlen);
+	if (!root)
+		goto out;
+	if (cache__access_review_parse(a.body.buf, a.body.len, &allowed, reason, reasonlen) < 0) {
+		snprintf(err, errlen, "the answer is not a SelfSubjectAccessReview "
+			 "(no status.allowed)");
+		goto out;
+	}
+	ret = allowed ? 1 : 0;
+out:
+	cJSON_Delete(root);
+	strbuf_fini(&a.body);
+	free(body);
 	return ret;
 }
 
