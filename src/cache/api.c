@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "common/util.h"
@@ -221,55 +222,78 @@ nomem:
 	return -ENOMEM;
 }
 
-/* One blocking request on the calling thread, for the rare writes that need
- * no multi handle (the event recorder's posts): its own easy handle, the
- * answer's body kept up to <max_answer> bytes (more is dropped, *cut set). */
+/* ---- One blocking request ----------------------------------------------------
+ *
+ * For the rare requests that need no multi handle (the event recorder's
+ * writes, the reviews, the pod delete, the PodGroup status writer's): one easy
+ * handle, the answer's body kept up to call->max_answer bytes (more is
+ * dropped, call->cut set), and an optional flag that aborts it.
+ */
 struct api_answer {
 	struct strbuf *body;
-	size_t max;
-	bool cut;
+	struct cache__api_call *call;
 };
 
 static size_t api_answer_data(char *ptr, size_t size, size_t n, void *arg)
 {
 	struct api_answer *a = arg;
 
-	if (a->body->len + size * n > a->max)
-		a->cut = true;
+	if (a->body->len + size * n > a->call->max_answer)
+		a->call->cut = true;
 	else
 		strbuf_append(a->body, ptr, size * n);
 	return size * n;
 }
 
-int cache__api_request(struct cache_api *a, const char *method, const char *path,
-		       const char *content_type, const char *body, unsigned timeout_ms,
-		       size_t max_answer, long *status, struct strbuf *answer, char *err,
-		       size_t errlen)
+/* libcurl's progress callback, with call->abort: a set flag ends the request. */
+static int api_abort_check(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+			   curl_off_t ulnow)
+{
+	const bool *abort = arg;
+
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	return __atomic_load_n(abort, __ATOMIC_RELAXED) ? 1 : 0;
+}
+
+int cache__api_request(struct cache_api *a, struct cache__api_call *call,
+		       struct strbuf *answer, char *err, size_t errlen)
 {
 	char curl_err[CURL_ERROR_SIZE] = "", ctype[128];
 	struct curl_slist *headers = NULL, *n;
-	struct api_answer ans = { answer, max_answer, false };
-	CURL *easy = curl_easy_init();
+	struct api_answer ans = { answer, call };
+	CURL *easy = call->easy ? call->easy : curl_easy_init();
 	CURLcode rc;
 	int ret = -ENOMEM;
 
-	*status = 0;
+	call->status = 0;
+	call->cut = false;
 	snprintf(err, errlen, "out of memory");
-	if (!easy || cache__api_prepare(a, easy, path, &headers) < 0)
+	if (!easy)
 		goto out;
-	snprintf(ctype, sizeof(ctype), "Content-Type: %s", content_type);
-	n = curl_slist_append(headers, ctype);
-	if (!n)
+	if (call->easy)
+		curl_easy_reset(easy);
+	if (cache__api_prepare(a, easy, call->path, &headers) < 0)
 		goto out;
-	headers = n;
-	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method);
-	if (body)
-		curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+	if (call->content_type) {
+		snprintf(ctype, sizeof(ctype), "Content-Type: %s", call->content_type);
+		n = curl_slist_append(headers, ctype);
+		if (!n)
+			goto out;
+		headers = n;
+		curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+	}
+	curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, call->method);
+	if (call->body)
+		curl_easy_setopt(easy, CURLOPT_POSTFIELDS, call->body);
+	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)call->timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, api_answer_data);
 	curl_easy_setopt(easy, CURLOPT_WRITEDATA, &ans);
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, curl_err);
+	if (call->abort) {
+		curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, api_abort_check);
+		curl_easy_setopt(easy, CURLOPT_XFERINFODATA, call->abort);
+	}
 	rc = curl_easy_perform(easy);
 	if (rc != CURLE_OK) {
 		snprintf(err, errlen, "API server unreachable: %s",
@@ -277,17 +301,30 @@ int cache__api_request(struct cache_api *a, const char *method, const char *path
 		ret = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
 		goto out;
 	}
-	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, status);
-	/* troupe's own token was refused: re-read the file (a rotated token). */
-	if (*status == 401)
+	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &call->status);
+	/* troupe's own token was refused: the next request re-reads the file
+	 * (a rotated projected token), as the informer and binder do. */
+	if (call->status == 401)
 		cache__api_refresh_token(a, true);
 	err[0] = '\0';
 	ret = 0;
 out:
 	curl_slist_free_all(headers);
-	if (easy)
+	/* A kept handle must not point at this call's buffers and headers. */
+	if (call->easy && easy)
+		curl_easy_reset(easy);
+	else if (easy)
 		curl_easy_cleanup(easy);
 	return ret;
+}
+
+void cache__api_status_text(long status, const char *body, size_t len, char *out,
+			    size_t outlen)
+{
+	char msg[TROUPE_MESSAGE_BUF];
+
+	cache__status_message(body ? body : "", len, msg, sizeof(msg));
+	snprintf(out, outlen, "HTTP %ld%s%s", status, msg[0] ? ": " : "", msg);
 }
 
 /* ---- Sources ------------------------------------------------------------ */

@@ -39,7 +39,6 @@
 #include "common/util.h"
 
 #define EVENTS_PATH "/apis/events.k8s.io/v1/namespaces/%s/events"
-#define ACCESS_REVIEW_PATH "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 #define NS_PER_S 1000000000ULL
 
 enum {
@@ -209,19 +208,20 @@ static int send_request(struct cache_events *r, const char *method, const char *
 			const char *ctype, const char *body, long *status, char *err,
 			size_t errlen)
 {
+	struct cache__api_call call = {
+		.method = method, .path = path, .content_type = ctype, .body = body,
+		.timeout_ms = EVENTS_TIMEOUT_MS, .max_answer = EVENTS_ANSWER_MAX,
+	};
 	struct strbuf ans = STRBUF_INIT;
-	char msg[TROUPE_MESSAGE_BUF];
 	int ret;
 
 	if (r->opts.send)
 		return r->opts.send(r->opts.send_ctx, method, path, ctype, body, status, err,
 				    errlen);
-	ret = cache__api_request(r->api, method, path, ctype, body, EVENTS_TIMEOUT_MS,
-				 EVENTS_ANSWER_MAX, status, &ans, err, errlen);
-	if (ret == 0 && (*status < 200 || *status > 299)) {
-		cache__status_message(ans.buf, ans.len, msg, sizeof(msg));
-		snprintf(err, errlen, "HTTP %ld%s%s", *status, msg[0] ? ": " : "", msg);
-	}
+	ret = cache__api_request(r->api, &call, &ans, err, errlen);
+	*status = call.status;
+	if (ret == 0 && (*status < 200 || *status > 299))
+		cache__api_status_text(*status, ans.buf, ans.len, err, errlen);
 	strbuf_fini(&ans);
 	return ret;
 }
@@ -548,29 +548,17 @@ static void check_access(struct cache_events *r)
 	for (int p = CACHE_OPT_PERM_CREATE_EVENTS; p <= CACHE_OPT_PERM_PATCH_EVENTS; p++) {
 		const struct cache_permission *perm =
 			cache_optional_permission_get((enum cache_optional_perm)p);
-		char *review = cache__access_review_of(perm);
 		char err[EVENTS_ERR_BUF] = "", reason[TROUPE_MESSAGE_BUF] = "";
-		struct strbuf ans = STRBUF_INIT;
-		bool allowed = false;
-		long status = 0;
-		int ret = -ENOMEM;
+		int ret = cache__api_may(r->api, perm, EVENTS_TIMEOUT_MS, NULL, reason,
+					 sizeof(reason), err, sizeof(err));
 
-		if (review)
-			ret = cache__api_request(r->api, "POST", ACCESS_REVIEW_PATH,
-						 "application/json", review, EVENTS_TIMEOUT_MS,
-						 EVENTS_ANSWER_MAX, &status, &ans, err, sizeof(err));
-		if (ret == 0 && status == 201 &&
-		    cache__access_review_parse(ans.buf, ans.len, &allowed, reason,
-					       sizeof(reason)) == 0 && !allowed)
+		if (ret == 0)
 			log_warn("events", "missing permission: %s (group \"%s\"): troupe's Events "
 				 "will fail; add it to troupe's ClusterRole "
 				 "(config/deploy/rbac.yaml)%s%s", perm->name, perm->group,
 				 reason[0] ? ": " : "", reason);
-		else if (ret < 0 || status != 201)
-			log_info("events", "cannot check permission %s: %s", perm->name,
-				 err[0] ? err : "the review was refused");
-		free(review);
-		strbuf_fini(&ans);
+		else if (ret < 0)
+			log_info("events", "cannot check permission %s: %s", perm->name, err);
 	}
 }
 

@@ -42,7 +42,9 @@ void cache_pgs_opts_defaults(struct cache_pgs_opts *o)
 /* After a 403, writes pause this long (the permission is checked by trying). */
 #define PGS_FORBIDDEN_PAUSE_NS (60ULL * 1000000000ULL)
 /* One request's time limit. */
-#define PGS_REQUEST_TIMEOUT_MS 10000L
+#define PGS_REQUEST_TIMEOUT_MS 10000u
+/* The most of an answer kept: a PodGroup, or a review. */
+#define PGS_ANSWER_MAX ((size_t)1 << 20)
 /* A failure other than 403 is logged at most this often. */
 #define PGS_WARN_EVERY_NS (60ULL * 1000000000ULL)
 
@@ -88,77 +90,26 @@ static void stat_add(uint64_t *v)
 	__atomic_fetch_add(v, 1, __ATOMIC_RELAXED);
 }
 
-static size_t on_data(char *ptr, size_t size, size_t n, void *arg)
-{
-	struct strbuf *sb = arg;
-
-	if (sb->len < 1 << 20)
-		strbuf_append(sb, ptr, size * n);
-	return size * n;
-}
-
-/* libcurl's progress callback: a stop ends the request under way at once, so
- * that stopping never waits out an API server that does not answer. */
-static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-		       curl_off_t ulnow)
-{
-	const struct cache_pgs *w = arg;
-
-	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-	return __atomic_load_n(&w->stop, __ATOMIC_RELAXED) ? 1 : 0;
-}
-
-/* One request: <status> 0 when no answer came; <err> says what happened. */
+/* One request on the writer's own handle (kept, so its connection is
+ * reused), ended at once by a stop, so that stopping never waits out an API
+ * server that does not answer: <status> 0 when no answer came; <err> says what
+ * happened, as "METHOD PATH: HTTP status: message" once the server answered. */
 static void request(struct cache_pgs *w, const char *method, const char *path, const char *body,
 		    const char *content_type, long *status, struct strbuf *resp, char *err,
 		    size_t errlen)
 {
-	struct curl_slist *headers = NULL, *n;
-	char curl_err[CURL_ERROR_SIZE] = "", hdr[96];
-	CURLcode rc;
+	struct cache__api_call call = {
+		.method = method, .path = path, .content_type = body ? content_type : NULL,
+		.body = body, .timeout_ms = PGS_REQUEST_TIMEOUT_MS, .max_answer = PGS_ANSWER_MAX,
+		.abort = &w->stop, .easy = w->easy,
+	};
+	char text[TROUPE_MESSAGE_BUF + 32];
 
-	*status = 0;
-	curl_easy_reset(w->easy);
-	if (cache__api_prepare(w->api, w->easy, path, &headers) < 0) {
-		snprintf(err, errlen, "out of memory");
-		return;
+	if (cache__api_request(w->api, &call, resp, err, errlen) == 0) {
+		cache__api_status_text(call.status, resp->buf, resp->len, text, sizeof(text));
+		snprintf(err, errlen, "%s %s: %s", method, path, text);
 	}
-	if (body) {
-		snprintf(hdr, sizeof(hdr), "Content-Type: %s", content_type);
-		n = curl_slist_append(headers, hdr);
-		if (!n) {
-			curl_slist_free_all(headers);
-			snprintf(err, errlen, "out of memory");
-			return;
-		}
-		headers = n;
-		curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, headers);
-		curl_easy_setopt(w->easy, CURLOPT_POSTFIELDS, body);
-	}
-	curl_easy_setopt(w->easy, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(w->easy, CURLOPT_TIMEOUT_MS, PGS_REQUEST_TIMEOUT_MS);
-	curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, resp);
-	curl_easy_setopt(w->easy, CURLOPT_ERRORBUFFER, curl_err);
-	curl_easy_setopt(w->easy, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(w->easy, CURLOPT_XFERINFOFUNCTION, on_progress);
-	curl_easy_setopt(w->easy, CURLOPT_XFERINFODATA, w);
-	rc = curl_easy_perform(w->easy);
-	if (rc != CURLE_OK) {
-		snprintf(err, errlen, "API server unreachable: %s",
-			 curl_err[0] ? curl_err : curl_easy_strerror(rc));
-	} else {
-		char msg[TROUPE_MESSAGE_BUF];
-
-		curl_easy_getinfo(w->easy, CURLINFO_RESPONSE_CODE, status);
-		if (*status == 401)
-			cache__api_refresh_token(w->api, true);
-		cache__status_message(resp->buf ? resp->buf : "", resp->len, msg, sizeof(msg));
-		snprintf(err, errlen, "%s %s: HTTP %ld%s%s", method, path, *status,
-			 msg[0] ? ": " : "", msg);
-	}
-	curl_easy_setopt(w->easy, CURLOPT_ERRORBUFFER, NULL);
-	curl_slist_free_all(headers);
+	*status = call.status;
 }
 
 /* Ask the API server, once per leadership, whether troupe may read and write
@@ -170,26 +121,16 @@ static void review_permissions(struct cache_pgs *w)
 	     i++) {
 		const struct cache_permission *perm =
 			cache_optional_permission_get((enum cache_optional_perm)i);
-		struct strbuf resp = STRBUF_INIT;
-		char why[TROUPE_MESSAGE_BUF], reason[TROUPE_MESSAGE_BUF];
-		char *body = cache__access_review_of(perm);
-		bool allowed = true;
-		long status;
+		char why[TROUPE_MESSAGE_BUF + 64], reason[TROUPE_MESSAGE_BUF];
 
-		if (!body)
-			return;
-		request(w, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body,
-			"application/json", &status, &resp, why, sizeof(why));
-		if ((status == 200 || status == 201) &&
-		    cache__access_review_parse(resp.buf, resp.len, &allowed, reason,
-					       sizeof(reason)) == 0 && !allowed)
+		/* An error only means no early warning: the writes say the rest. */
+		if (cache__api_may(w->api, perm, PGS_REQUEST_TIMEOUT_MS, &w->stop, reason,
+				   sizeof(reason), why, sizeof(why)) == 0)
 			log_warn("pgstatus", "missing permission: %s (group \"%s\"): grant "
 				 "it (config/deploy/rbac.yaml, ClusterRole troupe-podgroup-status) "
 				 "for troupe to keep PodGroup status; scheduling and readiness do "
 				 "not depend on it%s%s", perm->name, perm->group,
 				 reason[0] ? "; the API server says: " : "", reason);
-		free(body);
-		strbuf_fini(&resp);
 	}
 }
 

@@ -6,13 +6,15 @@
  * non-resource path such as /metrics. The ops listener (src/extender) calls
  * these for requests to /debug/... and /metrics; it caches what they say.
  *
- * Each review is one blocking POST on the calling thread, with its own curl
- * handle: the ops listener runs a thread per connection, and its cache keeps
- * the reviews rare, so nothing is gained by sharing the binder's multi handle.
- * Reviews are not stored by the API server (it answers 201 with the status
- * filled in), so nothing here has a lasting effect in the cluster. The one
- * request here that has is the pod delete at the end, which shares the same
- * one-shot request.
+ * Each review is one blocking POST on the calling thread (cache__api_request,
+ * its own curl handle): the ops listener runs a thread per connection, and its
+ * cache keeps the reviews rare, so nothing is gained by sharing the binder's
+ * multi handle. Reviews are not stored by the API server (it answers 201 with
+ * the status filled in), so nothing here has a lasting effect in the cluster.
+ * Here too: cache__api_may, the SelfSubjectAccessReview by which the event
+ * recorder and the PodGroup status writer check troupe's optional
+ * permissions. The one request here that has a lasting effect is the pod
+ * delete at the end, which shares the same one-shot request.
  */
 #include "cache/api_internal.h"
 
@@ -29,6 +31,7 @@
 
 #define TOKEN_REVIEW_PATH "/apis/authentication.k8s.io/v1/tokenreviews"
 #define ACCESS_REVIEW_PATH "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+#define SELF_REVIEW_PATH "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 enum {
 	/* A review's answer: the spec echoed back and a short status; a longer
@@ -39,75 +42,37 @@ enum {
 	REVIEW_TIMEOUT_MS = 8000,
 };
 
+/* A review's answer: its body, and whether it was cut at the cap. */
 struct answer {
 	struct strbuf body;
 	bool cut;
-	size_t max;                     /* the most kept; 0: REVIEW_ANSWER_MAX */
 };
 
-static size_t on_data(char *ptr, size_t size, size_t n, void *arg)
-{
-	struct answer *a = arg;
-
-	if (a->body.len + size * n > (a->max ? a->max : REVIEW_ANSWER_MAX))
-		a->cut = true;
-	else
-		strbuf_append(&a->body, ptr, size * n);
-	return size * n;
-}
-
-/* Send <method> <path> with <body> (JSON; NULL: none); the answer's status in
- * <status> and its body in <a>. Returns 0 once the server answered (any
- * status), -ENOMEM, or -EIO / -ETIMEDOUT with <err> saying why the server could
- * not be reached. */
+/* Send <method> <path> with <body> (JSON; NULL: none), keeping at most <max>
+ * bytes of the answer (0: REVIEW_ANSWER_MAX), with the reviews' time limit;
+ * <abort> as in struct cache__api_call. The answer's status in <status> and
+ * its body in <a>. Returns as cache__api_request. */
 static int send_request(struct cache_api *api, const char *method, const char *path,
-			const char *body, long *status, struct answer *a, char *err,
-			size_t errlen)
+			const char *body, size_t max, unsigned timeout_ms, const bool *abort,
+			long *status, struct answer *a, char *err, size_t errlen)
 {
-	char curl_err[CURL_ERROR_SIZE] = "";
-	struct curl_slist *headers = NULL, *n;
-	CURL *easy = curl_easy_init();
-	CURLcode rc;
-	int ret = -ENOMEM;
+	struct cache__api_call call = {
+		.method = method, .path = path, .content_type = "application/json",
+		.body = body, .timeout_ms = timeout_ms, .max_answer = max ? max : REVIEW_ANSWER_MAX,
+		.abort = abort,
+	};
+	int ret = cache__api_request(api, &call, &a->body, err, errlen);
 
-	if (!easy || cache__api_prepare(api, easy, path, &headers) < 0)
-		goto out;
-	n = curl_slist_append(headers, "Content-Type: application/json");
-	if (!n)
-		goto out;
-	headers = n;
-	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method);
-	if (body)
-		curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)REVIEW_TIMEOUT_MS);
-	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(easy, CURLOPT_WRITEDATA, a);
-	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, curl_err);
-	rc = curl_easy_perform(easy);
-	if (rc != CURLE_OK) {
-		snprintf(err, errlen, "API server unreachable: %s",
-			 curl_err[0] ? curl_err : curl_easy_strerror(rc));
-		ret = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
-		goto out;
-	}
-	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, status);
-	/* troupe's own token was refused: the next request re-reads the file
-	 * (a rotated projected token), as the informer and binder do. */
-	if (*status == 401)
-		cache__api_refresh_token(api, true);
-	ret = 0;
-out:
-	curl_slist_free_all(headers);
-	if (easy)
-		curl_easy_cleanup(easy);
+	*status = call.status;
+	a->cut = call.cut;
 	return ret;
 }
 
 static int post(struct cache_api *api, const char *path, const char *body, long *status,
 		struct answer *a, char *err, size_t errlen)
 {
-	return send_request(api, "POST", path, body, status, a, err, errlen);
+	return send_request(api, "POST", path, body, 0, REVIEW_TIMEOUT_MS, NULL, status, a, err,
+			    errlen);
 }
 
 /* The answer <a> to a review of <kind>, parsed; NULL with <err> set when the
@@ -115,15 +80,14 @@ static int post(struct cache_api *api, const char *path, const char *body, long 
 static cJSON *answer_parse(const char *kind, long status, const struct answer *a, char *err,
 			   size_t errlen)
 {
-	char msg[TROUPE_MESSAGE_BUF];
+	char text[TROUPE_MESSAGE_BUF + 32];
 	cJSON *root = NULL;
 	const char *k;
 
 	if (status != 200 && status != 201) {
 		/* 403: troupe may not create the review (its RBAC lacks it). */
-		cache__status_message(a->body.buf, a->body.len, msg, sizeof(msg));
-		snprintf(err, errlen, "%s refused: HTTP %ld%s%s", kind, status, msg[0] ? ": " : "",
-			 msg);
+		cache__api_status_text(status, a->body.buf, a->body.len, text, sizeof(text));
+		snprintf(err, errlen, "%s refused: %s", kind, text);
 		return NULL;
 	}
 	if (!a->cut && a->body.buf)
@@ -141,7 +105,7 @@ int cache_api_token_review(struct cache_api *api, const char *token,
 			   struct cache_token_review *out, char *err, size_t errlen)
 {
 	struct strbuf req = STRBUF_INIT;
-	struct answer a = { STRBUF_INIT, false, 0 };
+	struct answer a = { STRBUF_INIT, false };
 	const cJSON *st, *user, *ok;
 	const char *s;
 	cJSON *root = NULL;
@@ -238,7 +202,7 @@ int cache_api_subject_access_review(struct cache_api *api, const char *user_json
 				    char *reason, size_t reasonlen, char *err, size_t errlen)
 {
 	struct strbuf req = STRBUF_INIT;
-	struct answer a = { STRBUF_INIT, false, 0 };
+	struct answer a = { STRBUF_INIT, false };
 	const cJSON *st, *ok;
 	const char *why;
 	cJSON *root = NULL;
@@ -295,6 +259,52 @@ out:
 	return ret;
 }
 
+/* ---- troupe's own optional permissions ----------------------------------------
+ *
+ * The event recorder and the PodGroup status writer ask once whether troupe
+ * may do what they need, only to warn: a SelfSubjectAccessReview, as the
+ * informer's readiness check posts for the required ones (it on the multi
+ * handle, these here, blocking their own thread).
+ */
+
+int cache__api_may(struct cache_api *api, const struct cache_permission *perm,
+		   unsigned timeout_ms, const bool *abort, char *reason, size_t reasonlen,
+		   char *err, size_t errlen)
+{
+	struct answer a = { STRBUF_INIT, false };
+	char *body = cache__access_review_of(perm);
+	bool allowed = false;
+	cJSON *root = NULL;
+	long status = 0;
+	int ret = -ENOMEM;
+
+	if (reasonlen)
+		reason[0] = '\0';
+	if (!body) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	ret = send_request(api, "POST", SELF_REVIEW_PATH, body, 0, timeout_ms, abort, &status, &a,
+			   err, errlen);
+	if (ret < 0)
+		goto out;
+	ret = -EPROTO;
+	root = answer_parse("SelfSubjectAccessReview", status, &a, err, errlen);
+	if (!root)
+		goto out;
+	if (cache__access_review_parse(a.body.buf, a.body.len, &allowed, reason, reasonlen) < 0) {
+		snprintf(err, errlen, "the answer is not a SelfSubjectAccessReview "
+			 "(no status.allowed)");
+		goto out;
+	}
+	ret = allowed ? 1 : 0;
+out:
+	cJSON_Delete(root);
+	strbuf_fini(&a.body);
+	free(body);
+	return ret;
+}
+
 /* ---- Deleting a pod -----------------------------------------------------------
  *
  * Not a review, but the same kind of rare, blocking request: the gang recovery
@@ -306,9 +316,8 @@ out:
 int cache_api_delete_pod(struct cache_api *api, const char *ns, const char *name,
 			 const char *uid, char *err, size_t errlen)
 {
-	struct answer a = { .body = STRBUF_INIT };
+	struct answer a = { STRBUF_INIT, false };
 	struct strbuf path = STRBUF_INIT, body = STRBUF_INIT;
-	char msg[TROUPE_MESSAGE_BUF];
 	long status = 0;
 	int ret;
 
@@ -322,21 +331,19 @@ int cache_api_delete_pod(struct cache_api *api, const char *ns, const char *name
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	ret = send_request(api, "DELETE", path.buf, body.buf, &status, &a, err, errlen);
+	ret = send_request(api, "DELETE", path.buf, body.buf, 0, REVIEW_TIMEOUT_MS, NULL, &status,
+			   &a, err, errlen);
 	if (ret < 0)
 		goto out;
-	cache__status_message(a.body.buf, a.body.len, msg, sizeof(msg));
 	if (status == 200 || status == 202) {
 		ret = 0;
 	} else if (status == 404) {
 		ret = -ENOENT;
 		snprintf(err, errlen, "the pod is gone already");
-	} else if (status == 409) {
-		ret = -ESTALE;  /* another pod of that name now */
-		snprintf(err, errlen, "HTTP 409%s%s", msg[0] ? ": " : "", msg);
 	} else {
-		ret = status == 403 ? -EACCES : -EIO;
-		snprintf(err, errlen, "HTTP %ld%s%s", status, msg[0] ? ": " : "", msg);
+		/* 409: another pod of that name now. */
+		ret = status == 409 ? -ESTALE : status == 403 ? -EACCES : -EIO;
+		cache__api_status_text(status, a.body.buf, a.body.len, err, errlen);
 	}
 out:
 	strbuf_fini(&a.body);
@@ -348,8 +355,9 @@ out:
 int cache_api_get(struct cache_api *api, const char *path, size_t max, long *status,
 		  char **body, size_t *len, char *err, size_t errlen)
 {
-	struct answer a = { STRBUF_INIT, false, max };
-	int ret = send_request(api, "GET", path, NULL, status, &a, err, errlen);
+	struct answer a = { STRBUF_INIT, false };
+	int ret = send_request(api, "GET", path, NULL, max, REVIEW_TIMEOUT_MS, NULL, status, &a,
+			       err, errlen);
 
 	if (ret == 0 && a.cut) {
 		snprintf(err, errlen, "GET %.300s: the answer is larger than %zu bytes", path, max);

@@ -55,20 +55,21 @@ const char *ext__explain_group_key(int g)
 	return g >= 0 && g < EXPLAIN_GROUPS ? groups[g].key : "?";
 }
 
+/* {"error":"<message>","code":<status>}. */
+static void encode_explain_error(struct strbuf *body, const char *msg, unsigned status)
+{
+	strbuf_puts(body, "{\"error\":");
+	ext__explain_put_str(body, msg);
+	strbuf_printf(body, ",\"code\":%u}", status);
+}
+
 void ext__explain_error(struct ext_reply *r, unsigned status, const char *fmt, ...)
 {
-	char msg[EXT_REPLY_ERROR_BUF];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	ext__reply_verror(r, status, encode_explain_error, fmt, ap);
 	va_end(ap);
-	r->status = status;
-	r->error = true;
-	strbuf_fini(&r->body);
-	strbuf_puts(&r->body, "{\"error\":");
-	ext__explain_put_str(&r->body, msg);
-	strbuf_printf(&r->body, ",\"code\":%u}", status);
 }
 
 /* ---- The query ---------------------------------------------------------------- */

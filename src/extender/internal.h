@@ -11,6 +11,7 @@
 #ifndef TROUPE_EXTENDER_INTERNAL_H
 #define TROUPE_EXTENDER_INTERNAL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
@@ -50,6 +51,12 @@ enum {
 /* Make <r> an error answer: <status> and {"Error":"<message>"}. */
 void ext__reply_error(struct ext_reply *r, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The same, the message formatted from <fmt> and <ap> and written into the
+ * body by <encode> with <status>: what ext__reply_error and the explain API's
+ * own error form (ext__explain_error) share. */
+void ext__reply_verror(struct ext_reply *r, unsigned status,
+		       void (*encode)(struct strbuf *body, const char *msg, unsigned status),
+		       const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 
 /* Parse the request's pod, its demand and its topology policy into <req>. On
  * failure fill <r> (an error naming <verb>) and return NULL. The caller frees

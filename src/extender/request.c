@@ -22,18 +22,33 @@ void ext_reply_fini(struct ext_reply *r)
 	strbuf_fini(&r->body);
 }
 
-void ext__reply_error(struct ext_reply *r, unsigned status, const char *fmt, ...)
+void ext__reply_verror(struct ext_reply *r, unsigned status,
+		       void (*encode)(struct strbuf *body, const char *msg, unsigned status),
+		       const char *fmt, va_list ap)
 {
 	char msg[EXT_REPLY_ERROR_BUF];
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	r->status = status;
 	r->error = true;
 	strbuf_fini(&r->body);
-	ext_encode_error(&r->body, msg);
+	encode(&r->body, msg, status);
+}
+
+/* The verbs' error form: {"Error":"<message>"}, the status apart. */
+static void encode_verb_error(struct strbuf *body, const char *msg, unsigned status)
+{
+	(void)status;
+	ext_encode_error(body, msg);
+}
+
+void ext__reply_error(struct ext_reply *r, unsigned status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	ext__reply_verror(r, status, encode_verb_error, fmt, ap);
+	va_end(ap);
 }
 
 struct cache_node *ext__request_node_view(const struct ext_service *svc, const cJSON *it,

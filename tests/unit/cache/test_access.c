@@ -25,8 +25,8 @@
 #include "cache/api_internal.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "common/yamljson.h"
 #include "fixture.h"
+#include "rbac_check.h"
 
 /* ---- Permissions ------------------------------------------------------------ */
 
@@ -147,84 +147,20 @@ static void test_cache_access_review_parse_answers(void **state)
 	}
 }
 
-static const char *yaml_text(const cJSON *j)
-{
-	return cJSON_IsString(j) ? j->valuestring : "(not a string)";
-}
-
-/* The permission <verb> on <resource> ("pods/binding") in <group> is, or -1. */
-static int perm_of(const char *group, const char *resource, const char *verb)
-{
-	for (int p = 0; p < CACHE_PERM_COUNT; p++) {
-		const struct cache_permission *perm = cache_permission_get((enum cache_perm)p);
-		char res[128];
-
-		snprintf(res, sizeof(res), "%s%s%s", perm->resource, perm->subresource[0] ? "/" : "",
-			 perm->subresource);
-		if (strcmp(group, perm->group) == 0 && strcmp(resource, res) == 0 &&
-		    strcmp(verb, perm->verb) == 0)
-			return p;
-	}
-	return -1;
-}
-
 /* config/deploy/rbac.yaml grants exactly what troupe checks it needs: each
- * (group, resource[/subresource], verb) of its ClusterRole is one permission of
- * the table, and each permission is granted, so a rule troupe does not use
- * cannot creep in and one it does cannot be forgotten. */
+ * (group, resource[/subresource], verb) of its ClusterRole troupe is one
+ * permission of the table, and each permission is granted, so a rule troupe
+ * does not use cannot creep in and one it does cannot be forgotten. The file's
+ * other roles (delegated auth for the ops listener, leases, events, PodGroup
+ * status) are granted apart, and checked by the tests of what uses them. */
 static void test_cache_permissions_are_the_shipped_cluster_role(void **state)
 {
-	bool granted[CACHE_PERM_COUNT] = { false };
-	const cJSON *doc, *rule, *g, *r, *v;
-	char *buf = NULL, err[192] = "";
-	cJSON *docs;
-	size_t len;
-	int roles = 0;
+	const struct cache_permission *perms[CACHE_PERM_COUNT];
 
 	(void)state;
-	assert_int_equal(util_read_file(TROUPE_SOURCE_ROOT "/config/deploy/rbac.yaml", 1 << 20,
-					&buf, &len), 0);
-	docs = yamljson_parse(buf, len, err, sizeof(err));
-	if (!docs)
-		fail_msg("rbac.yaml: %s", err);
-	cJSON_ArrayForEach(doc, docs) {
-		const cJSON *md = cJSON_GetObjectItemCaseSensitive(doc, "metadata");
-
-		/* The ClusterRole named troupe; the file's other roles (delegated
-		 * auth for the ops listener, leases) are granted apart, and checked
-		 * by the tests of what uses them. */
-		if (!json_str(doc, "kind") || strcmp(json_str(doc, "kind"), "ClusterRole") != 0 ||
-		    !json_str(md, "name") || strcmp(json_str(md, "name"), "troupe") != 0)
-			continue;
-		roles++;
-		cJSON_ArrayForEach(rule, cJSON_GetObjectItemCaseSensitive(doc, "rules")) {
-			const cJSON *groups = cJSON_GetObjectItemCaseSensitive(rule, "apiGroups");
-			const cJSON *resources = cJSON_GetObjectItemCaseSensitive(rule, "resources");
-			const cJSON *verbs = cJSON_GetObjectItemCaseSensitive(rule, "verbs");
-
-			cJSON_ArrayForEach(g, groups) {
-				cJSON_ArrayForEach(r, resources) {
-					cJSON_ArrayForEach(v, verbs) {
-						int p = perm_of(yaml_text(g), yaml_text(r),
-								yaml_text(v));
-
-						if (p < 0)
-							fail_msg("rbac.yaml grants %s on %s (group \"%s\"), "
-								 "which troupe does not use", yaml_text(v),
-								 yaml_text(r), yaml_text(g));
-						granted[p] = true;
-					}
-				}
-			}
-		}
-	}
-	assert_int_equal(roles, 1);
 	for (int p = 0; p < CACHE_PERM_COUNT; p++)
-		if (!granted[p])
-			fail_msg("rbac.yaml does not grant %s",
-				 cache_permission_get((enum cache_perm)p)->name);
-	cJSON_Delete(docs);
-	free(buf);
+		perms[p] = cache_permission_get((enum cache_perm)p);
+	rbac_check_role_grants_exactly("troupe", perms, CACHE_PERM_COUNT, false, "troupe");
 }
 
 static void test_cache_status_message_reads_a_status(void **state)

@@ -24,8 +24,8 @@
 #include "cache/cache.h"
 #include "cache/events.h"
 #include "common/util.h"
-#include "common/yamljson.h"
 #include "fixture.h"
+#include "rbac_check.h"
 
 #define S 1000000000ULL
 
@@ -509,59 +509,15 @@ static void test_events_opts_checked(void **state)
  * optional permissions the recorder checks, and nothing else. */
 static void test_events_rbac_is_the_optional_permissions(void **state)
 {
-	bool granted[CACHE_OPT_PERM_COUNT] = { false };
-	const cJSON *doc, *rule, *g, *res, *v;
-	char *buf = NULL, err[192] = "";
-	cJSON *docs;
-	size_t len;
-	int roles = 0;
+	const struct cache_permission *perms[] = {
+		cache_optional_permission_get(CACHE_OPT_PERM_CREATE_EVENTS),
+		cache_optional_permission_get(CACHE_OPT_PERM_PATCH_EVENTS),
+	};
 
 	(void)state;
-	assert_int_equal(util_read_file(TROUPE_SOURCE_ROOT "/config/deploy/rbac.yaml", 1 << 20,
-					&buf, &len), 0);
-	docs = yamljson_parse(buf, len, err, sizeof(err));
-	if (!docs)
-		fail_msg("rbac.yaml: %s", err);
-	cJSON_ArrayForEach(doc, docs) {
-		const char *kind = json_str(doc, "kind");
-		const char *name = json_str(cJSON_GetObjectItemCaseSensitive(doc, "metadata"), "name");
-
-		if (!kind || strcmp(kind, "ClusterRole") != 0 || !name ||
-		    strcmp(name, "troupe-events") != 0)
-			continue;
-		roles++;
-		cJSON_ArrayForEach(rule, cJSON_GetObjectItemCaseSensitive(doc, "rules")) {
-			cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(rule, "apiGroups"))
-			cJSON_ArrayForEach(res, cJSON_GetObjectItemCaseSensitive(rule, "resources"))
-			cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(rule, "verbs")) {
-				int found = -1;
-
-				for (int p = CACHE_OPT_PERM_CREATE_EVENTS;
-				     p <= CACHE_OPT_PERM_PATCH_EVENTS; p++) {
-					const struct cache_permission *perm =
-						cache_optional_permission_get((enum cache_optional_perm)p);
-
-					if (strcmp(g->valuestring, perm->group) == 0 &&
-					    strcmp(res->valuestring, perm->resource) == 0 &&
-					    strcmp(v->valuestring, perm->verb) == 0)
-						found = p;
-				}
-				if (found < 0)
-					fail_msg("troupe-events grants %s on %s (group \"%s\"), which the "
-						 "recorder does not use", v->valuestring, res->valuestring,
-						 g->valuestring);
-				granted[found] = true;
-			}
-		}
-	}
-	assert_int_equal(roles, 1);
-	for (int p = CACHE_OPT_PERM_CREATE_EVENTS; p <= CACHE_OPT_PERM_PATCH_EVENTS; p++)
-		if (!granted[p])
-			fail_msg("troupe-events does not grant %s",
-				 cache_optional_permission_get((enum cache_optional_perm)p)->name);
+	rbac_check_role_grants_exactly("troupe-events", perms, ARRAY_SIZE(perms), false,
+				       "the recorder");
 	assert_null(cache_optional_permission_get(CACHE_OPT_PERM_COUNT));
-	cJSON_Delete(docs);
-	free(buf);
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)

@@ -22,7 +22,7 @@
 #include "cache/api_internal.h"
 #include "cache/podgroup_status.h"
 #include "common/util.h"
-#include "common/yamljson.h"
+#include "rbac_check.h"
 
 #define NOW 1796000000000000LL          /* an arbitrary wall clock, µs */
 #define CREATED (NOW - 3600LL * 1000000)        /* an hour before */
@@ -353,86 +353,21 @@ static void test_status_read(void **state)
 
 /* ---- RBAC ------------------------------------------------------------------------ */
 
-/* The writer's permissions: access.c's optional ones for podgroups/status. */
-enum { PGS_PERMS = CACHE_OPT_PERM_PATCH_PODGROUP_STATUS - CACHE_OPT_PERM_GET_PODGROUP_STATUS + 1 };
-
-static const struct cache_permission *pgs_perm(unsigned i)
-{
-	return cache_optional_permission_get(
-		(enum cache_optional_perm)(CACHE_OPT_PERM_GET_PODGROUP_STATUS + (int)i));
-}
-
-/* The writer's permission granting <verb> on <resource> in <group>, or -1. */
-static int pgs_perm_of(const cJSON *group, const cJSON *resource, const cJSON *verb)
-{
-	char what[128];
-
-	if (!cJSON_IsString(group) || !cJSON_IsString(resource) || !cJSON_IsString(verb))
-		return -1;
-	for (unsigned i = 0; i < PGS_PERMS; i++) {
-		const struct cache_permission *p = pgs_perm(i);
-
-		snprintf(what, sizeof(what), "%s/%s", p->resource, p->subresource);
-		if (!strcmp(group->valuestring, p->group) && !strcmp(resource->valuestring, what) &&
-		    !strcmp(verb->valuestring, p->verb))
-			return (int)i;
-	}
-	return -1;
-}
-
 /* config/deploy/rbac.yaml's ClusterRole troupe-podgroup-status grants exactly
- * the writer's permissions (access.c); no other ClusterRole grants any of them
- * (troupe's own is checked by test_access.c). */
+ * the writer's permissions (access.c's optional ones for podgroups/status); no
+ * other ClusterRole grants any of them (troupe's own is checked by
+ * test_access.c). */
 static void test_rbac_grants_exactly_the_status_permissions(void **state)
 {
-	bool granted[PGS_PERMS] = { false };
-	const cJSON *doc, *rule, *g, *r, *v;
-	char *buf = NULL, err[192] = "";
-	cJSON *docs;
-	size_t len;
-	int roles = 0;
+	const struct cache_permission *perms[] = {
+		cache_optional_permission_get(CACHE_OPT_PERM_GET_PODGROUP_STATUS),
+		cache_optional_permission_get(CACHE_OPT_PERM_UPDATE_PODGROUP_STATUS),
+		cache_optional_permission_get(CACHE_OPT_PERM_PATCH_PODGROUP_STATUS),
+	};
 
 	(void)state;
-	assert_int_equal(util_read_file(TROUPE_SOURCE_ROOT "/config/deploy/rbac.yaml", 1 << 20,
-					&buf, &len), 0);
-	docs = yamljson_parse(buf, len, err, sizeof(err));
-	if (!docs)
-		fail_msg("rbac.yaml: %s", err);
-	cJSON_ArrayForEach(doc, docs) {
-		const char *kind = json_str(doc, "kind");
-		const char *name = json_str(json_obj(doc, "metadata"), "name");
-		bool ours;
-
-		if (!kind || strcmp(kind, "ClusterRole") || !name)
-			continue;
-		ours = strcmp(name, "troupe-podgroup-status") == 0;
-		roles += ours;
-		cJSON_ArrayForEach(rule, cJSON_GetObjectItemCaseSensitive(doc, "rules"))
-		cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(rule, "apiGroups"))
-		cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(rule, "resources"))
-		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(rule, "verbs")) {
-			int found = pgs_perm_of(g, r, v);
-
-			if (ours && found < 0)
-				fail_msg("troupe-podgroup-status grants %s on %s, which the "
-					 "status writer does not use",
-					 cJSON_IsString(v) ? v->valuestring : "?",
-					 cJSON_IsString(r) ? r->valuestring : "?");
-			if (!ours && found >= 0)
-				fail_msg("ClusterRole %s grants %s: keep it in "
-					 "troupe-podgroup-status", name,
-					 pgs_perm((unsigned)found)->name);
-			if (found >= 0)
-				granted[found] = true;
-		}
-	}
-	assert_int_equal(roles, 1);
-	for (unsigned i = 0; i < PGS_PERMS; i++)
-		if (!granted[i])
-			fail_msg("troupe-podgroup-status does not grant %s",
-				 pgs_perm(i)->name);
-	cJSON_Delete(docs);
-	free(buf);
+	rbac_check_role_grants_exactly("troupe-podgroup-status", perms, ARRAY_SIZE(perms), true,
+				       "the status writer");
 }
 
 int main(void)

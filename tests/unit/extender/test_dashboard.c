@@ -79,6 +79,33 @@ static void expect_holder(const cJSON *j, const char *name, int dev, const char 
 		fail_msg("%s GPU %d: held by \"%s\", expected \"%s\"", name, dev, got, want);
 }
 
+/* Give the cache the pod of JSON <text>, as a watch would. */
+static void add_pod_text(struct fx *f, const char *text)
+{
+	char err[CACHE_ERR_LEN];
+	cJSON *obj = cJSON_Parse(text);
+	struct cache_pod *pod;
+
+	assert_non_null(obj);
+	pod = cache_pod_parse(obj, cache_get_opts(f->cache), err, sizeof(err));
+	cJSON_Delete(obj);
+	if (!pod)
+		fail_msg("pod: %s", err);
+	assert_int_equal(cache_pod_apply(f->cache, pod), 0);
+}
+
+/* Give the cache node object <obj> (then freed), as a watch would. */
+static void add_node_obj(struct fx *f, cJSON *obj)
+{
+	char err[CACHE_ERR_LEN];
+	struct cache_node *n = cache_node_parse(obj, cache_get_opts(f->cache), err, sizeof(err));
+
+	cJSON_Delete(obj);
+	if (!n)
+		fail_msg("node: %s", err);
+	assert_int_equal(cache_node_upsert(f->cache, n), 0);
+}
+
 static void test_every_gpu_and_its_holder(void **state)
 {
 	struct fx *f = *state;
@@ -227,17 +254,11 @@ static void test_odd_names_are_escaped(void **state)
 			   "\"troupe.io/gpu-ids\":\"7\"}},\"spec\":{\"nodeName\":\"gpu-a100-1\","
 			   "\"containers\":[{\"name\":\"m\",\"resources\":{\"limits\":"
 			   "{\"nvidia.com/gpu\":\"1\"}}}]},\"status\":{\"phase\":\"Running\"}}";
-	char err[CACHE_ERR_LEN];
-	cJSON *obj = cJSON_Parse(text), *j;
-	struct cache_pod *pod;
 	const cJSON *g;
 	bool listed = false;
+	cJSON *j;
 
-	assert_non_null(obj);
-	pod = cache_pod_parse(obj, cache_get_opts(f->cache), err, sizeof(err));
-	cJSON_Delete(obj);
-	assert_non_null(pod);
-	assert_int_equal(cache_pod_apply(f->cache, pod), 0);
+	add_pod_text(f, text);
 	j = dash(f, NULL, NULL, 0, NULL);
 	expect_holder(j, "gpu-a100-1", 7, "gang ml/we\"ird</script>");
 	cJSON_ArrayForEach(g, item(j, "gangs"))
@@ -252,12 +273,9 @@ enum { BIG_NODES = 5000, BIG_PER_BLOCK = 20 };
 
 static void add_big_cluster(struct fx *f)
 {
-	char err[CACHE_ERR_LEN];
-
 	for (unsigned i = 0; i < BIG_NODES; i++) {
 		char name[64], zone[16], block[16];
 		cJSON *obj, *labels;
-		struct cache_node *n;
 
 		snprintf(name, sizeof(name), "big-z%u-b%03u-n%04u", i / 2500, i / BIG_PER_BLOCK, i);
 		snprintf(zone, sizeof(zone), "z%u", i / 2500);
@@ -266,10 +284,7 @@ static void add_big_cluster(struct fx *f)
 		labels = cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "labels");
 		cJSON_AddStringToObject(labels, "topology.kubernetes.io/zone", zone);
 		cJSON_AddStringToObject(labels, "network.topology.nvidia.com/block", block);
-		n = cache_node_parse(obj, cache_get_opts(f->cache), err, sizeof(err));
-		assert_non_null(n);
-		assert_int_equal(cache_node_upsert(f->cache, n), 0);
-		cJSON_Delete(obj);
+		add_node_obj(f, obj);
 	}
 }
 
@@ -322,16 +337,10 @@ static void test_finished_gangs_are_not_listed(void **state)
 			   "\"done\"}},\"spec\":{\"nodeName\":\"gpu-a100-1\",\"containers\":[{\"name\":"
 			   "\"m\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
 			   "\"status\":{\"phase\":\"Succeeded\"}}";
-	char err[CACHE_ERR_LEN];
-	cJSON *obj = cJSON_Parse(text), *j;
-	struct cache_pod *pod;
 	const cJSON *g;
+	cJSON *j;
 
-	assert_non_null(obj);
-	pod = cache_pod_parse(obj, cache_get_opts(f->cache), err, sizeof(err));
-	cJSON_Delete(obj);
-	assert_non_null(pod);
-	assert_int_equal(cache_pod_apply(f->cache, pod), 0);
+	add_pod_text(f, text);
 	j = dash(f, NULL, NULL, 0, NULL);
 	cJSON_ArrayForEach(g, item(j, "gangs"))
 		assert_string_not_equal(item(g, "n")->valuestring, "ml/done");
@@ -344,7 +353,7 @@ static void test_finished_gangs_are_not_listed(void **state)
 static void test_the_byte_cap_holds_whatever_the_names(void **state)
 {
 	struct fx *f = *state;
-	char err[CACHE_ERR_LEN], pad[201];
+	char pad[201];
 	const cJSON *n;
 	size_t bytes;
 	cJSON *j;
@@ -359,7 +368,6 @@ static void test_the_byte_cap_holds_whatever_the_names(void **state)
 			"network.topology.nvidia.com/block", "network.topology.nvidia.com/accelerator" };
 		char name[64], val[128];
 		cJSON *obj, *labels;
-		struct cache_node *node;
 
 		snprintf(name, sizeof(name), "long-%04u", i);
 		obj = node_obj(name, "8", "8", true, false);
@@ -368,29 +376,19 @@ static void test_the_byte_cap_holds_whatever_the_names(void **state)
 			snprintf(val, sizeof(val), "%04u-%.100s", i, pad);
 			cJSON_AddStringToObject(labels, keys[k], val);
 		}
-		node = cache_node_parse(obj, cache_get_opts(f->cache), err, sizeof(err));
-		assert_non_null(node);
-		assert_int_equal(cache_node_upsert(f->cache, node), 0);
-		cJSON_Delete(obj);
+		add_node_obj(f, obj);
 	}
 	/* On 480 of them, 8 pods of 200-character names, one a GPU: about 1 MB
 	 * of holders for a page of nodes. */
 	for (unsigned i = 0; i < 480 * 8; i++) {
 		char text[1024];
-		struct cache_pod *pod;
-		cJSON *obj;
 
 		snprintf(text, sizeof(text), "{\"metadata\":{\"name\":\"p%04u-%s\",\"namespace\":\"ml\","
 			 "\"uid\":\"uid-long-%u\",\"annotations\":{\"troupe.io/gpu-ids\":\"%u\"}},"
 			 "\"spec\":{\"nodeName\":\"long-%04u\",\"containers\":[{\"name\":\"m\","
 			 "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]},"
 			 "\"status\":{\"phase\":\"Running\"}}", i, pad, i, i % 8, i / 8);
-		obj = cJSON_Parse(text);
-		assert_non_null(obj);
-		pod = cache_pod_parse(obj, cache_get_opts(f->cache), err, sizeof(err));
-		cJSON_Delete(obj);
-		assert_non_null(pod);
-		assert_int_equal(cache_pod_apply(f->cache, pod), 0);
+		add_pod_text(f, text);
 	}
 	j = dash(f, NULL, NULL, 0, &bytes);
 	assert_true(bytes <= DASH_JSON_MAX);
