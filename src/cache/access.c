@@ -44,8 +44,6 @@ static const struct cache_permission optional_permissions[CACHE_OPT_PERM_COUNT] 
 	 * status is not written, nothing else. */
 	[CACHE_OPT_PERM_GET_PODGROUP_STATUS] = { "get", "scheduling.x-k8s.io", "podgroups",
 						 "status", "get podgroups/status" },
-	[CACHE_OPT_PERM_UPDATE_PODGROUP_STATUS] = { "update", "scheduling.x-k8s.io", "podgroups",
-						    "status", "update podgroups/status" },
 	[CACHE_OPT_PERM_PATCH_PODGROUP_STATUS] = { "patch", "scheduling.x-k8s.io", "podgroups",
 						   "status", "patch podgroups/status" },
 };

@@ -78,7 +78,6 @@ enum cache_optional_perm {
 	CACHE_OPT_PERM_CREATE_EVENTS,   /* create events.k8s.io events */
 	CACHE_OPT_PERM_PATCH_EVENTS,    /* patch events.k8s.io events (a series' count) */
 	CACHE_OPT_PERM_GET_PODGROUP_STATUS,     /* scheduling.x-k8s.io podgroups/status */
-	CACHE_OPT_PERM_UPDATE_PODGROUP_STATUS,
 	CACHE_OPT_PERM_PATCH_PODGROUP_STATUS,
 	CACHE_OPT_PERM_COUNT
 };

@@ -11,7 +11,7 @@
  * remembered until the watch shows it, so a pass that runs before then neither
  * writes it again nor takes the stale copy for the group's status.
  *
- * The permissions it needs (get, update, patch on podgroups/status) are
+ * The permissions it needs (get and patch on podgroups/status) are
  * checked once per leadership with SelfSubjectAccessReviews and only warned
  * about: readiness never depends on them. A 403 pauses the writes for a
  * minute.
@@ -447,7 +447,9 @@ static void pass(struct cache_pgs *w)
 static void *pgs_thread(void *arg)
 {
 	struct cache_pgs *w = arg;
-	/* With leader election, look more often, so a takeover writes soon. */
+	/* One pass a gang.status_interval_seconds, whether it leads or not: a
+	 * standby's pass returns at once, and a new leader writes within one
+	 * interval of taking the Lease. */
 	uint64_t step = (uint64_t)w->opts.interval_s * 1000000000ULL;
 
 	pthread_mutex_lock(&w->lock);

@@ -304,7 +304,7 @@ class Chart(E2E):
             # PodGroup status (gang.write_status): a role of its own.
             status = objs[("ClusterRole", "troupe-podgroup-status")]
             self.assertEqual(rules(status), {("scheduling.x-k8s.io", "podgroups/status"):
-                                             {"get", "update", "patch"}})
+                                             {"get", "patch"}})
             self.assertEqual(rules(status), rules(shipped[("ClusterRole",
                                                            "troupe-podgroup-status")]))
             lease = objs[("Role", "troupe-leader-election")]

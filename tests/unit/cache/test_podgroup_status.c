@@ -361,7 +361,6 @@ static void test_rbac_grants_exactly_the_status_permissions(void **state)
 {
 	const struct cache_permission *perms[] = {
 		cache_optional_permission_get(CACHE_OPT_PERM_GET_PODGROUP_STATUS),
-		cache_optional_permission_get(CACHE_OPT_PERM_UPDATE_PODGROUP_STATUS),
 		cache_optional_permission_get(CACHE_OPT_PERM_PATCH_PODGROUP_STATUS),
 	};
 
