@@ -53,16 +53,13 @@ struct collect {
 	bool failed;
 };
 
+/* The node's domain at <level> as the gang planner sees it, "" for none. */
 static const char *level_value(const struct cache_node *n, const struct gang_levels *lv,
 			       unsigned level)
 {
-	for (unsigned k = 0; k < GANG_MAX_KEYS && lv->keys[level][k]; k++) {
-		const char *v = cache_node_label(n, lv->keys[level][k]);
+	const char *v = gang_domain_of(n, lv, level);
 
-		if (v)
-			return v;
-	}
-	return "";
+	return v ? v : "";
 }
 
 static bool collect_node(const struct cache_node_view *v, void *arg)

@@ -124,18 +124,6 @@ static unsigned members_on(const struct ext_service *svc, const struct cache_nod
 	return n;
 }
 
-static const char *domain_of(const struct cache_node *n, const struct gang_levels *lv,
-			     unsigned level)
-{
-	for (unsigned k = 0; k < GANG_MAX_KEYS && lv->keys[level][k]; k++) {
-		const char *v = cache_node_label(n, lv->keys[level][k]);
-
-		if (v && *v)
-			return v;
-	}
-	return NULL;
-}
-
 /* "closestDomain": at the finest level where some node has a label, the
  * domain whose nodes take the most members alone (ties: by name), and how many
  * it lacks. */
@@ -160,7 +148,7 @@ static void put_closest(const struct ext_service *svc, const struct views *vs,
 		strmap_fini(&index);
 		strmap_init(&index);
 		for (size_t i = 0; i < vs->n; i++) {
-			const char *d = domain_of(vs->v[i].node, lv, (unsigned)level);
+			const char *d = gang_domain_of(vs->v[i].node, lv, (unsigned)level);
 			uintptr_t j;
 
 			if (!d)

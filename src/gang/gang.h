@@ -34,6 +34,12 @@ struct gang_levels {
 	bool strict;                    /* one domain is required: no cluster-wide fallback */
 };
 
+/* Node <n>'s domain at <level> of <lv>: the value of the level's first key
+ * the node has a non-empty label for, NULL when none. The planner's rule; the
+ * dashboard and explain group nodes by it too. */
+const char *gang_domain_of(const struct cache_node *n, const struct gang_levels *lv,
+			   unsigned level);
+
 /* troupe's default levels: zone; datacenter/tier-3; spine/tier-2; block/tier-1;
  * NVLink domain (topograph's accelerator labels, GFD's nvidia.com/gpu.clique). */
 extern const struct gang_levels gang_default_levels;

@@ -109,8 +109,8 @@ static bool usable(const struct planner *pl, const struct cache_node *n)
 	return false;
 }
 
-static const char *domain_of(const struct cache_node *n, const struct gang_levels *lv,
-			     unsigned level)
+const char *gang_domain_of(const struct cache_node *n, const struct gang_levels *lv,
+			   unsigned level)
 {
 	for (unsigned k = 0; k < GANG_MAX_KEYS && lv->keys[level][k]; k++) {
 		const char *v = cache_node_label(n, lv->keys[level][k]);
@@ -279,7 +279,8 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 		strmap_fini(&index);
 		strmap_init(&index);
 		for (unsigned i = 0; i < ncand && !oom; i++) {
-			const char *d = domain_of(views[order[i]->idx].node, levels, (unsigned)level);
+			const char *d = gang_domain_of(views[order[i]->idx].node, levels,
+						       (unsigned)level);
 			struct domain *dom;
 
 			if (!d)
