@@ -25,6 +25,29 @@ static void put_waiting(struct gang_manager *gm, const char *name, int32_t prior
 	pthread_mutex_unlock(&gm->lock);
 }
 
+/* The fake clock, counting its reads: the manager's expiry thread runs its
+ * first fairness pass at once (its clock then stands still, so no other), and
+ * that pass would find the gangs put here member-less and make them idle. A
+ * second read by that thread is the top of its loop after the pass. */
+struct counting_clock {
+	struct fake_clock clk;
+	unsigned long reads;            /* atomic */
+};
+
+static uint64_t counting_now(void *ctx)
+{
+	struct counting_clock *cc = ctx;
+
+	__atomic_add_fetch(&cc->reads, 1, __ATOMIC_RELAXED);
+	return fake_clock_now(&cc->clk);
+}
+
+static void wait_first_pass(struct counting_clock *cc)
+{
+	while (__atomic_load_n(&cc->reads, __ATOMIC_RELAXED) < 2)
+		usleep(1000);
+}
+
 static const struct gang_view *find(const struct gang_view *v, unsigned n, const char *name)
 {
 	for (unsigned i = 0; i < n; i++)
@@ -62,7 +85,7 @@ static void test_gang_views_show_the_fair_order_and_the_queues(void **state)
 		{ "idle-old", 0, "idle", 50, 2 },       /* share 0, longest wait */
 		{ "idle-twin", 0, "idle", 10, 4 },      /* as idle-new: by key */
 	};
-	struct fake_clock clk;
+	struct counting_clock cc = { .reads = 0 };
 	struct gang_config cfg;
 	struct cache *c = cache_new(&gpu_opts);
 	struct gang_manager *gm;
@@ -73,7 +96,9 @@ static void test_gang_views_show_the_fair_order_and_the_queues(void **state)
 	uint64_t t;
 
 	(void)state;
-	fake_config(&cfg, &clk);
+	fake_config(&cfg, &cc.clk);
+	cfg.now_ns = counting_now;
+	cfg.clock_ctx = &cc;
 	cfg.n_queues = 2;
 	snprintf(cfg.queue_names[0], sizeof(cfg.queue_names[0]), "heavy");
 	cfg.queue_weights[0] = 2.0;
@@ -85,7 +110,8 @@ static void test_gang_views_show_the_fair_order_and_the_queues(void **state)
 	assert_int_equal(cache_reserve_for(c, "u-heavy", "n1", 0x0f, "heavy"), 0);
 	gm = gang_manager_new(c, &cfg);
 	assert_non_null(gm);
-	t = fake_clock_now(&clk);
+	t = fake_clock_now(&cc.clk);
+	wait_first_pass(&cc);
 	for (unsigned i = 0; i < ARRAY_SIZE(gangs); i++)
 		put_waiting(gm, gangs[i].name, gangs[i].priority, gangs[i].queue,
 			    t - gangs[i].age_s * S);
