@@ -571,12 +571,8 @@ static void *worker_main(void *arg)
 	pthread_mutex_lock(&r->lock);
 	while (!r->stop) {
 		if (!r->n) {
-			clock_gettime(CLOCK_MONOTONIC, &until);
-			until.tv_nsec += EVENTS_TICK_MS * 1000000L;
-			if (until.tv_nsec >= 1000000000L) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000L;
-			}
+			until = util_deadline_after_ns(CLOCK_MONOTONIC,
+						       (uint64_t)EVENTS_TICK_MS * 1000000ULL);
 			pthread_cond_timedwait(&r->wake, &r->lock, &until);
 		}
 		pthread_mutex_unlock(&r->lock);

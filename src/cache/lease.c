@@ -497,13 +497,7 @@ static bool wait_ms(struct cache_lease *l, unsigned ms)
 	struct timespec ts;
 	bool stop;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	ts = util_deadline_after_ns(CLOCK_MONOTONIC, (uint64_t)ms * 1000000ULL);
 	pthread_mutex_lock(&l->lock);
 	while (!l->stop && pthread_cond_timedwait(&l->wake, &l->lock, &ts) != ETIMEDOUT)
 		;

@@ -454,15 +454,8 @@ static void *pgs_thread(void *arg)
 
 	pthread_mutex_lock(&w->lock);
 	while (!w->stop) {
-		struct timespec ts;
+		struct timespec ts = util_deadline_after_ns(CLOCK_MONOTONIC, step);
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)(step / 1000000000ULL);
-		ts.tv_nsec += (long)(step % 1000000000ULL);
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
 		pthread_cond_timedwait(&w->wake, &w->lock, &ts);
 		if (w->stop)
 			break;

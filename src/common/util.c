@@ -84,6 +84,20 @@ uint64_t util_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+struct timespec util_deadline_after_ns(clockid_t clock, uint64_t ns)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000ULL);
+	ts.tv_nsec += (long)(ns % 1000000000ULL);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 const char *json_str(const cJSON *obj, const char *key)
 {
 	const cJSON *it = json_get(obj, key);

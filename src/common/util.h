@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -20,6 +21,11 @@ int util_read_file(const char *path, size_t max, char **out, size_t *len);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t util_now_ns(void);
+/* The moment <ns> nanoseconds from now on <clock>, for pthread_cond_timedwait:
+ * CLOCK_MONOTONIC for a condition variable made with that clock (the
+ * threads' waits, so a clock step cannot stretch them), CLOCK_REALTIME for a
+ * default one. */
+struct timespec util_deadline_after_ns(clockid_t clock, uint64_t ns);
 
 /* How long before <now> the moment <then> was: 0 when <then> is later. A pass
  * reads the clock once and then compares it with stamps other threads may

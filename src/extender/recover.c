@@ -552,15 +552,8 @@ static void *recover_thread(void *arg)
 	while (!rc->stop) {
 		uint64_t step = rc->svc->lease ? RECOVER_LEASE_LOOK_NS
 					       : (uint64_t)rc->opts.interval_s * 1000000000ULL;
-		struct timespec ts;
+		struct timespec ts = util_deadline_after_ns(CLOCK_MONOTONIC, step);
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)(step / 1000000000ULL);
-		ts.tv_nsec += (long)(step % 1000000000ULL);
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
 		pthread_cond_timedwait(&rc->wake, &rc->lock, &ts);
 		if (rc->stop)
 			break;

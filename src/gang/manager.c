@@ -373,12 +373,7 @@ static void *expiry_main(void *arg)
 		expire(m, now);
 		if (m->holds_dirty)
 			gang__held_nodes_publish(m);    /* the wait drops the lock */
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ts = util_deadline_after_ns(CLOCK_REALTIME, 100ULL * 1000 * 1000);
 		pthread_cond_timedwait(&m->wake, &m->lock, &ts);
 	}
 	gang__unlock(m);

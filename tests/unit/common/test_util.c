@@ -103,6 +103,34 @@ static void test_util_read_file_unbounded_max(void **state)
 	assert_true(same);
 }
 
+static uint64_t ts_ns(const struct timespec *ts)
+{
+	return (uint64_t)ts->tv_sec * 1000000000ULL + (uint64_t)ts->tv_nsec;
+}
+
+/* A deadline is normalised (nanoseconds below a second) and lies <ns> after
+ * the clock's reading, whatever the carry: 0, less than a second, whole
+ * seconds, and a fraction that carries into the seconds. */
+static void test_util_deadline_after_ns_adds_and_carries(void **state)
+{
+	static const uint64_t steps[] = { 0, 1, 999999999ULL, 1000000000ULL, 2500000000ULL,
+					  3999999999ULL };
+	static const clockid_t clocks[] = { CLOCK_MONOTONIC, CLOCK_REALTIME };
+
+	(void)state;
+	for (size_t c = 0; c < sizeof(clocks) / sizeof(clocks[0]); c++)
+		for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+			struct timespec before, after, d;
+
+			clock_gettime(clocks[c], &before);
+			d = util_deadline_after_ns(clocks[c], steps[i]);
+			clock_gettime(clocks[c], &after);
+			assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+			assert_true(ts_ns(&d) >= ts_ns(&before) + steps[i]);
+			assert_true(ts_ns(&d) <= ts_ns(&after) + steps[i]);
+		}
+}
+
 static void test_util_now_ns_is_monotonic(void **state)
 {
 	uint64_t prev = util_now_ns();
@@ -545,6 +573,7 @@ int main(void)
 		cmocka_unit_test(test_util_read_file_limits_and_errors),
 		cmocka_unit_test(test_util_read_file_unbounded_max),
 		cmocka_unit_test(test_util_now_ns_is_monotonic),
+		cmocka_unit_test(test_util_deadline_after_ns_adds_and_carries),
 		cmocka_unit_test(test_json_accessors_check_types),
 		cmocka_unit_test(test_json_quantity_milli_strings_and_numbers),
 		cmocka_unit_test(test_json_quantity_milli_uses_yaml_number_text),
