@@ -54,6 +54,13 @@ struct node_stat {
 	bool island;                    /* a free all-NVLink set of frag_gpus */
 };
 
+/* Jobs in lists: one per queue (one with fifo), each in the order of
+ * before() at equal shares. */
+struct runs {
+	size_t *job[SIM_MAX_QUEUES];    /* room for every job of the list */
+	size_t n[SIM_MAX_QUEUES];
+};
+
 struct replay {
 	const struct sim_cluster *c;
 	const struct sim_trace *t;
@@ -70,14 +77,10 @@ struct replay {
 	uint64_t *pod_devices;
 	struct departure *heap;
 	size_t heap_len;
-	/* The waiting jobs: one list per queue (one with fifo), each in the
-	 * order of before() at equal shares; lists[l] has room for every job
-	 * of list l. New arrivals wait in fresh until the next walk. */
-	size_t *lists[SIM_MAX_QUEUES];
-	size_t n_list[SIM_MAX_QUEUES];
+	/* The waiting jobs, and the arrivals since the last walk (in arrival
+	 * order until it sorts them). */
+	struct runs wait, fresh;
 	unsigned n_lists;
-	size_t *fresh, n_fresh;
-	size_t *scratch;                /* fresh split by list, for a walk */
 	size_t n_waiting;
 	unsigned queue_gpus[SIM_MAX_QUEUES];    /* GPUs each queue's trace pods hold */
 	unsigned busy;                  /* GPUs the trace's pods hold */
@@ -387,8 +390,8 @@ static int by_before(const void *x, const void *y, void *arg)
  * room for every job of its queue. New arrivals mostly go at the end. */
 static void list_merge(struct replay *r, unsigned l, const size_t *f, size_t nf)
 {
-	size_t *a = r->lists[l];
-	size_t i = r->n_list[l], j = nf, k = i + nf;
+	size_t *a = r->wait.job[l];
+	size_t i = r->wait.n[l], j = nf, k = i + nf;
 
 	while (j > 0) {
 		if (i > 0 && before(r, f[j - 1], a[i - 1]))
@@ -396,17 +399,10 @@ static void list_merge(struct replay *r, unsigned l, const size_t *f, size_t nf)
 		else
 			a[--k] = f[--j];
 	}
-	r->n_list[l] += nf;
+	r->wait.n[l] += nf;
 }
 
 /* ---- The walk -------------------------------------------------------------- */
-
-/* What a walk tries: per list, a run of jobs in order, compacted in place to
- * the ones still waiting. */
-struct runs {
-	size_t *job[SIM_MAX_QUEUES];
-	size_t n[SIM_MAX_QUEUES];
-};
 
 static unsigned max_free_now(const struct replay *r)
 {
@@ -473,37 +469,17 @@ static void walk_runs(struct replay *r, struct runs *w, unsigned n_runs, double 
  * else the new arrivals alone (the others failed against this state). */
 static void walk(struct replay *r, bool freed, double now)
 {
-	struct runs fr, w;
-	size_t off = 0;
+	struct runs fr = r->fresh;
 
-	memset(&fr, 0, sizeof(fr));
-
-	/* Split the arrivals by list (a counting sort, stable), then sort each. */
-	for (size_t i = 0; i < r->n_fresh; i++)
-		fr.n[list_of(r, r->fresh[i])]++;
 	for (unsigned l = 0; l < r->n_lists; l++) {
-		fr.job[l] = r->scratch + off;
-		off += fr.n[l];
-		fr.n[l] = 0;
-	}
-	for (size_t i = 0; i < r->n_fresh; i++) {
-		unsigned l = list_of(r, r->fresh[i]);
-
-		fr.job[l][fr.n[l]++] = r->fresh[i];
-	}
-	r->n_fresh = 0;
-	for (unsigned l = 0; l < r->n_lists; l++)
+		r->fresh.n[l] = 0;
 		if (fr.n[l] > 1 && !r->s->fifo)
 			qsort_r(fr.job[l], fr.n[l], sizeof(size_t), by_before, r);
+	}
 	if (freed) {
-		for (unsigned l = 0; l < r->n_lists; l++) {
-			list_merge(r, l, fr.job[l], fr.n[l]);
-			w.job[l] = r->lists[l];
-			w.n[l] = r->n_list[l];
-		}
-		walk_runs(r, &w, r->n_lists, now);
 		for (unsigned l = 0; l < r->n_lists; l++)
-			r->n_list[l] = w.n[l];
+			list_merge(r, l, fr.job[l], fr.n[l]);
+		walk_runs(r, &r->wait, r->n_lists, now);
 	} else {
 		walk_runs(r, &fr, r->n_lists, now);
 		for (unsigned l = 0; l < r->n_lists; l++)
@@ -511,7 +487,7 @@ static void walk(struct replay *r, bool freed, double now)
 	}
 	r->n_waiting = 0;
 	for (unsigned l = 0; l < r->n_lists; l++)
-		r->n_waiting += r->n_list[l];
+		r->n_waiting += r->wait.n[l];
 }
 
 /* Fold the state that held from <from> to <to> into the integrals. */
@@ -564,22 +540,20 @@ static int replay_init(struct replay *r, size_t total_pods)
 	r->pod_node = malloc(total_pods * sizeof(*r->pod_node));
 	r->pod_devices = malloc(total_pods * sizeof(*r->pod_devices));
 	r->heap = malloc(total_pods * sizeof(*r->heap));
-	r->fresh = malloc(t->n * sizeof(*r->fresh));
-	r->scratch = malloc(t->n * sizeof(*r->scratch));
 	r->n_lists = r->s->fifo ? 1 : (t->n_queues ? t->n_queues : 1);
+	for (size_t i = 0; i < t->n; i++)
+		r->wait.n[list_of(r, i)]++;     /* each list's room, then emptied */
 	for (unsigned l = 0; l < r->n_lists; l++) {
-		size_t n = 0;
-
-		for (size_t i = 0; i < t->n; i++)
-			n += list_of(r, i) == l;
-		r->lists[l] = malloc((n ? n : 1) * sizeof(*r->lists[l]));
-		if (!r->lists[l])
+		r->wait.job[l] = malloc((r->wait.n[l] + 1) * sizeof(size_t));
+		r->fresh.job[l] = malloc((r->wait.n[l] + 1) * sizeof(size_t));
+		r->wait.n[l] = 0;
+		if (!r->wait.job[l] || !r->fresh.job[l])
 			return -ENOMEM;
 	}
 	r->out->jobs = calloc(t->n, sizeof(*r->out->jobs));
 	r->ns = calloc(r->c->n + 1, sizeof(*r->ns));
 	if (!r->ns || !r->cur || !r->pod_base || !r->started || !r->gang_done || !r->pod_node ||
-	    !r->pod_devices || !r->heap || !r->fresh || !r->scratch || !r->out->jobs)
+	    !r->pod_devices || !r->heap || !r->out->jobs)
 		return -ENOMEM;
 	memcpy(r->cur, r->c->base, r->c->n * sizeof(*r->cur));
 	for (unsigned i = 0; i < r->c->n; i++)
@@ -606,10 +580,10 @@ static void replay_fini(struct replay *r)
 	free(r->pod_node);
 	free(r->pod_devices);
 	free(r->heap);
-	free(r->fresh);
-	free(r->scratch);
-	for (unsigned l = 0; l < r->n_lists; l++)
-		free(r->lists[l]);
+	for (unsigned l = 0; l < r->n_lists; l++) {
+		free(r->wait.job[l]);
+		free(r->fresh.job[l]);
+	}
 	free(r->ns);
 }
 
@@ -680,7 +654,9 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 				out->jobs[next].refused = true;
 				out->jobs_refused += j->measured;
 			} else {
-				r.fresh[r.n_fresh++] = next;
+				unsigned l = list_of(&r, next);
+
+				r.fresh.job[l][r.fresh.n[l]++] = next;
 			}
 			next++;
 		}
