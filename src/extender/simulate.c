@@ -1,6 +1,7 @@
 /* simulate: the command line of `troupe simulate` and the order of a run:
  * read troupe's configuration (the same file the daemon takes, for its GPU
- * resource names, scoring policy, weights and network-domain levels), load the
+ * resource names, scoring policy, weights, network-domain levels and queue
+ * weights), load the
  * cluster snapshot through the cache as `troupe --cluster` does, read the
  * trace, replay it once per policy (simulate_run.c), print the report and
  * draw the plot (simulate_report.c). simulate.h says what is modelled.
@@ -35,9 +36,9 @@ static void usage(FILE *f)
 "                      `troupe --cluster` reads it. Its bound pods keep their GPUs\n"
 "                      for the whole run.\n"
 "  --workload FILE     the trace (YAML or JSON): jobs with arrival, duration, pods,\n"
-"                      GPUs per pod, gang, queue and topology policy, and/or a\n"
-"                      generate block of synthetic jobs (docs/reference.md,\n"
-"                      config/examples/trace-*.yaml).\n"
+"                      GPUs per pod, gang, queue, priority and topology policy,\n"
+"                      and/or a generate block of synthetic jobs\n"
+"                      (docs/reference.md, config/examples/trace-*.yaml).\n"
 "  --config FILE       troupe's configuration file, as the daemon's --config: the GPU\n"
 "                      resource names, scoring.policy, scoring.weights,\n"
 "                      gang.domain_levels and the queues' weights (queues:) are\n"
