@@ -102,6 +102,27 @@ static bool collect(const struct cache_node_view *v, void *arg)
 	return true;
 }
 
+/* The GPUs the snapshot's pods hold, by trace queue: the gang manager counts
+ * every pod in its queue's share, and they keep their GPUs the whole run. */
+struct queue_count {
+	const struct sim_trace *t;
+	unsigned *gpus;
+};
+
+static void count_queue(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct queue_count *qc = arg;
+
+	(void)uid;
+	if (p->state != CACHE_POD_STATE_ASSUMED && p->state != CACHE_POD_STATE_BOUND)
+		return;
+	for (unsigned q = 0; q < qc->t->n_queues; q++)
+		if (strcmp(qc->t->queues[q], p->queue) == 0) {
+			qc->gpus[q] += (unsigned)__builtin_popcountll(p->devices) + p->unattributed;
+			return;
+		}
+}
+
 /* Split "a,b,c" into <names> (pointers into <buf>). */
 static int split_policies(char *buf, const char **names, unsigned *n, char *err, size_t errlen)
 {
@@ -321,6 +342,7 @@ int ext_simulate_main(int argc, char **argv)
 	 * gang manager does. */
 	for (unsigned q = 0; q < t.n_queues; q++)
 		s.queue_weights[q] = gang_config_queue_weight(&cfg->gang, t.queues[q]);
+	cache_pod_foreach(cache, count_queue, &(struct queue_count){ &t, s.queue_base_gpus });
 
 	ret = 1;
 	for (unsigned i = 0; i < n_pol; i++) {

@@ -133,13 +133,16 @@ struct sim_settings {
 	bool until_last_arrival;
 	/* The order the waiting jobs are tried in at every retry. false: the
 	 * gang manager's fair order, gang_fair_precedes over each job's
-	 * priority, its queue's weighted share (GPUs only: the queue's trace
-	 * pods' GPUs over the cluster's, over its weight), its arrival and its
-	 * name. true (--order fifo): arrival order. */
+	 * priority, its queue's weighted share (GPUs only: the GPUs of the
+	 * queue's pods, the snapshot's and the trace's, over the cluster's, over
+	 * its weight), its arrival and its name. true (--order fifo): arrival order. */
 	bool fifo;
 	/* Each trace queue's weight, as sim_trace.queues indexes them (the
 	 * config's queues:); 0 counts as 1. */
 	double queue_weights[SIM_MAX_QUEUES];
+	/* The GPUs the snapshot's pods hold in each trace queue (their queue
+	 * label, else their namespace): part of its share the whole run. */
+	unsigned queue_base_gpus[SIM_MAX_QUEUES];
 };
 
 struct sim_result {

@@ -82,7 +82,7 @@ struct replay {
 	struct runs wait, fresh;
 	unsigned n_lists;
 	size_t n_waiting;
-	unsigned queue_gpus[SIM_MAX_QUEUES];    /* GPUs each queue's trace pods hold */
+	unsigned queue_gpus[SIM_MAX_QUEUES];    /* GPUs each queue's pods hold */
 	unsigned busy;                  /* GPUs the trace's pods hold */
 	/* What each node adds to the cluster's totals, kept up to date as pods
 	 * start and end, so that a sample costs nothing per node. */
@@ -606,6 +606,7 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 		return -EINVAL;
 	}
 	r.levels = s->levels && s->levels->n ? s->levels : &gang_default_levels;
+	memcpy(r.queue_gpus, s->queue_base_gpus, sizeof(r.queue_gpus));
 	r.rng = s->seed ^ 0x5c4ed01eULL;
 	for (size_t i = 0; i < t->n; i++)
 		total_pods += t->jobs[i].pods;

@@ -293,6 +293,30 @@ class FairOrder(unittest.TestCase):
         self.assertEqual(self.starts(trace, "--order", "fifo", weights=w),
                          {"r-wait": 3602, "r-wait2": 3602, "d-wait": 7200})
 
+    def test_the_snapshots_pods_count_in_their_queues_share(self):
+        # The snapshot holds 6 GPUs of n1 for queue dev (its label) the whole
+        # run. The trace: research 4 GPUs of n0 to 2h, a 4-GPU filler of
+        # another queue beside it to 1h, and 2 more of that queue on n1. At
+        # 1h, 4 GPUs free: research has 4/16 = 0.25 and dev 6/16 = 0.375, so
+        # r-wait goes before d-wait, which arrived first. Counting only the
+        # trace's pods dev would have 0 and go first.
+        snap = cluster(["nvswitch", "nvswitch"], pods=[(1, [0, 1, 2, 3, 4, 5])])
+        held = snap["items"][-1]
+        held["metadata"]["namespace"] = "elsewhere"
+        held["metadata"]["labels"] = {"troupe.io/queue": "dev"}
+        trace = {"jobs": [
+            {"name": "r-run", "arrival": 0, "duration": "2h", "gpus": 4, "queue": "research"},
+            {"name": "f", "arrival": 1, "duration": "1h", "gpus": 4, "queue": "other"},
+            {"name": "f2", "arrival": 2, "duration": "2h", "gpus": 2, "queue": "other"},
+            {"name": "d-wait", "arrival": "1m", "duration": "1h", "gpus": 4, "queue": "dev"},
+            {"name": "r-wait", "arrival": "2m", "duration": "1h", "gpus": 4,
+             "queue": "research"}]}
+        sim = Sim(self)
+        jobs = by_name(sim.json(snap, trace)["policies"][0])
+        self.assertEqual((jobs["r-wait"]["start"], jobs["d-wait"]["start"]), (3601, 7200))
+        jobs = by_name(sim.json(snap, trace, "--order", "fifo")["policies"][0])
+        self.assertEqual((jobs["d-wait"]["start"], jobs["r-wait"]["start"]), (3601, 7200))
+
     def test_bad_order_and_priority_are_refused(self):
         sim = Sim(self)
         snap = cluster(["nvswitch"])
