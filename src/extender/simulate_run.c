@@ -354,8 +354,9 @@ static struct gang_fair_key fair_key(const struct replay *r, size_t job)
 	return (struct gang_fair_key){
 		.priority = j->priority,
 		.share = r->c->gpus ? (double)r->queue_gpus[j->queue] / r->c->gpus / w : 0.0,
-		/* Arrivals are at most TRACE_MAX_SECONDS (1e10 s): in range. */
-		.waiting_since_ns = (uint64_t)llround(j->arrival * 1e9),
+		/* Arrivals are at most TRACE_MAX_SECONDS (1e10 s): 1e19 ns fits a
+		 * uint64_t (not a long long, so no llround). */
+		.waiting_since_ns = (uint64_t)(j->arrival * 1e9 + 0.5),
 		.key = j->name,
 	};
 }
