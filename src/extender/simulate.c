@@ -1,6 +1,7 @@
 /* simulate: the command line of `troupe simulate` and the order of a run:
  * read troupe's configuration (the same file the daemon takes, for its GPU
- * resource names, scoring policy, weights and network-domain levels), load the
+ * resource names, scoring policy, weights, network-domain levels and queue
+ * weights), load the
  * cluster snapshot through the cache as `troupe --cluster` does, read the
  * trace, replay it once per policy (simulate_run.c), print the report and
  * draw the plot (simulate_report.c). simulate.h says what is modelled.
@@ -35,13 +36,13 @@ static void usage(FILE *f)
 "                      `troupe --cluster` reads it. Its bound pods keep their GPUs\n"
 "                      for the whole run.\n"
 "  --workload FILE     the trace (YAML or JSON): jobs with arrival, duration, pods,\n"
-"                      GPUs per pod, gang, queue and topology policy, and/or a\n"
-"                      generate block of synthetic jobs (docs/reference.md,\n"
-"                      config/examples/trace-*.yaml).\n"
+"                      GPUs per pod, gang, queue, priority and topology policy,\n"
+"                      and/or a generate block of synthetic jobs\n"
+"                      (docs/reference.md, config/examples/trace-*.yaml).\n"
 "  --config FILE       troupe's configuration file, as the daemon's --config: the GPU\n"
-"                      resource names, scoring.policy, scoring.weights and\n"
-"                      gang.domain_levels are taken from it (default: built-in\n"
-"                      defaults).\n"
+"                      resource names, scoring.policy, scoring.weights,\n"
+"                      gang.domain_levels and the queues' weights (queues:) are\n"
+"                      taken from it (default: built-in defaults).\n"
 "  --policy NAME       the scoring policy to run (default: the config's, \"topology\").\n"
 "  --compare A,B,...   run each of these policies over the same trace and put them\n"
 "                      side by side (at most %d), e.g. --compare binpack,topology.\n"
@@ -52,6 +53,10 @@ static void usage(FILE *f)
 "                      config's, 6,1,2).\n"
 "  --seed N            seed for ties between equally scored nodes (default: the\n"
 "                      trace's seed, else 1). The same seed gives the same run.\n"
+"  --order ORDER       the order waiting jobs are retried in: fair (default), the\n"
+"                      gang manager's fair order (priority, then the queue with\n"
+"                      the lower weighted share of GPUs in use, then the earlier\n"
+"                      arrival, then the name), or fifo, arrival order.\n"
 "  --frag-gpus N       fragmentation counts the free GPUs no pod of N GPUs could use:\n"
 "                      each node's free count modulo N; the NVLink-island measure\n"
 "                      counts nodes with N free GPUs all NVLinked (default 8).\n"
@@ -97,6 +102,27 @@ static bool collect(const struct cache_node_view *v, void *arg)
 	return true;
 }
 
+/* The GPUs the snapshot's pods hold, by trace queue: the gang manager counts
+ * every pod in its queue's share, and they keep their GPUs the whole run. */
+struct queue_count {
+	const struct sim_trace *t;
+	unsigned *gpus;
+};
+
+static void count_queue(const struct cache_pod_info *p, const char *uid, void *arg)
+{
+	struct queue_count *qc = arg;
+
+	(void)uid;
+	if (p->state != CACHE_POD_STATE_ASSUMED && p->state != CACHE_POD_STATE_BOUND)
+		return;
+	for (unsigned q = 0; q < qc->t->n_queues; q++)
+		if (strcmp(qc->t->queues[q], p->queue) == 0) {
+			qc->gpus[q] += (unsigned)__builtin_popcountll(p->devices) + p->unattributed;
+			return;
+		}
+}
+
 /* Split "a,b,c" into <names> (pointers into <buf>). */
 static int split_policies(char *buf, const char **names, unsigned *n, char *err, size_t errlen)
 {
@@ -125,7 +151,7 @@ static int split_policies(char *buf, const char **names, unsigned *n, char *err,
 }
 
 enum { OPT_COMPARE = 256, OPT_WEIGHTS, OPT_SEED, OPT_FRAG, OPT_PLOT, OPT_PLOT_DATA,
-       OPT_PER_JOB, OPT_CONFIG, OPT_POLICY, OPT_UNTIL };
+       OPT_PER_JOB, OPT_CONFIG, OPT_POLICY, OPT_UNTIL, OPT_ORDER };
 
 int ext_simulate_main(int argc, char **argv)
 {
@@ -136,6 +162,7 @@ int ext_simulate_main(int argc, char **argv)
 		{ "policy", required_argument, NULL, OPT_POLICY },
 		{ "compare", required_argument, NULL, OPT_COMPARE },
 		{ "weights", required_argument, NULL, OPT_WEIGHTS },
+		{ "order", required_argument, NULL, OPT_ORDER },
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "frag-gpus", required_argument, NULL, OPT_FRAG },
 		{ "plot", required_argument, NULL, OPT_PLOT },
@@ -204,6 +231,13 @@ int ext_simulate_main(int argc, char **argv)
 		case 'o': format = optarg; break;
 		case OPT_PER_JOB: s.per_job = true; break;
 		case OPT_UNTIL: s.until_last_arrival = true; break;
+		case OPT_ORDER:
+			if (strcmp(optarg, "fair") != 0 && strcmp(optarg, "fifo") != 0) {
+				fprintf(stderr, "troupe simulate: --order takes fair or fifo\n");
+				return 2;
+			}
+			s.fifo = strcmp(optarg, "fifo") == 0;
+			break;
 		case 'h': usage(stdout); return 0;
 		default:
 			fprintf(stderr, "troupe simulate: see troupe simulate --help\n");
@@ -304,6 +338,11 @@ int ext_simulate_main(int argc, char **argv)
 	}
 	if (!seed_set)
 		s.seed = t.seed;
+	/* The fair order divides each queue's share by its weight, as the
+	 * gang manager does. */
+	for (unsigned q = 0; q < t.n_queues; q++)
+		s.queue_weights[q] = gang_config_queue_weight(&cfg->gang, t.queues[q]);
+	cache_pod_foreach(cache, count_queue, &(struct queue_count){ &t, s.queue_base_gpus });
 
 	ret = 1;
 	for (unsigned i = 0; i < n_pol; i++) {

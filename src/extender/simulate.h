@@ -11,8 +11,10 @@
  * (prioritize), the best winning and ties drawn at random as kube-scheduler
  * does; its devices are placement_node_choose's (bind); a gang's members are
  * placed all at once by gang_plan_make, the planner the gang manager runs at
- * admission. What the simulator does not model is said in docs (the fair
- * order between queues, starvation holds, preemption, plan timeouts).
+ * admission; the waiting jobs are retried in the order of gang_fair_precedes,
+ * the rule the gang manager orders waiting gangs by. What the simulator does
+ * not model is said in docs (starvation holds, a gang refused behind a
+ * waiting one, preemption, plan timeouts).
  *
  * The files: simulate.c the command line and the order of a run,
  * simulate_trace.c the trace format (and its generator), simulate_run.c the
@@ -58,6 +60,7 @@ struct sim_job {
 	unsigned gpus;                  /* per pod, >= 1 */
 	unsigned gang;                  /* pods started together (0: none, each on its own) */
 	unsigned queue;                 /* index in sim_trace.queues */
+	int32_t priority;               /* the pods' priority (default 0) */
 	struct placement_policy policy; /* troupe.io/topology */
 	bool measured;                  /* false: warm-up, not counted */
 	size_t seq;                     /* order in the file, then generated: ties */
@@ -128,6 +131,18 @@ struct sim_settings {
 	/* The time averages end at the last arrival (a steady state, as
 	 * bench/sim_placement measures) instead of the last departure. */
 	bool until_last_arrival;
+	/* The order the waiting jobs are tried in at every retry. false: the
+	 * gang manager's fair order, gang_fair_precedes over each job's
+	 * priority, its queue's weighted share (GPUs only: the GPUs of the
+	 * queue's pods, the snapshot's and the trace's, over the cluster's, over
+	 * its weight), its arrival and its name. true (--order fifo): arrival order. */
+	bool fifo;
+	/* Each trace queue's weight, as sim_trace.queues indexes them (the
+	 * config's queues:); 0 counts as 1. */
+	double queue_weights[SIM_MAX_QUEUES];
+	/* The GPUs the snapshot's pods hold in each trace queue (their queue
+	 * label, else their namespace): part of its share the whole run. */
+	unsigned queue_base_gpus[SIM_MAX_QUEUES];
 };
 
 struct sim_result {

@@ -126,6 +126,12 @@ static double queue_total(const struct sim_result *r, const struct sim_trace *t)
 	return s;
 }
 
+/* Queue <q>'s weight in the fair order (0, unset, counts as 1). */
+static double queue_weight(const struct sim_settings *s, unsigned q)
+{
+	return s->queue_weights[q] > 0 ? s->queue_weights[q] : 1.0;
+}
+
 void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_trace *t,
 		     const struct sim_cluster *c, const struct sim_settings *s,
 		     const char *cluster_path, const char *trace_path)
@@ -135,10 +141,10 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 	for (size_t i = 0; i < t->n; i++)
 		warm += !t->jobs[i].measured;
 	printf("# troupe simulate: cluster %s (%u nodes, %u GPUs), trace %s (%zu jobs, %zu "
-	       "warm-up, %u queues), seed %llu, weights packing=%g topology=%g "
+	       "warm-up, %u queues), %s order, seed %llu, weights packing=%g topology=%g "
 	       "fragmentation=%g; fragmentation counts free GPUs no %u-GPU pod can use\n\n",
 	       cluster_path, c->n, c->gpus, trace_path, t->n, warm, t->n_queues,
-	       (unsigned long long)s->seed, s->w.packing, s->w.topology, s->w.fragmentation,
+	       s->fifo ? "fifo" : "fair", (unsigned long long)s->seed, s->w.packing, s->w.topology, s->w.fragmentation,
 	       s->frag_gpus);
 	printf("| policy | jobs done / refused | wait, min (mean / p50 / p95) | completion, min "
 	       "(mean / p50 / p95) | GPU utilisation, %% | fragmentation, %% of free GPUs | "
@@ -162,7 +168,10 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 	printf("\nQueue shares (GPU-hours of finished jobs, %% of all; mean wait, min):\n\n");
 	printf("| policy |");
 	for (unsigned q = 0; q < t->n_queues; q++)
-		printf(" %s |", t->queues[q]);
+		if (queue_weight(s, q) != 1.0)
+			printf(" %s (weight %g) |", t->queues[q], queue_weight(s, q));
+		else
+			printf(" %s |", t->queues[q]);
 	printf("\n|---|");
 	for (unsigned q = 0; q < t->n_queues; q++)
 		printf("---|");
@@ -254,6 +263,7 @@ int sim_report_json(const struct sim_result *rs, unsigned n, const struct sim_tr
 	cJSON_AddNumberToObject(o, "topology", s->w.topology);
 	cJSON_AddNumberToObject(o, "fragmentation", s->w.fragmentation);
 	cJSON_AddNumberToObject(o, "frag_gpus", s->frag_gpus);
+	cJSON_AddStringToObject(o, "order", s->fifo ? "fifo" : "fair");
 	cJSON_AddItemToObject(root, "policies", pol);
 	for (unsigned i = 0; i < n; i++) {
 		const struct sim_result *r = &rs[i];
@@ -290,6 +300,7 @@ int sim_report_json(const struct sim_result *rs, unsigned n, const struct sim_tr
 
 			cJSON_AddItemToArray(qs, qo);
 			cJSON_AddStringToObject(qo, "name", t->queues[q]);
+			cJSON_AddNumberToObject(qo, "weight", queue_weight(s, q));
 			cJSON_AddNumberToObject(qo, "gpu_hours", r->queue_gpu_s[q] / 3600);
 			cJSON_AddNumberToObject(qo, "share",
 						total > 0 ? r->queue_gpu_s[q] / total : 0.0);

@@ -2,12 +2,22 @@
  * policy, in simulated time, and what it counts on the way.
  *
  * The cluster starts as the snapshot left it: its bound pods keep their GPUs
- * for the whole run (they have no known end). Jobs wait in arrival order; at
- * every change the scheduler walks the waiting jobs in that order and starts
- * every pod that fits, so a small job may pass a large one that cannot start
- * (no head-of-line blocking, as kube-scheduler retries each pending pod on its
- * own). When nothing was freed since the last walk only the new arrivals are
- * tried: the others failed against the same state.
+ * for the whole run (they have no known end). At every change the scheduler
+ * walks the waiting jobs and starts every pod that fits, so a small job may
+ * pass a large one that cannot start (no head-of-line blocking, as
+ * kube-scheduler retries each pending pod on its own). When nothing was freed
+ * since the last walk only the new arrivals are tried: the others failed
+ * against the same state.
+ *
+ * The walk's order is the gang manager's fair order (gang_fair_precedes, the
+ * daemon's one rule): the higher priority first, then the queue with the
+ * lower weighted share, then the earlier arrival, then the name. The share is
+ * read afresh at each step, as the daemon reads it at each admission, so a
+ * start that raises a queue's share can put another queue's job before that
+ * queue's next one. Jobs wait in one list per queue, each sorted by the terms
+ * that do not change (within a queue the share is the same), and a step takes
+ * the best of the lists' heads: a merge, not a sort per walk. With --order
+ * fifo there is one list in arrival order (the trace's, ties in file order).
  *
  * The decisions are the daemon's functions. A pod on its own: every node
  * placement_check_request accepts (filter), scored by
@@ -44,6 +54,13 @@ struct node_stat {
 	bool island;                    /* a free all-NVLink set of frag_gpus */
 };
 
+/* Jobs in lists: one per queue (one with fifo), each in the order of
+ * before() at equal shares. */
+struct runs {
+	size_t *job[SIM_MAX_QUEUES];    /* room for every job of the list */
+	size_t n[SIM_MAX_QUEUES];
+};
+
 struct replay {
 	const struct sim_cluster *c;
 	const struct sim_trace *t;
@@ -60,8 +77,12 @@ struct replay {
 	uint64_t *pod_devices;
 	struct departure *heap;
 	size_t heap_len;
-	size_t *waiting;                /* job indices, arrival order */
+	/* The waiting jobs, and the arrivals since the last walk (in arrival
+	 * order until it sorts them). */
+	struct runs wait, fresh;
+	unsigned n_lists;
 	size_t n_waiting;
+	unsigned queue_gpus[SIM_MAX_QUEUES];    /* GPUs each queue's pods hold */
 	unsigned busy;                  /* GPUs the trace's pods hold */
 	/* What each node adds to the cluster's totals, kept up to date as pods
 	 * start and end, so that a sample costs nothing per node. */
@@ -203,6 +224,7 @@ static void pod_start(struct replay *r, size_t job, unsigned node, uint64_t devi
 	v->used |= devices;
 	node_update(r, node);
 	r->busy += j->gpus;
+	r->queue_gpus[j->queue] += j->gpus;
 	if (r->busy > r->out->peak_busy)
 		r->out->peak_busy = r->busy;
 	r->pod_node[pod] = node;
@@ -316,52 +338,157 @@ static bool shape_in(const struct shape *set, unsigned n, const struct shape *s)
 	return false;
 }
 
-/* Walk the waiting jobs from <from> on (earlier ones failed against this
- * state already), start what fits, keep the rest in order. The decisions are
- * functions of the cluster's state, so while nothing starts, a shape that
- * failed fails again: an overloaded cluster's thousands of waiting jobs cost
- * a lookup each, not a pass over the nodes. */
-static void walk(struct replay *r, size_t from, double now)
+/* ---- The order ---------------------------------------------------------- */
+
+static unsigned list_of(const struct replay *r, size_t job)
 {
-	struct shape failed[SHAPES_FAILED];
-	unsigned n_failed = 0, max_free = 0;
-	size_t kept = from;
+	return r->s->fifo ? 0 : r->t->jobs[job].queue;
+}
+
+/* Job <job>'s terms in the fair order now. */
+static struct gang_fair_key fair_key(const struct replay *r, size_t job)
+{
+	const struct sim_job *j = &r->t->jobs[job];
+	double w = r->s->queue_weights[j->queue] > 0 ? r->s->queue_weights[j->queue] : 1.0;
+
+	return (struct gang_fair_key){
+		.priority = j->priority,
+		.share = r->c->gpus ? (double)r->queue_gpus[j->queue] / r->c->gpus / w : 0.0,
+		/* Arrivals are at most TRACE_MAX_SECONDS (1e10 s): 1e19 ns fits a
+		 * uint64_t (not a long long, so no llround). */
+		.waiting_since_ns = (uint64_t)(j->arrival * 1e9 + 0.5),
+		.key = j->name,
+	};
+}
+
+/* Whether job <a> is tried before job <b> now: the daemon's rule, and when
+ * it ranks neither first (the same terms and name), the trace's order. */
+static bool before(const struct replay *r, size_t a, size_t b)
+{
+	struct gang_fair_key ka, kb;
+
+	if (r->s->fifo)
+		return a < b;
+	ka = fair_key(r, a);
+	kb = fair_key(r, b);
+	if (gang_fair_precedes(&ka, &kb) > 0)
+		return true;
+	if (gang_fair_precedes(&kb, &ka) > 0)
+		return false;
+	return a < b;
+}
+
+static int by_before(const void *x, const void *y, void *arg)
+{
+	size_t a = *(const size_t *)x, b = *(const size_t *)y;
+
+	if (a == b)
+		return 0;
+	return before(arg, a, b) ? -1 : 1;
+}
+
+/* Merge the sorted <f> (<nf> jobs) into list <l>, from the back: list l has
+ * room for every job of its queue. New arrivals mostly go at the end. */
+static void list_merge(struct replay *r, unsigned l, const size_t *f, size_t nf)
+{
+	size_t *a = r->wait.job[l];
+	size_t i = r->wait.n[l], j = nf, k = i + nf;
+
+	while (j > 0) {
+		if (i > 0 && before(r, f[j - 1], a[i - 1]))
+			a[--k] = a[--i];
+		else
+			a[--k] = f[--j];
+	}
+	r->wait.n[l] += nf;
+}
+
+/* ---- The walk -------------------------------------------------------------- */
+
+static unsigned max_free_now(const struct replay *r)
+{
+	unsigned max_free = 0;
 
 	for (unsigned i = 0; i < r->c->n; i++) {
 		unsigned f = cache_view_free_gpus(&r->cur[i]);
 
 		max_free = f > max_free ? f : max_free;
 	}
-	for (size_t i = from; i < r->n_waiting; i++) {
-		size_t job = r->waiting[i];
-		struct shape sh = next_shape(r, job);
-		unsigned before = r->started[job];
+	return max_free;
+}
+
+/* Try the jobs of <w> in order (the best of the runs' heads at each step),
+ * start what fits, keep the rest in order. The decisions are functions of the
+ * cluster's state, so while nothing starts, a shape that failed fails again:
+ * an overloaded cluster's thousands of waiting jobs cost a lookup each, not a
+ * pass over the nodes. */
+static void walk_runs(struct replay *r, struct runs *w, unsigned n_runs, double now)
+{
+	struct shape failed[SHAPES_FAILED];
+	unsigned n_failed = 0, max_free = max_free_now(r);
+	size_t rd[SIM_MAX_QUEUES] = { 0 }, kept[SIM_MAX_QUEUES] = { 0 };
+
+	for (;;) {
+		size_t job;
+		struct shape sh;
+		unsigned before_started, l = n_runs;
 		bool done;
 
+		for (unsigned i = 0; i < n_runs; i++)
+			if (rd[i] < w->n[i] &&
+			    (l == n_runs || before(r, w->job[i][rd[i]], w->job[l][rd[l]])))
+				l = i;
+		if (l == n_runs)
+			break;
+		job = w->job[l][rd[l]++];
+		sh = next_shape(r, job);
+		before_started = r->started[job];
 		/* The largest free count only shrinks during a walk: a cheap way
 		 * past jobs that cannot fit anywhere. */
 		if (sh.gpus > max_free || shape_in(failed, n_failed, &sh)) {
-			r->waiting[kept++] = job;
+			w->job[l][kept[l]++] = job;
 			continue;
 		}
 		done = try_job(r, job, now);
-		if (r->started[job] != before) {
+		if (r->started[job] != before_started) {
 			/* The state changed: what failed may not fail the same way. */
 			n_failed = 0;
-			max_free = 0;
-			for (unsigned n = 0; n < r->c->n; n++) {
-				unsigned f = cache_view_free_gpus(&r->cur[n]);
-
-				max_free = f > max_free ? f : max_free;
-			}
+			max_free = max_free_now(r);
 		}
 		if (done)
 			continue;
 		if (n_failed < SHAPES_FAILED)
 			failed[n_failed++] = next_shape(r, job);
-		r->waiting[kept++] = job;
+		w->job[l][kept[l]++] = job;
 	}
-	r->n_waiting = kept;
+	for (unsigned i = 0; i < n_runs; i++)
+		w->n[i] = kept[i];
+}
+
+/* A walk at <now>: the new arrivals sorted into their lists' order; then
+ * every waiting job when something was freed since the last walk (<freed>),
+ * else the new arrivals alone (the others failed against this state). */
+static void walk(struct replay *r, bool freed, double now)
+{
+	struct runs fr = r->fresh;
+
+	for (unsigned l = 0; l < r->n_lists; l++) {
+		r->fresh.n[l] = 0;
+		if (fr.n[l] > 1 && !r->s->fifo)
+			qsort_r(fr.job[l], fr.n[l], sizeof(size_t), by_before, r);
+	}
+	if (freed) {
+		for (unsigned l = 0; l < r->n_lists; l++)
+			list_merge(r, l, fr.job[l], fr.n[l]);
+		walk_runs(r, &r->wait, r->n_lists, now);
+	} else {
+		walk_runs(r, &fr, r->n_lists, now);
+		for (unsigned l = 0; l < r->n_lists; l++)
+			list_merge(r, l, fr.job[l], fr.n[l]);
+	}
+	r->n_waiting = 0;
+	for (unsigned l = 0; l < r->n_lists; l++)
+		r->n_waiting += r->wait.n[l];
 }
 
 /* Fold the state that held from <from> to <to> into the integrals. */
@@ -414,11 +541,20 @@ static int replay_init(struct replay *r, size_t total_pods)
 	r->pod_node = malloc(total_pods * sizeof(*r->pod_node));
 	r->pod_devices = malloc(total_pods * sizeof(*r->pod_devices));
 	r->heap = malloc(total_pods * sizeof(*r->heap));
-	r->waiting = malloc(t->n * sizeof(*r->waiting));
+	r->n_lists = r->s->fifo ? 1 : (t->n_queues ? t->n_queues : 1);
+	for (size_t i = 0; i < t->n; i++)
+		r->wait.n[list_of(r, i)]++;     /* each list's room, then emptied */
+	for (unsigned l = 0; l < r->n_lists; l++) {
+		r->wait.job[l] = malloc((r->wait.n[l] + 1) * sizeof(size_t));
+		r->fresh.job[l] = malloc((r->wait.n[l] + 1) * sizeof(size_t));
+		r->wait.n[l] = 0;
+		if (!r->wait.job[l] || !r->fresh.job[l])
+			return -ENOMEM;
+	}
 	r->out->jobs = calloc(t->n, sizeof(*r->out->jobs));
 	r->ns = calloc(r->c->n + 1, sizeof(*r->ns));
 	if (!r->ns || !r->cur || !r->pod_base || !r->started || !r->gang_done || !r->pod_node ||
-	    !r->pod_devices || !r->heap || !r->waiting || !r->out->jobs)
+	    !r->pod_devices || !r->heap || !r->out->jobs)
 		return -ENOMEM;
 	memcpy(r->cur, r->c->base, r->c->n * sizeof(*r->cur));
 	for (unsigned i = 0; i < r->c->n; i++)
@@ -445,7 +581,10 @@ static void replay_fini(struct replay *r)
 	free(r->pod_node);
 	free(r->pod_devices);
 	free(r->heap);
-	free(r->waiting);
+	for (unsigned l = 0; l < r->n_lists; l++) {
+		free(r->wait.job[l]);
+		free(r->fresh.job[l]);
+	}
 	free(r->ns);
 }
 
@@ -468,6 +607,7 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 		return -EINVAL;
 	}
 	r.levels = s->levels && s->levels->n ? s->levels : &gang_default_levels;
+	memcpy(r.queue_gpus, s->queue_base_gpus, sizeof(r.queue_gpus));
 	r.rng = s->seed ^ 0x5c4ed01eULL;
 	for (size_t i = 0; i < t->n; i++)
 		total_pods += t->jobs[i].pods;
@@ -487,7 +627,6 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 	for (;;) {
 		double ta = next < t->n ? t->jobs[next].arrival : INFINITY;
 		double td = r.heap_len ? r.heap[0].at : INFINITY;
-		size_t from = r.n_waiting;
 		bool freed = false;
 
 		if (next == t->n && !r.heap_len)
@@ -504,6 +643,7 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 			r.cur[r.pod_node[d.pod]].used &= ~r.pod_devices[d.pod];
 			node_update(&r, r.pod_node[d.pod]);
 			r.busy -= t->jobs[job].gpus;
+			r.queue_gpus[t->jobs[job].queue] -= t->jobs[job].gpus;
 			if (d.at > out->jobs[job].end)
 				out->jobs[job].end = d.at;
 			freed = true;
@@ -516,11 +656,13 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 				out->jobs[next].refused = true;
 				out->jobs_refused += j->measured;
 			} else {
-				r.waiting[r.n_waiting++] = next;
+				unsigned l = list_of(&r, next);
+
+				r.fresh.job[l][r.fresh.n[l]++] = next;
 			}
 			next++;
 		}
-		walk(&r, freed ? 0 : from, now);
+		walk(&r, freed, now);
 		if (sample(&r, now) < 0) {
 			rc = -ENOMEM;
 			snprintf(err, errlen, "out of memory for the time series");

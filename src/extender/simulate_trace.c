@@ -12,6 +12,8 @@
  *       gpus: 8            # per pod (default 1)
  *       gang: 2            # pods started together, all or none (default 0: none)
  *       queue: research    # default "default"
+ *       priority: 100      # the pods' priority, as a PriorityClass gives it
+ *                          # (default 0): first in the fair order
  *       topology: required # troupe.io/topology (default preferred)
  *       count: 3           # this job 3 times (default 1)...
  *       every: 5m          # ...this far apart (default 0)
@@ -145,13 +147,14 @@ static int queue_index(struct sim_trace *t, const char *name, unsigned *out)
 }
 
 /* The shape fields a job and a mix entry share: pods, gpus, gang, queue,
- * topology. <what> names the entry in errors. */
+ * priority, topology. <what> names the entry in errors. */
 static int shape_parse(struct sim_trace *t, const cJSON *o, struct sim_job *j, const char *what,
 		       char *err, size_t errlen)
 {
 	const cJSON *q = json_get(o, "queue"), *topo = json_get(o, "topology");
-	const cJSON *gang = json_get(o, "gang");
+	const cJSON *gang = json_get(o, "gang"), *prio = json_get(o, "priority");
 	char perr[TROUPE_MESSAGE_BUF];
+	int64_t p = 0;
 
 	if (get_uint(o, "pods", 1, SIM_MAX_PODS_PER_JOB, 1, &j->pods) < 0) {
 		snprintf(err, errlen, "%s: pods must be a whole number from 1 to %u", what,
@@ -181,6 +184,13 @@ static int shape_parse(struct sim_trace *t, const cJSON *o, struct sim_job *j, c
 			 "trace has at most %d queues", what, SIM_QUEUE_BUF, SIM_MAX_QUEUES);
 		return -EINVAL;
 	}
+	/* A pod's priority is a 32-bit integer (PriorityClass value). */
+	if (prio && (cJSON_IsBool(prio) || json_int_in_range(prio, INT32_MIN, INT32_MAX, &p) < 0)) {
+		snprintf(err, errlen, "%s: priority must be a whole number from %d to %d", what,
+			 INT32_MIN, INT32_MAX);
+		return -EINVAL;
+	}
+	j->priority = (int32_t)p;
 	if (topo && (!cJSON_IsString(topo) || placement_policy_parse(topo->valuestring,
 								       &j->policy, perr,
 								       sizeof(perr)) < 0)) {

@@ -75,11 +75,11 @@ void gang__shares_fini(struct shares *s)
 	strmap_fini(&s->by_queue);
 }
 
-static double queue_weight(const struct gang_manager *m, const char *queue)
+double gang_config_queue_weight(const struct gang_config *cfg, const char *queue)
 {
-	for (unsigned i = 0; i < m->cfg.n_queues; i++)
-		if (strcmp(m->cfg.queue_names[i], queue) == 0)
-			return m->cfg.queue_weights[i] > 0 ? m->cfg.queue_weights[i] : 1.0;
+	for (unsigned i = 0; i < cfg->n_queues; i++)
+		if (strcmp(cfg->queue_names[i], queue) == 0)
+			return cfg->queue_weights[i] > 0 ? cfg->queue_weights[i] : 1.0;
 	return 1.0;
 }
 
@@ -96,7 +96,7 @@ double gang__share_of(const struct gang_manager *m, const struct shares *s, cons
 		d = (double)e->u.cpu_milli / (double)s->totals.ready_cpu_milli;
 	if (s->totals.ready_mem_bytes > 0 && (double)e->u.mem_bytes / s->totals.ready_mem_bytes > d)
 		d = (double)e->u.mem_bytes / (double)s->totals.ready_mem_bytes;
-	return d / queue_weight(m, queue);
+	return d / gang_config_queue_weight(&m->cfg, queue);
 }
 
 uint64_t gang__queue_gpus(const struct shares *s, const char *queue)
@@ -119,20 +119,27 @@ double gang_queue_share(struct gang_manager *m, const char *queue)
 
 /* ---- The fair order ----------------------------------------------------------- */
 
-int gang__precedes(const struct gang_manager *m, const struct shares *s, const struct gang *a,
-		   const struct gang *b)
+int gang_fair_precedes(const struct gang_fair_key *a, const struct gang_fair_key *b)
 {
-	double sa, sb;
-
 	if (a->priority != b->priority)
 		return a->priority > b->priority ? 1 : -1;
-	sa = gang__share_of(m, s, a->queue);
-	sb = gang__share_of(m, s, b->queue);
-	if (sa != sb)
-		return sa < sb ? 1 : -1;
+	if (a->share != b->share)
+		return a->share < b->share ? 1 : -1;
 	if (a->waiting_since_ns != b->waiting_since_ns)
 		return a->waiting_since_ns < b->waiting_since_ns ? 1 : -1;
 	return strcmp(a->key, b->key) < 0 ? 1 : -1;
+}
+
+/* The one rule (gang_fair_precedes), on a gang's terms and the shares loaded. */
+int gang__precedes(const struct gang_manager *m, const struct shares *s, const struct gang *a,
+		   const struct gang *b)
+{
+	struct gang_fair_key ka = { a->priority, gang__share_of(m, s, a->queue),
+				    a->waiting_since_ns, a->key };
+	struct gang_fair_key kb = { b->priority, gang__share_of(m, s, b->queue),
+				    b->waiting_since_ns, b->key };
+
+	return gang_fair_precedes(&ka, &kb);
 }
 
 /* A waiting gang still waits while its quorum of members exists, is not bound,

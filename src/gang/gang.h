@@ -284,6 +284,23 @@ void gang_record_fini(struct gang_record *r);
 bool gang_hold_note(struct gang_manager *m, const char *node, int32_t priority, char *buf,
 		    size_t len);
 
+/* The fair order's rule on its own terms, so that the daemon and
+ * `troupe simulate` order waiting work by one function: higher priority
+ * first, then the lower weighted dominant share of the work's queue, then the
+ * longer wait (the earlier waiting_since_ns), then the key ("ns/name"). > 0
+ * when <a> goes before <b>, < 0 otherwise (also when equal in every term). */
+struct gang_fair_key {
+	int32_t priority;
+	double share;                   /* its queue's weighted dominant share */
+	uint64_t waiting_since_ns;      /* when it began to wait, any one clock */
+	const char *key;
+};
+int gang_fair_precedes(const struct gang_fair_key *a, const struct gang_fair_key *b);
+
+/* <queue>'s weight in <cfg> (its queues: entry; 1 when it has none or a
+ * weight <= 0). A share is divided by it. */
+double gang_config_queue_weight(const struct gang_config *cfg, const char *queue);
+
 /* The weighted dominant share of <queue> now (the GPU, CPU and memory its pods occupy, as
  * a share of the ready nodes' totals, the largest of the three, divided by the
  * queue's weight). For logs and tests. */

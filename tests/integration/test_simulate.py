@@ -5,11 +5,14 @@ Hand-checked cases first, whose outcome follows from the rules alone (a job
 waiting on another's GPUs starts the instant they free; a gang's pods start
 together or not at all; the topology score keeps NVLink pairs whole where
 binpack fills the fuller node; a job no node can hold is refused, never
-queued; bad input is refused with exit 2 and the field named). Then a property
+queued; the waiting jobs are retried in the gang manager's fair order, by
+priority, then the queue's weighted share, then arrival, where --order fifo
+takes arrival order; bad input is refused with exit 2 and the field named).
+Then a property
 test over random traces and clusters: every job that fits the cluster
 completes, no device is ever held by two pods and no node gives out more than
 it has, a gang's quorum starts at one instant, and the reported waits are the
-jobs' own.
+jobs' own, in either order, with priorities and queue weights.
 """
 import json
 import os
@@ -170,7 +173,7 @@ class HandChecked(unittest.TestCase):
                            text=True, timeout=30)
         self.assertEqual(h.returncode, 0)
         for flag in ("--cluster", "--workload", "--config", "--policy", "--compare",
-                     "--weights", "--seed", "--frag-gpus", "--plot", "--plot-data",
+                     "--weights", "--seed", "--order", "--frag-gpus", "--plot", "--plot-data",
                      "--output", "--per-job"):
             self.assertIn(flag, h.stdout)
 
@@ -203,6 +206,125 @@ class HandChecked(unittest.TestCase):
                 self.assertEqual(p.returncode, 0, p.stderr)
                 pol = json.loads(p.stdout)["policies"][0]
                 self.assertEqual(pol["jobs_done"] + pol["jobs_refused"], pol["jobs_measured"])
+
+
+class FairOrder(unittest.TestCase):
+    """Which waiting job takes the GPUs a departure frees: the daemon's fair
+    order (gang_fair_precedes: priority, then the queue's weighted share of
+    the GPUs in use, then arrival), against arrival order (--order fifo)."""
+
+    # Two 8-GPU nodes. From 0 to 2h "research" holds one node (8 GPUs) and
+    # "dev" 6 GPUs of the other; a 2-GPU dev filler ends at 1h, freeing the
+    # only 2 GPUs before 2h. Two 2-GPU jobs wait for them: d-wait (dev,
+    # arrived at 1m) and r-wait (research, at 2m). At 1h the shares are
+    # research 8/16 = 0.5, over its weight 2: 0.25, and dev 6/16 = 0.375.
+    TRACE = {"jobs": [
+        {"name": "r-run", "arrival": 0, "duration": "2h", "gpus": 8, "queue": "research"},
+        {"name": "d-run", "arrival": 0, "duration": "2h", "gpus": 6, "queue": "dev"},
+        {"name": "filler", "arrival": 0, "duration": "1h", "gpus": 2, "queue": "dev"},
+        {"name": "d-wait", "arrival": "1m", "duration": "1h", "gpus": 2, "queue": "dev"},
+        {"name": "r-wait", "arrival": "2m", "duration": "1h", "gpus": 2,
+         "queue": "research"}]}
+
+    def run_sim(self, trace, *args, weights=None):
+        """The JSON report, with a config giving the queues <weights>."""
+        sim = Sim(self)
+        if weights:
+            cfg = os.path.join(sim.dir.name, "troupe.yaml")
+            with open(cfg, "w") as f:
+                f.write("queues:\n" + "".join(f"  {q}: {w}\n" for q, w in weights.items()))
+            args = ("--config", cfg) + args
+        out = sim.json(cluster(["nvswitch", "nvswitch"]), trace, *args)
+        self.assertTrue(all(j["done"] for j in out["policies"][0]["jobs"]))
+        return out, by_name(out["policies"][0])
+
+    def starts(self, trace, *args, weights=None):
+        jobs = self.run_sim(trace, *args, weights=weights)[1]
+        return {name: j["start"] for name, j in jobs.items() if "wait" in name}
+
+    def test_the_lower_weighted_share_goes_first_where_fifo_takes_arrival(self):
+        research2 = {"research": 2}
+        # Research's 8 GPUs at weight 2 (0.25) weigh less than dev's 6 (0.375).
+        out, jobs = self.run_sim(self.TRACE, weights=research2)
+        self.assertEqual((jobs["r-wait"]["start"], jobs["d-wait"]["start"]), (3600, 7200))
+        self.assertEqual(out["settings"]["order"], "fair")
+        self.assertEqual({q["name"]: q["weight"] for q in out["policies"][0]["queues"]},
+                         {"research": 2, "dev": 1})
+        # Arrival order: d-wait came first.
+        self.assertEqual(self.starts(self.TRACE, "--order", "fifo", weights=research2),
+                         {"d-wait": 3600, "r-wait": 7200})
+        # Without the weight research's share is 0.5, above dev's: dev first.
+        self.assertEqual(self.starts(self.TRACE), {"d-wait": 3600, "r-wait": 7200})
+
+    def test_priority_goes_before_share_and_fifo_ignores_it(self):
+        trace = json.loads(json.dumps(self.TRACE))
+        trace["jobs"][3]["priority"] = 10       # d-wait
+        self.assertEqual(self.starts(trace, weights={"research": 2}),
+                         {"d-wait": 3600, "r-wait": 7200})
+        # Higher priority on the later arrival instead: first in the fair
+        # order (as its share is lower anyway), not in arrival order.
+        trace["jobs"][3]["priority"] = 0
+        trace["jobs"][4]["priority"] = 10       # r-wait
+        self.assertEqual(self.starts(trace, "--order", "fifo"),
+                         {"d-wait": 3600, "r-wait": 7200})
+        self.assertEqual(self.starts(trace), {"r-wait": 3600, "d-wait": 7200})
+
+    def test_the_share_is_read_afresh_after_each_start(self):
+        # research (weight 3) holds n0, 8 GPUs: 8/16/3 = 0.167; dev 3 GPUs of
+        # n1: 3/16 = 0.1875. Fillers of a third queue end together at 1h 2s
+        # and free 5 GPUs; three 2-GPU jobs wait: r-wait, r-wait2 (research) and d-wait
+        # (dev), in that arrival order. Research goes first; with r-wait
+        # started it holds 10 GPUs, 10/16/3 = 0.208, above dev: d-wait takes
+        # the next 2 GPUs and r-wait2, which arrived before it, waits to 2h.
+        trace = {"jobs": [
+            {"name": "r-run", "arrival": 0, "duration": "2h", "gpus": 8, "queue": "research"},
+            {"name": "d-run", "arrival": 1, "duration": "2h", "gpus": 3, "queue": "dev"},
+            {"name": "f1", "arrival": 2, "duration": "1h", "gpus": 2, "queue": "other"},
+            {"name": "f2", "arrival": 2, "duration": "1h", "gpus": 2, "queue": "other"},
+            {"name": "f3", "arrival": 2, "duration": "1h", "gpus": 1, "queue": "other"},
+            {"name": "r-wait", "arrival": "1m", "duration": "1h", "gpus": 2,
+             "queue": "research"},
+            {"name": "r-wait2", "arrival": "2m", "duration": "1h", "gpus": 2,
+             "queue": "research"},
+            {"name": "d-wait", "arrival": "3m", "duration": "1h", "gpus": 2, "queue": "dev"}]}
+        w = {"research": 3}
+        self.assertEqual(self.starts(trace, weights=w),
+                         {"r-wait": 3602, "d-wait": 3602, "r-wait2": 7200})
+        self.assertEqual(self.starts(trace, "--order", "fifo", weights=w),
+                         {"r-wait": 3602, "r-wait2": 3602, "d-wait": 7200})
+
+    def test_the_snapshots_pods_count_in_their_queues_share(self):
+        # The snapshot holds 6 GPUs of n1 for queue dev (its label) the whole
+        # run. The trace: research 4 GPUs of n0 to 2h, a 4-GPU filler of
+        # another queue beside it to 1h, and 2 more of that queue on n1. At
+        # 1h, 4 GPUs free: research has 4/16 = 0.25 and dev 6/16 = 0.375, so
+        # r-wait goes before d-wait, which arrived first. Counting only the
+        # trace's pods dev would have 0 and go first.
+        snap = cluster(["nvswitch", "nvswitch"], pods=[(1, [0, 1, 2, 3, 4, 5])])
+        held = snap["items"][-1]
+        held["metadata"]["namespace"] = "elsewhere"
+        held["metadata"]["labels"] = {"troupe.io/queue": "dev"}
+        trace = {"jobs": [
+            {"name": "r-run", "arrival": 0, "duration": "2h", "gpus": 4, "queue": "research"},
+            {"name": "f", "arrival": 1, "duration": "1h", "gpus": 4, "queue": "other"},
+            {"name": "f2", "arrival": 2, "duration": "2h", "gpus": 2, "queue": "other"},
+            {"name": "d-wait", "arrival": "1m", "duration": "1h", "gpus": 4, "queue": "dev"},
+            {"name": "r-wait", "arrival": "2m", "duration": "1h", "gpus": 4,
+             "queue": "research"}]}
+        sim = Sim(self)
+        jobs = by_name(sim.json(snap, trace)["policies"][0])
+        self.assertEqual((jobs["r-wait"]["start"], jobs["d-wait"]["start"]), (3601, 7200))
+        jobs = by_name(sim.json(snap, trace, "--order", "fifo")["policies"][0])
+        self.assertEqual((jobs["d-wait"]["start"], jobs["r-wait"]["start"]), (3601, 7200))
+
+    def test_bad_order_and_priority_are_refused(self):
+        sim = Sim(self)
+        snap = cluster(["nvswitch"])
+        p = sim.run(snap, {"jobs": [{"duration": 5}]}, "--order", "lifo", expect=2)
+        self.assertIn("--order takes fair or fifo", p.stderr)
+        p = sim.run(snap, {"jobs": [{"name": "x", "duration": 5, "priority": "high"}]},
+                    expect=2)
+        self.assertIn('job "x": priority must be', p.stderr)
 
 
 class AgreesWithSimPlacement(unittest.TestCase):
@@ -313,29 +435,56 @@ class RandomTraces(unittest.TestCase):
             for i in range(rng.randint(1, 40)):
                 gpus = rng.choice([1, 1, 2, 4, 8])
                 pods = rng.choice([1, 1, 1, 2, 3])
-                full = sum(1 for k in kinds if k != "bridge")
-                # A gang must fit the cluster by count: pods of 8 need whole
-                # 8-GPU nodes, smaller pods fit four to a 4-GPU box or better.
+                # A gang must fit the empty cluster: each node takes as many
+                # of its pods as its GPUs hold whole (3 pods of 4 GPUs do not
+                # fit one 8-GPU node).
+                fit = sum((4 if k == "bridge" else 8) // gpus for k in kinds)
                 gang = 0
-                if pods > 1 and rng.random() < 0.6 and (gpus < 8 or pods <= full):
-                    gang = rng.randint(2, pods)
+                if pods > 1 and rng.random() < 0.6 and min(pods, fit) >= 2:
+                    gang = rng.randint(2, min(pods, fit))
                 job = {"name": f"j{i}", "arrival": round(rng.uniform(0, 7200), 3),
                        "duration": round(rng.expovariate(1 / 1800) + 1, 3),
                        "gpus": gpus, "pods": pods, "gang": gang,
                        "queue": rng.choice(["a", "b", "c"]),
+                       "priority": rng.choice([0, 0, 0, 10, -5]),
                        "topology": rng.choice(["preferred", "preferred", "none"])}
                 jobs.append(job)
             if rng.random() < 0.3:
                 jobs.append({"name": "too-big", "arrival": 5, "duration": 60, "gpus": 9})
             trace = {"seed": case, "jobs": jobs}
-            with self.subTest(case=case, nodes=kinds):
+            # Both orders, and queue weights for the fair one.
+            cfg = os.path.join(sim.dir.name, "troupe.yaml")
+            with open(cfg, "w") as f:
+                f.write(f"queues:\n  a: {rng.choice([1, 2, 4])}\n  b: 0.5\n")
+            order = rng.choice(["fair", "fair", "fifo"])
+            with self.subTest(case=case, nodes=kinds, order=order):
                 out = sim.json(cluster(kinds), trace, "--compare",
-                               "binpack,topology,binpack+random")
+                               "binpack,topology,binpack+random", "--order", order,
+                               "--config", cfg)
+                self.assertEqual(out["settings"]["order"], order)
                 for pol in out["policies"]:
                     check_run(self, kinds, trace, pol)
                     self.assertEqual(pol["jobs_refused"],
                                      sum(1 for j in jobs if j["gpus"] > 8))
 
+    def test_one_queue_one_priority_fair_is_arrival_order(self):
+        # With every job in one queue at one priority the fair order's first
+        # two terms tie and the third is the arrival: the same runs as fifo
+        # (distinct arrivals, so the name never decides).
+        sim = Sim(self)
+        for case in range(max(1, self.CASES // 4)):
+            rng = random.Random(1000 + case)
+            kinds = [rng.choice(["nvswitch", "dgx1", "pcie"]) for _ in range(rng.randint(1, 4))]
+            jobs = [{"name": f"j{i}", "arrival": i * 7 + round(rng.uniform(0, 5), 3),
+                     "duration": round(rng.expovariate(1 / 1800) + 1, 3),
+                     "gpus": rng.choice([1, 2, 4, 8]), "pods": 2,
+                     "gang": rng.choice([0, 2]), "priority": 3}
+                    for i in range(rng.randint(5, 40))]
+            trace = {"seed": case, "jobs": jobs}
+            with self.subTest(case=case, nodes=kinds):
+                runs = [sim.json(cluster(kinds), trace, "--order", o)["policies"]
+                        for o in ("fair", "fifo")]
+                self.assertEqual(runs[0], runs[1])
 
 if __name__ == "__main__":
     unittest.main()

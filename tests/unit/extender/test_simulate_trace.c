@@ -62,6 +62,7 @@ static void test_sim_trace_jobs_defaults_count_and_order(void **state)
 				  "{\"name\": \"r\", \"duration\": \"2m\", \"pods\": 3,"
 				  " \"gpus\": 2,"
 				  " \"gang\": true, \"queue\": \"q\", \"topology\": \"required\","
+				  " \"priority\": -7,"
 				  " \"count\": 3, \"every\": \"10m\"}]}", 8, err, sizeof(err)), 0);
 	assert_int_equal(t.n, 4);
 	/* Arrival order: r-0 at 0, r-1 at 600, r-2 at 1200, late at 3600. */
@@ -78,6 +79,9 @@ static void test_sim_trace_jobs_defaults_count_and_order(void **state)
 	assert_string_equal(t.queues[t.jobs[3].queue], "default");
 	assert_int_equal(t.jobs[3].policy.kind, PLACEMENT_POLICY_PREFERRED);
 	assert_int_equal(t.jobs[3].gang, 0);
+	assert_int_equal(t.jobs[0].priority, -7);
+	assert_int_equal(t.jobs[2].priority, -7);
+	assert_int_equal(t.jobs[3].priority, 0);
 	/* A quarter of four: the first one is warm-up. */
 	assert_false(t.jobs[0].measured);
 	assert_true(t.jobs[1].measured);
@@ -96,6 +100,9 @@ static void test_sim_trace_refuses_bad_fields_by_name(void **state)
 		{ "{\"jobs\": [{\"duration\": 5, \"topology\": \"x\"}]}", "topology:" },
 		{ "{\"jobs\": [{\"duration\": 5, \"queue\": 7}]}", "queue must be a string" },
 		{ "{\"jobs\": [{\"duration\": 5, \"arrival\": \"soon\"}]}", "arrival must be" },
+		{ "{\"jobs\": [{\"duration\": 5, \"priority\": 2147483648}]}", "priority must be" },
+		{ "{\"jobs\": [{\"duration\": 5, \"priority\": 1.5}]}", "priority must be" },
+		{ "{\"jobs\": [{\"duration\": 5, \"priority\": \"high\"}]}", "priority must be" },
 		{ "{\"jobs\": []}", "no jobs" },
 		{ "{}", "needs jobs, generate or both" },
 		{ "{\"warmup\": 1, \"jobs\": [{\"duration\": 5}]}", "warmup must be" },

@@ -1,6 +1,6 @@
 /* Unit tests of the fair order and starvation holds (fair.c, held_nodes.c):
- * gang__precedes (priority, then the queue's weighted share, then waiting
- * age), holds grown for the starving head on the emptiest nodes and kept as
+ * gang__precedes and the rule it calls, gang_fair_precedes (priority, then
+ * the queue's weighted share, then waiting age, then the key), holds grown for the starving head on the emptiest nodes and kept as
  * GPUs free, starvation_s counted on a fake clock (0: at once), and
  * gang_hold_note reading the held nodes while they change (run it under TSan).
  */
@@ -411,11 +411,94 @@ static void test_gang_hold_note_reads_held_nodes_while_they_change(void **state)
 	holds_case_fini(&hc);
 }
 
+/* The rule on its own terms (gang_fair_precedes, which gang__precedes and
+ * troupe simulate both call): each term decides against every later one. */
+static void test_gang_fair_rule_is_priority_then_share_then_age_then_key(void **state)
+{
+	/* a wins on the term named, and loses on every later term. */
+	const struct gang_fair_key prio_a = { 1, 0.9, 100, "z" }, prio_b = { 0, 0.1, 1, "a" };
+	const struct gang_fair_key share_a = { 0, 0.1, 100, "z" }, share_b = { 0, 0.9, 1, "a" };
+	const struct gang_fair_key age_a = { 0, 0.5, 1, "z" }, age_b = { 0, 0.5, 100, "a" };
+	const struct gang_fair_key key_a = { 0, 0.5, 1, "ml/a" }, key_b = { 0, 0.5, 1, "ml/b" };
+	const struct gang_fair_key neg = { -5, 0.0, 1, "a" };
+
+	(void)state;
+	assert_true(gang_fair_precedes(&prio_a, &prio_b) > 0);
+	assert_true(gang_fair_precedes(&prio_b, &prio_a) < 0);
+	assert_true(gang_fair_precedes(&share_a, &share_b) > 0);
+	assert_true(gang_fair_precedes(&share_b, &share_a) < 0);
+	assert_true(gang_fair_precedes(&age_a, &age_b) > 0);
+	assert_true(gang_fair_precedes(&age_b, &age_a) < 0);
+	assert_true(gang_fair_precedes(&key_a, &key_b) > 0);
+	assert_true(gang_fair_precedes(&key_b, &key_a) < 0);
+	/* A negative priority is lower, whatever its share and age. */
+	assert_true(gang_fair_precedes(&neg, &prio_b) < 0);
+	/* Equal in every term: neither goes first. */
+	assert_true(gang_fair_precedes(&key_a, &key_a) < 0);
+}
+
+/* The reference the random cases are checked against: the four terms
+ * compared in order, written as a tuple comparison. */
+static int fair_reference(const struct gang_fair_key *a, const struct gang_fair_key *b)
+{
+	if (a->priority != b->priority)
+		return a->priority > b->priority ? 1 : -1;
+	if (a->share != b->share)
+		return a->share < b->share ? 1 : -1;
+	if (a->waiting_since_ns != b->waiting_since_ns)
+		return a->waiting_since_ns < b->waiting_since_ns ? 1 : -1;
+	return strcmp(a->key, b->key) < 0 ? 1 : -1;
+}
+
+/* Many random pairs drawn from few values per term (so ties reach every
+ * later term): the rule agrees with the reference, and is antisymmetric
+ * where the keys differ. */
+static void test_gang_fair_rule_random_pairs_agree_with_the_tuple_order(void **state)
+{
+	static const char *const keys[] = { "ml/a", "ml/b", "ml/c" };
+	uint64_t x = 0x243f6a8885a308d3ULL;
+
+	(void)state;
+	for (unsigned i = 0; i < 20000; i++) {
+		struct gang_fair_key k[2];
+
+		for (unsigned j = 0; j < 2; j++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			k[j] = (struct gang_fair_key){ (int32_t)(x % 3) - 1, (double)((x >> 8) % 3) / 4,
+						      (x >> 16) % 3, keys[(x >> 24) % 3] };
+		}
+		assert_int_equal(gang_fair_precedes(&k[0], &k[1]), fair_reference(&k[0], &k[1]));
+		if (strcmp(k[0].key, k[1].key) != 0)
+			assert_int_equal(gang_fair_precedes(&k[0], &k[1]),
+					 -gang_fair_precedes(&k[1], &k[0]));
+	}
+}
+
+/* A queue's weight: its queues: entry, else 1; a weight <= 0 counts as 1. */
+static void test_gang_config_queue_weight_defaults_to_one(void **state)
+{
+	struct gang_config cfg;
+
+	(void)state;
+	gang_config_defaults(&cfg);
+	cfg.n_queues = 2;
+	snprintf(cfg.queue_names[0], sizeof(cfg.queue_names[0]), "research");
+	cfg.queue_weights[0] = 2.0;
+	snprintf(cfg.queue_names[1], sizeof(cfg.queue_names[1]), "broken");
+	cfg.queue_weights[1] = 0.0;
+	assert_true(gang_config_queue_weight(&cfg, "research") == 2.0);
+	assert_true(gang_config_queue_weight(&cfg, "broken") == 1.0);
+	assert_true(gang_config_queue_weight(&cfg, "other") == 1.0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gang_deleted_gang_is_nobody_to_wait_behind),
 		cmocka_unit_test(test_gang_fair_order_is_priority_then_share_then_age),
+		cmocka_unit_test(test_gang_fair_rule_is_priority_then_share_then_age_then_key),
+		cmocka_unit_test(test_gang_fair_rule_random_pairs_agree_with_the_tuple_order),
+		cmocka_unit_test(test_gang_config_queue_weight_defaults_to_one),
 		cmocka_unit_test(test_gang_holds_grow_on_the_emptiest_nodes_as_gpus_free),
 		cmocka_unit_test(test_gang_starvation_counts_on_the_managers_clock),
 		cmocka_unit_test(test_gang_pass_with_an_earlier_clock_reading_changes_nothing),
