@@ -13,6 +13,8 @@
  */
 #include "sim_placement.h"
 
+#include "extender/simulate.h"
+
 static uint64_t choose_troupe(struct run *r, const struct cache_node_view *v,
 			      uint64_t free_mask, unsigned k)
 {
@@ -25,66 +27,32 @@ static uint64_t choose_troupe(struct run *r, const struct cache_node_view *v,
 	return c.set;
 }
 
+/* The baselines are troupe simulate's own (src/extender/simulate_choosers.c),
+ * so that the two tools compare troupe with the same baselines, drawn the same
+ * way from the run's random state: this benchmark uses the tool's choosers
+ * and keeps only its own way in (link matrices built here, no parser). */
+static uint64_t baseline(const char *name, struct run *r, const struct cache_node_view *v,
+			 uint64_t free_mask, unsigned k)
+{
+	return sim_chooser_find(name)(v, free_mask, k, &r->rng.s);
+}
+
 static uint64_t choose_lowest(struct run *r, const struct cache_node_view *v,
 			      uint64_t free_mask, unsigned k)
 {
-	uint64_t set = 0;
-
-	(void)r;
-	(void)v;
-	for (unsigned i = 0; i < k && free_mask; i++) {
-		set |= free_mask & -free_mask;
-		free_mask &= free_mask - 1;
-	}
-	return set;
+	return baseline("lowest", r, v, free_mask, k);
 }
 
 static uint64_t choose_random(struct run *r, const struct cache_node_view *v,
 			      uint64_t free_mask, unsigned k)
 {
-	unsigned idx[PLACEMENT_TOPO_MAX], n = 0;
-	uint64_t set = 0;
-
-	(void)v;
-	for (; free_mask; free_mask &= free_mask - 1)
-		idx[n++] = (unsigned)__builtin_ctzll(free_mask);
-	/* A partial Fisher-Yates shuffle: the first k are a uniform k-subset. */
-	for (unsigned i = 0; i < k && i < n; i++) {
-		unsigned j = i + rng_below(&r->rng, n - i), tmp = idx[i];
-
-		idx[i] = idx[j];
-		idx[j] = tmp;
-		set |= 1ULL << idx[i];
-	}
-	return set;
+	return baseline("random", r, v, free_mask, k);
 }
 
 static uint64_t choose_sum_pairs(struct run *r, const struct cache_node_view *v,
 				 uint64_t free_mask, unsigned k)
 {
-	const struct placement_topo *t = placement_node_topo(v->node);
-	uint64_t best = 0;
-	uint32_t best_w = 0;
-
-	(void)r;
-	/* Every subset of the free devices (at most 8 here), exactly. */
-	for (uint64_t s = free_mask;; s = (s - 1) & free_mask) {
-		if ((unsigned)__builtin_popcountll(s) == k) {
-			uint32_t w = 0;
-			uint64_t diff = s ^ best;
-
-			for (uint64_t a = s; a; a &= a - 1)
-				for (uint64_t b = a & (a - 1); b; b &= b - 1)
-					w += placement_link_weight(
-						t->link[__builtin_ctzll(a)][__builtin_ctzll(b)]);
-			/* Ties: the set holding the lowest index where they differ. */
-			if (!best || w > best_w || (w == best_w && (s & diff & -diff)))
-				best = s, best_w = w;
-		}
-		if (!s)
-			break;
-	}
-	return best;
+	return baseline("sum-pairs", r, v, free_mask, k);
 }
 
 const struct chooser sim_choosers[CHOOSERS] = {

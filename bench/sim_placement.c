@@ -166,7 +166,7 @@ int main(int argc, char **argv)
 
 		if (sim_plot_data_write(path, runs, &tr) < 0)
 			fprintf(stderr, "sim_placement: cannot write %s\n", path);
-		else if (png && sim_plot(png, path, runs, &tr, n_nodes, seed) < 0)
+		else if (png && sim_placement_plot(png, path, runs, &tr, n_nodes, seed) < 0)
 			fprintf(stderr, "sim_placement: gnuplot failed to draw %s\n", png);
 		else if (png)
 			printf("# plot: %s\n", png);

@@ -193,7 +193,7 @@ void sim_run_fini(struct run *r);
 void sim_report(const struct run *runs, const struct trace *tr, unsigned n_nodes, unsigned gpus,
 		double load, uint64_t seed, const struct placement_weights *w);
 int sim_plot_data_write(const char *path, const struct run *runs, const struct trace *tr);
-int sim_plot(const char *png, const char *data, const struct run *runs, const struct trace *tr,
-	     unsigned n_nodes, uint64_t seed);
+int sim_placement_plot(const char *png, const char *data, const struct run *runs,
+		       const struct trace *tr, unsigned n_nodes, uint64_t seed);
 
 #endif

@@ -176,8 +176,8 @@ int sim_plot_data_write(const char *path, const struct run *runs, const struct t
 	return fclose(f) == 0 ? 0 : -errno;
 }
 
-int sim_plot(const char *png, const char *data, const struct run *runs, const struct trace *tr,
-	     unsigned n_nodes, uint64_t seed)
+int sim_placement_plot(const char *png, const char *data, const struct run *runs,
+		       const struct trace *tr, unsigned n_nodes, uint64_t seed)
 {
 	/* pngcairo draws smoother lines; plain png (libgd) is the fallback. */
 	bool cairo = system("gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1") == 0;
