@@ -42,7 +42,7 @@ struct fuzz_target {
 
 extern const struct fuzz_target fuzz_target_filter, fuzz_target_prioritize, fuzz_target_bind,
 	fuzz_target_preempt, fuzz_target_objects, fuzz_target_watch, fuzz_target_list,
-	fuzz_target_topo, fuzz_target_plan;
+	fuzz_target_topo, fuzz_target_plan, fuzz_target_trace;
 
 /* --verbose: the parsers log at debug level and the targets print each
  * answer (for replaying one saved input). */

@@ -51,7 +51,7 @@ static const struct fuzz_target fuzz_target_canary = { "canary", NULL, NULL, run
 static const struct fuzz_target *const targets[] = {
 	&fuzz_target_filter, &fuzz_target_prioritize, &fuzz_target_bind, &fuzz_target_preempt,
 	&fuzz_target_objects, &fuzz_target_watch, &fuzz_target_list, &fuzz_target_topo,
-	&fuzz_target_plan, &fuzz_target_canary,
+	&fuzz_target_plan, &fuzz_target_trace, &fuzz_target_canary,
 };
 
 enum { POOL_MAX = 256, CRASH_PATH_BUF = 4096, PROGRESS_EVERY = 100000 };
