@@ -141,11 +141,11 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 	for (size_t i = 0; i < t->n; i++)
 		warm += !t->jobs[i].measured;
 	printf("# troupe simulate: cluster %s (%u nodes, %u GPUs), trace %s (%zu jobs, %zu "
-	       "warm-up, %u queues), %s order, seed %llu, weights packing=%g topology=%g "
+	       "warm-up, %u queue%s), %s order, seed %llu, weights packing=%g topology=%g "
 	       "fragmentation=%g; fragmentation counts free GPUs no %u-GPU pod can use\n\n",
 	       cluster_path, c->n, c->gpus, trace_path, t->n, warm, t->n_queues,
-	       s->fifo ? "fifo" : "fair", (unsigned long long)s->seed, s->w.packing, s->w.topology, s->w.fragmentation,
-	       s->frag_gpus);
+	       t->n_queues == 1 ? "" : "s", s->fifo ? "fifo" : "fair", (unsigned long long)s->seed,
+	       s->w.packing, s->w.topology, s->w.fragmentation, s->frag_gpus);
 	printf("| policy | jobs done / refused | wait, min (mean / p50 / p95) | completion, min "
 	       "(mean / p50 / p95) | GPU utilisation, %% | fragmentation, %% of free GPUs | "
 	       "NVLink-complete, %% of multi-GPU pods | mean link quality (0-1) | nodes with a "
