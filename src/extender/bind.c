@@ -157,6 +157,29 @@ static struct cache_binding binding_of(const struct bind_pending *p)
 
 enum { BIND_POST_ATTEMPTS = 3, BIND_RETRY_FIRST_MS = 200, BIND_RETRY_MAX_MS = 2000 };
 
+int ext__bind_retry_delay_ms(int result, unsigned attempt, unsigned retry_after_ms,
+			     uint64_t until_ns)
+{
+	uint64_t now = util_now_ns(), left_ms = until_ns > now ? (until_ns - now) / 1000000u : 0;
+	unsigned delay;
+
+	if (result == 0 || result == -ENOENT || result == -EEXIST || result == -ECANCELED ||
+	    result == -ENOMEM)
+		return -1;      /* bound, gone, bound elsewhere, stopping: posting cannot help */
+	delay = BIND_RETRY_FIRST_MS << (attempt < 4 ? attempt : 4);
+	if (delay > BIND_RETRY_MAX_MS)
+		delay = BIND_RETRY_MAX_MS;
+	if (retry_after_ms > delay)
+		delay = retry_after_ms;         /* the server said when */
+	/* Never past the deadline: one last post just before it rather than
+	 * giving up early. */
+	if (left_ms <= BIND_RETRY_FIRST_MS)
+		return -1;
+	if (delay > left_ms - BIND_RETRY_FIRST_MS)
+		delay = (unsigned)(left_ms - BIND_RETRY_FIRST_MS);
+	return (int)delay;
+}
+
 /* Post the same Binding again (binder thread) when that can still help:
  * - a single pod whose outcome is unknown (timeout, connection error, 5xx): at
  *   once, up to BIND_POST_ATTEMPTS posts in all;
@@ -172,26 +195,12 @@ static bool post_again(struct bind_pending *p, int result, unsigned retry_after_
 	unsigned delay = 0;
 
 	if (p->retry_until_ns) {
-		if (result == 0 || result == -ENOENT || result == -EEXIST || result == -ECANCELED ||
-		    result == -ENOMEM)
-			return false;
-		delay = BIND_RETRY_FIRST_MS << (p->attempt < 4 ? p->attempt : 4);
-		if (delay > BIND_RETRY_MAX_MS)
-			delay = BIND_RETRY_MAX_MS;
-		if (retry_after_ms > delay)
-			delay = retry_after_ms;         /* the server said when */
-		{
-			/* Never past the parked request's deadline: one last post just
-			 * before it rather than giving up early. */
-			uint64_t now = util_now_ns();
-			uint64_t left_ms = p->retry_until_ns > now ? (p->retry_until_ns - now) / 1000000u
-								    : 0;
+		int d = ext__bind_retry_delay_ms(result, (unsigned)p->attempt, retry_after_ms,
+						 p->retry_until_ns);
 
-			if (left_ms <= BIND_RETRY_FIRST_MS)
-				return false;
-			if (delay > left_ms - BIND_RETRY_FIRST_MS)
-				delay = (unsigned)(left_ms - BIND_RETRY_FIRST_MS);
-		}
+		if (d < 0)
+			return false;
+		delay = (unsigned)d;
 	} else if (!ambiguous || p->attempt + 1 >= BIND_POST_ATTEMPTS) {
 		return false;
 	}

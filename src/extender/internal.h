@@ -191,6 +191,14 @@ static inline struct gang_member ext__gang_member(const char *uid, const char *n
  * device list as written into <ids>. */
 char *ext__binding_annotations(const struct ext_service *svc, const char *node,
 			       uint64_t devices, const char *plan, char *ids, size_t idslen);
+/* bind.c: how long to wait before posting a refused Binding again, the one
+ * retry policy of a gang member's bind and of recovery: 200 ms doubling to
+ * 2 s (<attempt>: posts so far, minus one), or the server's Retry-After when
+ * longer, and never past <until_ns> (util_now_ns' clock; one last post just
+ * before it). -1: do not post again (<result> says the pod is bound, gone or
+ * bound elsewhere, troupe is stopping, or no time is left). */
+int ext__bind_retry_delay_ms(int result, unsigned attempt, unsigned retry_after_ms,
+			     uint64_t until_ns);
 /* bind.c: whether <node> can take pod <info> (known, Ready, not cordoned, has
  * its GPU kind). Returns 0, or -EPERM with <why>. */
 int ext__bind_check_node(const struct ext_service *svc, const struct cache_pod_info *info,

@@ -109,10 +109,9 @@ struct recover_post {
  * after a backoff, its devices still claimed, for up to RECOVER_RETRY_NS: a
  * refusal that passes (a webhook that was lagging, a throttle) then still
  * completes the gang from its plan, and meanwhile the claimed member counts
- * as bound, so no other plan is made for it. As bind.c does for a gang
- * member after quorum. */
+ * as bound, so no other plan is made for it. The backoff is bind.c's for a
+ * gang member after quorum (ext__bind_retry_delay_ms), one policy for both. */
 #define RECOVER_RETRY_NS (15ULL * 1000000000ULL)
-enum { RECOVER_RETRY_FIRST_MS = 200, RECOVER_RETRY_MAX_MS = 2000 };
 
 static void recover_posted(void *arg, int result, const char *msg, unsigned retry_after_ms);
 
@@ -121,23 +120,21 @@ static bool post_again(struct recover_post *p, int result, const char *msg,
 		       unsigned retry_after_ms)
 {
 	struct cache_binding b = { p->ns, p->name, p->uid, p->node, p->ann };
-	unsigned delay = RECOVER_RETRY_FIRST_MS << (p->attempt < 4 ? p->attempt : 4);
-	uint64_t now = util_now_ns();
+	int delay;
 
-	if (result == 0 || result == -ETIMEDOUT || result == -EIO || result == -ECANCELED ||
-	    result == -ENOENT || result == -EEXIST || result == -ENOMEM || now >= p->retry_until_ns)
+	/* An unknown outcome (timeout, connection lost) is left to the watch:
+	 * the next pass sees the member bound or not. */
+	if (result == -ETIMEDOUT || result == -EIO)
 		return false;
-	if (delay > RECOVER_RETRY_MAX_MS)
-		delay = RECOVER_RETRY_MAX_MS;
-	if (retry_after_ms > delay)
-		delay = retry_after_ms;
-	if (now + (uint64_t)delay * 1000000ULL >= p->retry_until_ns)
+	delay = ext__bind_retry_delay_ms(result, p->attempt, retry_after_ms, p->retry_until_ns);
+	if (delay < 0)
 		return false;
 	p->attempt++;
 	log_info("recover", "gang %s: binding pod %s/%s -> node %s refused (%s); posting it again "
-		 "in %u ms (attempt %u)", p->gang, p->ns, p->name, p->node, msg, delay,
+		 "in %d ms (attempt %u)", p->gang, p->ns, p->name, p->node, msg, delay,
 		 p->attempt + 1);
-	return cache_binder_submit_after(p->rc->svc->binder, &b, delay, recover_posted, p) == 0;
+	return cache_binder_submit_after(p->rc->svc->binder, &b, (unsigned)delay, recover_posted,
+					 p) == 0;
 }
 
 /* The API server answered a Binding this module posted (binder thread). A
