@@ -136,6 +136,13 @@ class GangRecoverTest(GangCase):
         m = self.metrics(t2)
         self.assertEqual(m["troupe_gang_rollback_pods_deleted_total"], 3)
         self.assertEqual(m["troupe_gang_recovery_bindings_total"], 0)
+        # kubectl describe podgroup says so, in troupe's words (events.c).
+        wait_until(lambda: self.srv.events_list(reason="GangRolledBack"), 15,
+                   "a GangRolledBack Event")
+        (ev,) = self.srv.events_list(reason="GangRolledBack")
+        self.assertEqual((ev["reportingController"], ev["type"], ev["regarding"]["kind"],
+                          ev["regarding"]["name"]), ("troupe", "Warning", "PodGroup", "rb"))
+        self.assertIn("deleted 3 bound members", ev["note"])
         assert_converges(self, t2, self.srv)
         assert_no_device_twice(self, t2)
 
