@@ -60,9 +60,10 @@ def module_version():
 
 
 def build_hint(out):
-    return ("build it with:\n  (cd tests/peers/gpuallocator && GOTOOLCHAIN=%s GOFLAGS=-mod=readonly "
-            "go build -trimpath -o %s .)\n(Go through the module proxy: Go is test tooling "
-            "only; scripts/lib/k8s.sh's ensure_go installs it)" % (GO_TOOLCHAIN, out))
+    return ("build it with:\n  (cd tests/peers/gpuallocator && GOTOOLCHAIN=%s "
+            "GOFLAGS=-mod=readonly go build -trimpath -o %s .)\n"
+            "(the module comes through the Go module proxy; Go is test tooling only, "
+            "scripts/lib/k8s.sh's ensure_go installs it)" % (GO_TOOLCHAIN, out))
 
 
 def go_peer():
@@ -84,7 +85,8 @@ def go_peer():
     go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK)
                                 else None)
     if not go:
-        raise AssertionError("no Go toolchain to build the go-gpuallocator peer; " + build_hint(out))
+        raise AssertionError("no Go toolchain to build the go-gpuallocator peer; "
+                             + build_hint(out))
     os.makedirs(out_dir, exist_ok=True)
     env = dict(os.environ)
     env.setdefault("GOTOOLCHAIN", GO_TOOLCHAIN)
@@ -173,7 +175,8 @@ class BestEffortPeer(unittest.TestCase):
             padded += "-" in g.split()
             if o != want:
                 self.fail("the C port and go-gpuallocator differ on %s:\n  case %s\n"
-                          "  go-gpuallocator: %s (so the port must answer %s)\n  C port:          %s"
+                          "  go-gpuallocator: %s (so the port must answer %s)\n"
+                          "  C port:          %s"
                           % (case["tag"], json.dumps({k: v for k, v in case.items() if k != "tag"}),
                              g, want, o))
         return padded
