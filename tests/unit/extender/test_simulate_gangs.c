@@ -335,10 +335,11 @@ static void test_sim_gangs_kueue_follows_the_keps_example(void **state)
 	cluster_free(&c);
 }
 
-/* Racks holding 8, 4 and 6 pods of 4 GPUs and a gang of 4: BestFit takes
+/* Racks holding 8, 4, 6 and 4 pods of 4 GPUs and a gang of 4: BestFit takes
  * the tightest rack that fits (4), LeastFreeCapacity the one with the least
- * free capacity that fits (also 4), KAI the fullest that fits (4); of 5,
- * the 6-pod rack for all three. */
+ * free capacity that fits (also 4), KAI the fullest that fits (4), each the
+ * first in label order of the two (rack-b before rack-d); of 5, the 6-pod
+ * rack for all three. */
 static void test_sim_gangs_take_the_tightest_fitting_rack(void **state)
 {
 	static const char *const planners[] = { "kueue-bestfit", "kueue-leastfree", "kai" };
@@ -355,6 +356,8 @@ static void test_sim_gangs_take_the_tightest_fitting_rack(void **state)
 	add_node(&c, "c-1", 8, 0, "z", "s", "rack-c", READY);
 	add_node(&c, "c-2", 8, 0, "z", "s", "rack-c", READY);
 	add_node(&c, "c-3", 8, 0, "z", "s", "rack-c", READY);
+	add_node(&c, "d-1", 8, 0, "z", "s", "rack-d", READY);
+	add_node(&c, "d-2", 8, 0, "z", "s", "rack-d", READY);
 	for (unsigned pi = 0; pi < 3; pi++) {
 		struct gang_plan p;
 		uint64_t rng = 1;
@@ -401,6 +404,38 @@ static void test_sim_gangs_kai_packs_the_fullest_nodes(void **state)
 							       &gang_default_levels, NULL, &rng,
 							       &p), 0);
 	assert_int_equal(on_node(&p, 0), 3);
+	gang_plan_fini(&p);
+	cluster_free(&c);
+}
+
+/* No block holds a gang of 5 x 4 GPUs, the spine does: KAI fills the
+ * fullest block first (b2, room for 2, scored above b1), Kueue's BestFit
+ * the block with the most room first (4 in b1) and the last member in the
+ * tightest fit. */
+static void test_sim_gangs_kai_fills_the_fullest_block_first(void **state)
+{
+	struct cluster c = { 0 };
+	struct placement_request r = gpus(4);
+	struct gang_plan p;
+	uint64_t rng = 1;
+
+	(void)state;
+	add_node(&c, "b1-a", 8, 0, "z", "s", "b1", READY);
+	add_node(&c, "b1-b", 8, 0, "z", "s", "b1", READY);
+	add_node(&c, "b2-a", 8, 0, "z", "s", "b2", READY);
+	add_node(&c, "b2-b", 8, 0xff, "z", "s", "b2", READY);
+	assert_int_equal(sim_gang_planner_find("kai")(c.views, c.n, 5, &r, &gang_default_levels,
+						     NULL, &rng, &p), 0);
+	check_plan(&c, &p, 5, &r);
+	assert_int_equal(p.level, 2);
+	assert_int_equal(on_node(&p, 2), 2);
+	assert_int_equal(on_node(&p, 0) + on_node(&p, 1), 3);
+	gang_plan_fini(&p);
+	assert_int_equal(sim_gang_planner_find("kueue-bestfit")(c.views, c.n, 5, &r,
+							       &gang_default_levels, NULL, &rng,
+							       &p), 0);
+	assert_int_equal(on_node(&p, 0) + on_node(&p, 1), 4);
+	assert_int_equal(on_node(&p, 2), 1);
 	gang_plan_fini(&p);
 	cluster_free(&c);
 }
@@ -510,6 +545,7 @@ int main(void)
 		cmocka_unit_test(test_sim_gangs_kueue_follows_the_keps_example),
 		cmocka_unit_test(test_sim_gangs_take_the_tightest_fitting_rack),
 		cmocka_unit_test(test_sim_gangs_kai_packs_the_fullest_nodes),
+		cmocka_unit_test(test_sim_gangs_kai_fills_the_fullest_block_first),
 		cmocka_unit_test(test_sim_gangs_kube_tas_scores_one_domain_of_the_key),
 		cmocka_unit_test(test_sim_gangs_refuse_cordoned_and_not_ready_nodes),
 		cmocka_unit_test(test_sim_gangs_find_knows_the_names),
