@@ -73,8 +73,11 @@
 #include "common/strmap.h"
 #include "extender/simulate_gangs_internal.h"
 
+/* kube-tas keys on the finest level the nodes carry; kube-tas:LEVEL on
+ * that level of the run's levels, named by gang_default_levels' order. */
 const char *const sim_gang_planner_names[] = {
-	"kueue-bestfit", "kueue-leastfree", "kai", "kube-tas", NULL,
+	"kueue-bestfit", "kueue-leastfree", "kai", "kube-tas", "kube-tas:zone",
+	"kube-tas:datacenter", "kube-tas:spine", "kube-tas:block", "kube-tas:clique", NULL,
 };
 
 
@@ -252,7 +255,7 @@ struct placement {
 static int by_value(const void *a, const void *b, void *ctx)
 {
 	const struct gp *g = ctx;
-	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b, f = g->nlv - 1;
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b, f = g->key_tree;
 	int c = strcmp(g->c[x].val[f], g->c[y].val[f]);
 
 	return c ? c : x < y ? -1 : x > y;
@@ -298,11 +301,17 @@ static int plan_kube_tas(struct gp *g, struct gang_plan *out)
 	int ret = -ENOMEM;
 
 	strmap_init(&index);
-	if (!g->nlv || !g->nc) {
-		ret = -ENOSPC;
+	ret = -ENOSPC;
+	if (!g->nlv || !g->nc)
 		goto out;
-	}
-	f = g->nlv - 1;
+	g->key_tree = g->nlv;
+	for (unsigned t = 0; t < g->nlv; t++)
+		if (g->key_level < 0 ? t == g->nlv - 1 : g->lv[t] == (unsigned)g->key_level)
+			g->key_tree = t;
+	if (g->key_tree == g->nlv)
+		goto out;       /* no candidate carries the key */
+	f = g->key_tree;
+	ret = -ENOMEM;
 	order = calloc(g->nc, sizeof(*order));
 	cnt = calloc(g->nc, sizeof(*cnt));
 	pc = calloc(g->nc, sizeof(*pc));
@@ -381,14 +390,15 @@ out:
 
 enum planner { KUEUE_BESTFIT, KUEUE_LEASTFREE, KAI, KUBE_TAS };
 
-static int plan(enum planner which, const struct cache_node_view *views, unsigned n,
-		unsigned members, const struct placement_request *req,
+/* <key_level>: kube-tas's key, an index in the levels (-1: the finest). */
+static int plan(enum planner which, int key_level, const struct cache_node_view *views,
+		unsigned n, unsigned members, const struct placement_request *req,
 		const struct gang_levels *levels, sim_choose_fn chooser, uint64_t *rng,
 		struct gang_plan *out)
 {
 	struct gp g = {
 		.views = views, .nviews = n, .req = req, .chooser = chooser, .rng = rng,
-		.members = members, .k = req->demand.gpus,
+		.members = members, .k = req->demand.gpus, .key_level = key_level,
 		.levels = levels && levels->n ? levels : &gang_default_levels,
 	};
 	unsigned long total = 0;
@@ -432,33 +442,49 @@ static int kueue_bestfit(const struct cache_node_view *views, unsigned n, unsign
 			 const struct placement_request *req, const struct gang_levels *levels,
 			 sim_choose_fn chooser, uint64_t *rng, struct gang_plan *out)
 {
-	return plan(KUEUE_BESTFIT, views, n, members, req, levels, chooser, rng, out);
+	return plan(KUEUE_BESTFIT, -1, views, n, members, req, levels, chooser, rng, out);
 }
 
 static int kueue_leastfree(const struct cache_node_view *views, unsigned n, unsigned members,
 			   const struct placement_request *req, const struct gang_levels *levels,
 			   sim_choose_fn chooser, uint64_t *rng, struct gang_plan *out)
 {
-	return plan(KUEUE_LEASTFREE, views, n, members, req, levels, chooser, rng, out);
+	return plan(KUEUE_LEASTFREE, -1, views, n, members, req, levels, chooser, rng, out);
 }
 
 static int kai(const struct cache_node_view *views, unsigned n, unsigned members,
 	       const struct placement_request *req, const struct gang_levels *levels,
 	       sim_choose_fn chooser, uint64_t *rng, struct gang_plan *out)
 {
-	return plan(KAI, views, n, members, req, levels, chooser, rng, out);
+	return plan(KAI, -1, views, n, members, req, levels, chooser, rng, out);
 }
 
 static int kube_tas(const struct cache_node_view *views, unsigned n, unsigned members,
 		    const struct placement_request *req, const struct gang_levels *levels,
 		    sim_choose_fn chooser, uint64_t *rng, struct gang_plan *out)
 {
-	return plan(KUBE_TAS, views, n, members, req, levels, chooser, rng, out);
+	return plan(KUBE_TAS, -1, views, n, members, req, levels, chooser, rng, out);
 }
+
+/* kube-tas with the key at level <L> of the run's levels. */
+#define KUBE_TAS_AT(fn, L)                                                                      \
+	static int fn(const struct cache_node_view *views, unsigned n, unsigned members,        \
+		      const struct placement_request *req, const struct gang_levels *levels,    \
+		      sim_choose_fn chooser, uint64_t *rng, struct gang_plan *out)              \
+	{                                                                                       \
+		return plan(KUBE_TAS, L, views, n, members, req, levels, chooser, rng, out);    \
+	}
+KUBE_TAS_AT(kube_tas_0, 0)
+KUBE_TAS_AT(kube_tas_1, 1)
+KUBE_TAS_AT(kube_tas_2, 2)
+KUBE_TAS_AT(kube_tas_3, 3)
+KUBE_TAS_AT(kube_tas_4, 4)
 
 sim_gang_fn sim_gang_planner_find(const char *name)
 {
-	static const sim_gang_fn fns[] = { kueue_bestfit, kueue_leastfree, kai, kube_tas };
+	static const sim_gang_fn fns[] = { kueue_bestfit, kueue_leastfree, kai, kube_tas,
+					   kube_tas_0, kube_tas_1, kube_tas_2, kube_tas_3,
+					   kube_tas_4 };
 
 	for (size_t i = 0; name && sim_gang_planner_names[i]; i++)
 		if (strcmp(sim_gang_planner_names[i], name) == 0)

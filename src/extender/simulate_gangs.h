@@ -14,7 +14,8 @@
  *                    (pkg/scheduler/plugins/topology/);
  *   kube-tas         kube-scheduler's topology-aware workload scheduling
  *                    (KEP-5732: one placement per value of one label key,
- *                    the feasible ones scored by MostAllocated).
+ *                    the feasible ones scored by MostAllocated; the key
+ *                    the finest level, or kube-tas:LEVEL).
  *
  * Each planner refuses the nodes placement_check_request refuses (the
  * filter's rule: not Ready, cordoned, too few free GPUs, no set meeting a
@@ -44,7 +45,10 @@ typedef int (*sim_gang_fn)(const struct cache_node_view *views, unsigned n, unsi
 			   sim_choose_fn chooser, uint64_t *rng, struct gang_plan *out);
 
 /* The planner called <name> ("kueue-bestfit", "kueue-leastfree", "kai",
- * "kube-tas"), or NULL when unknown. */
+ * "kube-tas", or "kube-tas:LEVEL", LEVEL one of zone, datacenter, spine,
+ * block, clique: the key at that index of <levels>, gang_default_levels'
+ * order; plain kube-tas keys on the finest level the nodes carry), or NULL
+ * when unknown. */
 sim_gang_fn sim_gang_planner_find(const char *name);
 
 /* Every planner's name, NULL-terminated, for --help and errors. */

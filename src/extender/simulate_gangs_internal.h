@@ -35,6 +35,8 @@ struct gp {
 	unsigned nc;
 	unsigned lv[GANG_MAX_LEVELS];   /* network tree level -> index in levels */
 	unsigned nlv;                   /* network levels; tree levels are nlv + 1 */
+	int key_level;                  /* kube-tas's key: an index in levels; -1: the finest */
+	unsigned key_tree;              /* that level's network tree level */
 };
 
 /* The slots, from (candidate, members) pairs: each member's devices chosen

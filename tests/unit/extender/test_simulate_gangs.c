@@ -485,6 +485,17 @@ static void test_sim_gangs_kube_tas_scores_one_domain_of_the_key(void **state)
 	check_plan(&c, &p, 9, &r);
 	assert_int_equal(p.level, 2);   /* the spine */
 	gang_plan_fini(&p);
+	/* Keyed on the spine, kube-tas holds them in one. */
+	assert_int_equal(sim_gang_planner_find("kube-tas:spine")(c.views, c.n, 9, &r,
+								&gang_default_levels, NULL, &rng,
+								&p), 0);
+	check_plan(&c, &p, 9, &r);
+	assert_string_equal(p.domain, "s");
+	gang_plan_fini(&p);
+	/* Keyed on a level no node carries, it places nothing. */
+	assert_int_equal(sim_gang_planner_find("kube-tas:clique")(c.views, c.n, 2, &r,
+								 &gang_default_levels, NULL, &rng,
+								 &p), -ENOSPC);
 	cluster_free(&c);
 }
 
@@ -502,8 +513,10 @@ static void test_sim_gangs_refuse_cordoned_and_not_ready_nodes(void **state)
 	add_node(&c, "a-3", 8, 0, "z", "s", "rack-a", NOT_READY);
 	add_node(&c, "b-1", 8, 0, "z", "s", "rack-b", READY);
 	add_node(&c, "b-2", 8, 0, "z", "s", "rack-b", READY);
-	for (unsigned pi = 0; sim_gang_planner_names[pi]; pi++) {
-		sim_gang_fn fn = sim_gang_planner_find(sim_gang_planner_names[pi]);
+	for (unsigned pi = 0; pi < 4; pi++) {
+		static const char *const planners[] = { "kueue-bestfit", "kueue-leastfree", "kai",
+							"kube-tas" };
+		sim_gang_fn fn = sim_gang_planner_find(planners[pi]);
 		struct gang_plan p;
 		uint64_t rng = 1;
 
@@ -528,6 +541,7 @@ static void test_sim_gangs_find_knows_the_names(void **state)
 
 	(void)state;
 	assert_null(sim_gang_planner_find("kueue"));
+	assert_null(sim_gang_planner_find("kube-tas:rack"));
 	assert_null(sim_gang_planner_find(""));
 	assert_null(sim_gang_planner_find(NULL));
 	for (unsigned pi = 0; sim_gang_planner_names[pi]; pi++) {
