@@ -65,7 +65,8 @@ int main(int argc, char **argv)
 				 "\"network.topology.nvidia.com/spine\":\"s%u\","
 				 "\"network.topology.nvidia.com/block\":\"b%u\"}},"
 				 "\"spec\":{\"unschedulable\":%s},"
-				 "\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"%u\",\"pods\":\"110\"},"
+				 "\"status\":{\"allocatable\":"
+				 "{\"nvidia.com/gpu\":\"%u\",\"pods\":\"110\"},"
 				 "\"capacity\":{\"nvidia.com/gpu\":\"%u\",\"pods\":\"110\"},"
 				 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}]}}",
 				 i, i, b / 4, b / 2, b, st == 0 ? "true" : "false", free, free,
@@ -81,7 +82,8 @@ int main(int argc, char **argv)
 		}
 		ret = fn(views, n, members, &req, &gang_default_levels, NULL, &rng, &p);
 		printf("{\"levels\":[\"topology.kubernetes.io/zone\","
-		       "\"network.topology.nvidia.com/spine\",\"network.topology.nvidia.com/block\","
+		       "\"network.topology.nvidia.com/spine\","
+		       "\"network.topology.nvidia.com/block\","
 		       "\"kubernetes.io/hostname\"],\"k\":%u,\"count\":%u,\"nodes\":[", k, members);
 		for (unsigned i = 0; i < n; i++)
 			printf("%s%s", i ? "," : "", json[i]);
@@ -94,7 +96,8 @@ int main(int argc, char **argv)
 			printf("{");
 			for (unsigned i = 0; i < n; i++)
 				if (per[i]) {
-					printf("%s\"%s\":%u", first ? "" : ",", nodes[i]->name, per[i]);
+					printf("%s\"%s\":%u", first ? "" : ",",
+					       nodes[i]->name, per[i]);
 					first = 0;
 				}
 			printf("}");
