@@ -80,7 +80,6 @@ const char *const sim_gang_planner_names[] = {
 	"kube-tas:datacenter", "kube-tas:spine", "kube-tas:block", "kube-tas:clique", NULL,
 };
 
-
 /* Names for placement_check_request's refusal texts, which nothing reads
  * here; one per resource index the request may carry. */
 static const char *const resource_names[CACHE_MAX_GPU_RESOURCES + 1] = {
@@ -193,7 +192,9 @@ int sim_gang__assign(struct gp *g, const unsigned *cand, const unsigned *count, 
 		     struct gang_plan *out)
 {
 	unsigned at = 0;
+	int ret = -ENOSPC;
 
+	/* calloc, as gang_plan_fini frees it (the gang planner's own way). */
 	out->slots = calloc(g->members, sizeof(*out->slots));
 	if (!out->slots)
 		return -ENOMEM;
@@ -204,19 +205,20 @@ int sim_gang__assign(struct gp *g, const unsigned *cand, const unsigned *count, 
 
 		for (unsigned m = 0; m < count[p]; m++) {
 			if (at == g->members || pick_set(g, v, mask, &set) < 0)
-				goto refused;
+				goto out;
 			mask &= ~set;
 			out->slots[at++] = (struct gang_slot){ .node = c->idx, .devices = set };
 		}
 		out->nodes_used += count[p] > 0;
 	}
 	if (at != g->members)
-		goto refused;
+		goto out;
 	out->n_slots = at;
-	return 0;
-refused:
-	gang_plan_fini(out);
-	return -ENOSPC;
+	ret = 0;
+out:
+	if (ret < 0)
+		gang_plan_fini(out);
+	return ret;
 }
 
 /* The plan's common domain, told the way troupe's planner tells it: the
