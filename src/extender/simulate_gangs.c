@@ -34,20 +34,24 @@
  * count is reached, BestFit again choosing the last as the tightest fit. The
  * leaves are nodes with a pod count each.
  *
- * kai: NVIDIA/KAI-Scheduler pkg/scheduler/plugins/topology/ (job_filtering.go
- * getJobAllocatableDomains and calculateRelevantDomainLevels; sortTree and
- * node_scoring.go calculateNodeScores), and docs/topology. A node lacking a
- * label of any level is not in the topology (isNodePartOfTopology). With a
- * preferred level (the finest network level) and no required one, the
- * relevant levels run from the preferred level up to the root; the first
- * level with a domain whose allocatable pods hold the gang wins. KAI returns
- * that level's fitting domains from a Go map, so their order is not defined;
- * this model bin-packs: the fitting domain with the fewest allocatable pods
- * (ties: levelValues). Inside it, nodes are scored by the order of their
- * preferred-level domain (sortTree: ascending allocatable pods, so the
- * fullest first; score floor((n - i) / n * 10)), then by KAI's default GPU
- * placement, binpack (fewest free GPUs first); each member goes to the best
- * node that still takes one.
+ * kai: NVIDIA/KAI-Scheduler docs/topology/README.md ("Scheduling
+ * Strategy", commit d6c52d1) and pkg/scheduler/plugins/topology/
+ * (job_filtering.go getJobAllocatableDomains and
+ * calculateRelevantDomainLevels, node_scoring.go calculateNodeScores,
+ * topology_plugin.go isNodePartOfTopology). A node lacking a label of any
+ * level is not in the topology. With a preferred level (the finest network
+ * level) and no required one, the relevant levels run from the preferred
+ * level up to the root; the first level with a domain whose allocatable
+ * pods hold the gang wins, and there, bin-packing, the domain with the least
+ * available relative to the request: the fewest allocatable pods (ties:
+ * levelValues; the code takes the level's domains from a Go map, in no
+ * defined order). Inside it, nodes are scored by the order of their
+ * preferred-level domain, the one with the most allocatable pods first (the
+ * document's "more available resources ... are prioritized", so the gang
+ * crowds into as few of them as it can; an earlier sortTree sorted the other
+ * way), score floor((n - i) / n * 10), then by KAI's default GPU placement,
+ * binpack (fewest free GPUs first); each member goes to the best node that
+ * still takes one.
  *
  * kube-tas: KEP-5732 (kubernetes/enhancements
  * keps/sig-scheduling/5732-topology-aware-workload-scheduling): a

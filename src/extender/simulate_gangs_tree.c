@@ -310,14 +310,14 @@ int sim_gang__plan_kai(struct gp *g, struct gang_plan *out)
 	} else {
 		goto out;
 	}
-	/* The preferred-level domains inside, fullest first (sortTree is a
-	 * stable ascending sort by allocatable pods), each node scored by its
-	 * domain's place as calculateNodeScores does. */
+	/* The preferred-level domains inside, the most allocatable pods first
+	 * (ties: tree order), each node scored by its domain's place as
+	 * calculateNodeScores does. */
 	if (g->nlv)
 		for (unsigned j = 0; j < t.n[pref]; j++)
 			if (t.at[pref][j].lo >= lo && t.at[pref][j].hi <= hi)
 				sub[nsub++] = &t.at[pref][j];
-	qsort(sub, nsub, sizeof(*sub), dom_asc);
+	qsort(sub, nsub, sizeof(*sub), dom_desc);
 	for (unsigned s = 0; s < nsub; s++)
 		for (unsigned i = sub[s]->lo; i < sub[s]->hi; i++)
 			rank[i] = (unsigned)(((nsub - s) * 10) / nsub);

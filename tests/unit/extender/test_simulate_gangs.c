@@ -408,34 +408,36 @@ static void test_sim_gangs_kai_packs_the_fullest_nodes(void **state)
 	cluster_free(&c);
 }
 
-/* No block holds a gang of 5 x 4 GPUs, the spine does: KAI fills the
- * fullest block first (b2, room for 2, scored above b1), Kueue's BestFit
- * the block with the most room first (4 in b1) and the last member in the
- * tightest fit. */
-static void test_sim_gangs_kai_fills_the_fullest_block_first(void **state)
+/* KAI's example (docs/topology/README.md, "Scheduling Strategy"): zone A
+ * with racks of 2, 1, 1 and 1 free GPUs, zone B with three racks of 2, and 3
+ * pods of 1 GPU, preferring the rack. No rack holds them; of the zones, A,
+ * with fewer available (bin-packing); inside it the rack with the most room
+ * first (A1 takes 2), then one more. */
+static void test_sim_gangs_kai_follows_its_docs_example(void **state)
 {
 	struct cluster c = { 0 };
-	struct placement_request r = gpus(4);
+	struct placement_request r = gpus(1);
 	struct gang_plan p;
 	uint64_t rng = 1;
 
 	(void)state;
-	add_node(&c, "b1-a", 8, 0, "z", "s", "b1", READY);
-	add_node(&c, "b1-b", 8, 0, "z", "s", "b1", READY);
-	add_node(&c, "b2-a", 8, 0, "z", "s", "b2", READY);
-	add_node(&c, "b2-b", 8, 0xff, "z", "s", "b2", READY);
-	assert_int_equal(sim_gang_planner_find("kai")(c.views, c.n, 5, &r, &gang_default_levels,
+	add_node(&c, "a2-1", 1, 0, "za", NULL, "a2", READY);
+	add_node(&c, "a1-1", 1, 0, "za", NULL, "a1", READY);
+	add_node(&c, "a1-2", 1, 0, "za", NULL, "a1", READY);
+	add_node(&c, "a3-1", 1, 0, "za", NULL, "a3", READY);
+	add_node(&c, "a4-1", 1, 0, "za", NULL, "a4", READY);
+	for (unsigned i = 0; i < 6; i++) {
+		char name[16], rack[8];
+
+		snprintf(name, sizeof(name), "b%u-%u", i / 2 + 1, i % 2 + 1);
+		snprintf(rack, sizeof(rack), "b%u", i / 2 + 1);
+		add_node(&c, name, 1, 0, "zb", NULL, rack, READY);
+	}
+	assert_int_equal(sim_gang_planner_find("kai")(c.views, c.n, 3, &r, &gang_default_levels,
 						     NULL, &rng, &p), 0);
-	check_plan(&c, &p, 5, &r);
-	assert_int_equal(p.level, 2);
-	assert_int_equal(on_node(&p, 2), 2);
-	assert_int_equal(on_node(&p, 0) + on_node(&p, 1), 3);
-	gang_plan_fini(&p);
-	assert_int_equal(sim_gang_planner_find("kueue-bestfit")(c.views, c.n, 5, &r,
-							       &gang_default_levels, NULL, &rng,
-							       &p), 0);
-	assert_int_equal(on_node(&p, 0) + on_node(&p, 1), 4);
-	assert_int_equal(on_node(&p, 2), 1);
+	check_plan(&c, &p, 3, &r);
+	assert_string_equal(p.domain, "za");
+	assert_int_equal(on_node(&p, 1) + on_node(&p, 2), 2);  /* rack a1 */
 	gang_plan_fini(&p);
 	cluster_free(&c);
 }
@@ -559,7 +561,7 @@ int main(void)
 		cmocka_unit_test(test_sim_gangs_kueue_follows_the_keps_example),
 		cmocka_unit_test(test_sim_gangs_take_the_tightest_fitting_rack),
 		cmocka_unit_test(test_sim_gangs_kai_packs_the_fullest_nodes),
-		cmocka_unit_test(test_sim_gangs_kai_fills_the_fullest_block_first),
+		cmocka_unit_test(test_sim_gangs_kai_follows_its_docs_example),
 		cmocka_unit_test(test_sim_gangs_kube_tas_scores_one_domain_of_the_key),
 		cmocka_unit_test(test_sim_gangs_refuse_cordoned_and_not_ready_nodes),
 		cmocka_unit_test(test_sim_gangs_find_knows_the_names),
