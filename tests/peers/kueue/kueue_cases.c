@@ -7,7 +7,13 @@
  * plan as pods per node (null when it refused). main.go runs Kueue's own code
  * on the same lines.
  *
- *   kueue_cases [CASES [SEED]]      (defaults 500, 1)
+ * PROFILE bestfit checks kueue-bestfit against a PodSet preferring the block
+ * level. PROFILE leastfree checks kueue-leastfree the one way Kueue v0.17.0
+ * still runs LeastFreeCapacity: an unconstrained PodSet, which Kueue places
+ * at the hostname level without walking up; so its nodes carry no network
+ * labels (the planner then has the hostname level alone, as Kueue does).
+ *
+ *   kueue_cases [CASES [SEED [PROFILE]]]      (defaults 500, 1, bestfit)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,7 +42,13 @@ int main(int argc, char **argv)
 {
 	unsigned cases = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 500;
 	uint64_t s = argc > 2 ? strtoull(argv[2], NULL, 10) : 1;
-	sim_gang_fn fn = sim_gang_planner_find("kueue-bestfit");
+	bool leastfree = argc > 3 && strcmp(argv[3], "leastfree") == 0;
+	sim_gang_fn fn = sim_gang_planner_find(leastfree ? "kueue-leastfree" : "kueue-bestfit");
+
+	if (argc > 3 && !leastfree && strcmp(argv[3], "bestfit") != 0) {
+		fprintf(stderr, "kueue_cases: PROFILE is bestfit or leastfree, not %s\n", argv[3]);
+		return 2;
+	}
 
 	for (unsigned c = 0; c < cases; c++) {
 		static char json[MAX_NODES][NODE_JSON];
@@ -58,18 +70,23 @@ int main(int argc, char **argv)
 
 			/* A node's free GPUs are its allocatable ones: Kueue counts
 			 * capacity as allocatable less usage, so the two agree. */
+			char net[256] = "";
+
+			if (!leastfree)
+				snprintf(net, sizeof(net),
+					 ",\"topology.kubernetes.io/zone\":\"z%u\","
+					 "\"network.topology.nvidia.com/spine\":\"s%u\","
+					 "\"network.topology.nvidia.com/block\":\"b%u\"",
+					 b / 4, b / 2, b);
 			snprintf(json[i], NODE_JSON,
 				 "{\"metadata\":{\"name\":\"n%02u\",\"labels\":{"
-				 "\"kubernetes.io/hostname\":\"n%02u\","
-				 "\"topology.kubernetes.io/zone\":\"z%u\","
-				 "\"network.topology.nvidia.com/spine\":\"s%u\","
-				 "\"network.topology.nvidia.com/block\":\"b%u\"}},"
+				 "\"kubernetes.io/hostname\":\"n%02u\"%s}},"
 				 "\"spec\":{\"unschedulable\":%s},"
 				 "\"status\":{\"allocatable\":"
 				 "{\"nvidia.com/gpu\":\"%u\",\"pods\":\"110\"},"
 				 "\"capacity\":{\"nvidia.com/gpu\":\"%u\",\"pods\":\"110\"},"
 				 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}]}}",
-				 i, i, b / 4, b / 2, b, st == 0 ? "true" : "false", free, free,
+				 i, i, net, st == 0 ? "true" : "false", free, free,
 				 st == 1 ? "False" : "True");
 			o = cJSON_Parse(json[i]);
 			nodes[i] = o ? cache_node_parse(o, &opts, err, sizeof(err)) : NULL;
@@ -81,10 +98,14 @@ int main(int argc, char **argv)
 			views[i] = (struct cache_node_view){ nodes[i], 0, 0 };
 		}
 		ret = fn(views, n, members, &req, &gang_default_levels, NULL, &rng, &p);
-		printf("{\"levels\":[\"topology.kubernetes.io/zone\","
-		       "\"network.topology.nvidia.com/spine\","
-		       "\"network.topology.nvidia.com/block\","
-		       "\"kubernetes.io/hostname\"],\"k\":%u,\"count\":%u,\"nodes\":[", k, members);
+		if (leastfree)
+			printf("{\"levels\":[\"kubernetes.io/hostname\"],\"unconstrained\":true,");
+		else
+			printf("{\"levels\":[\"topology.kubernetes.io/zone\","
+			       "\"network.topology.nvidia.com/spine\","
+			       "\"network.topology.nvidia.com/block\","
+			       "\"kubernetes.io/hostname\"],");
+		printf("\"k\":%u,\"count\":%u,\"nodes\":[", k, members);
 		for (unsigned i = 0; i < n; i++)
 			printf("%s%s", i ? "," : "", json[i]);
 		printf("],\"ours\":");

@@ -1,6 +1,7 @@
 // check_kueue's Go half: reads cases (one JSON object a line: the nodes as
 // Kubernetes Node objects, the topology levels, the GPUs per pod, the pod
-// count, and troupe's kueue-bestfit plan as pods per node, or null), runs
+// count, whether the request is unconstrained, and troupe's plan as pods per
+// node, or null), runs
 // Kueue v0.17.0's own TAS assignment on each (TroupePeerAssign, the overlay
 // file in Kueue's package), and says where the two differ. Exit 0 when every
 // case agrees, 1 when one does not, 2 on bad input.
@@ -20,11 +21,12 @@ import (
 )
 
 type tcase struct {
-	Levels []string          `json:"levels"`
-	K      int64             `json:"k"`
-	Count  int32             `json:"count"`
-	Nodes  []corev1.Node     `json:"nodes"`
-	Ours   map[string]int32  `json:"ours"`
+	Levels        []string         `json:"levels"`
+	K             int64            `json:"k"`
+	Count         int32            `json:"count"`
+	Unconstrained bool             `json:"unconstrained"`
+	Nodes         []corev1.Node    `json:"nodes"`
+	Ours          map[string]int32 `json:"ours"`
 }
 
 func main() {
@@ -39,7 +41,7 @@ func main() {
 		}
 		req := resources.Requests{corev1.ResourceName("nvidia.com/gpu"): c.K}
 		got, why := scheduler.TroupePeerAssign(c.Nodes, c.Levels, req, c.Count,
-			c.Levels[len(c.Levels)-2])
+			c.Levels[max(len(c.Levels)-2, 0)], c.Unconstrained)
 		if got == nil && c.Ours != nil || got != nil && !reflect.DeepEqual(got, c.Ours) {
 			bad++
 			fmt.Printf("case %d (%d pods x %d GPUs over %d nodes): kueue %v (%s), troupe's model %v\n",
