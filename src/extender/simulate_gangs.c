@@ -32,7 +32,9 @@
  * (BestFit choosing the tightest fit for the last). Then down level by level:
  * the chosen domains' children, sorted the same way, taken greedily until the
  * count is reached, BestFit again choosing the last as the tightest fit. The
- * leaves are nodes with a pod count each.
+ * leaves are nodes with a pod count each. tests/peers/kueue/ runs v0.17.0's
+ * own code on random clusters and compares (BestFit with a preferred level;
+ * LeastFreeCapacity as v0.17.0 still runs it, unconstrained, hostname only).
  *
  * kai: NVIDIA/KAI-Scheduler docs/topology/README.md ("Scheduling
  * Strategy", commit d6c52d1) and pkg/scheduler/plugins/topology/
