@@ -23,15 +23,6 @@
 
 #include "extender/simulate.h"
 
-static uint64_t split(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 static uint64_t choose_lowest(const struct cache_node_view *v, uint64_t free_mask, unsigned k,
 			      uint64_t *rng)
 {
@@ -57,7 +48,7 @@ static uint64_t choose_random(const struct cache_node_view *v, uint64_t free_mas
 		idx[n++] = (unsigned)__builtin_ctzll(free_mask);
 	/* A partial Fisher-Yates shuffle: the first k are a uniform k-subset. */
 	for (unsigned i = 0; i < k && i < n; i++) {
-		unsigned j = i + (unsigned)(((split(rng) >> 11) * 0x1.0p-53) * (n - i));
+		unsigned j = i + (unsigned)(((sim_rng_next(rng) >> 11) * 0x1.0p-53) * (n - i));
 		unsigned tmp = idx[i];
 
 		idx[i] = idx[j];
@@ -328,21 +319,4 @@ sim_choose_fn sim_chooser_find(const char *name)
 		if (strcmp(choosers[i].name, name) == 0)
 			return choosers[i].fn;
 	return NULL;
-}
-
-int sim_policy_split(const char *name, char *score, size_t len, sim_choose_fn *chooser)
-{
-	const char *plus = strchr(name, '+');
-	size_t n = plus ? (size_t)(plus - name) : strlen(name);
-
-	*chooser = NULL;
-	if (n >= len)
-		return -EINVAL;
-	memcpy(score, name, n);
-	score[n] = '\0';
-	if (!placement_score_find(score))
-		return -EINVAL;
-	if (plus && !(*chooser = sim_chooser_find(plus + 1)))
-		return -EINVAL;
-	return 0;
 }

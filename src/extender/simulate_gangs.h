@@ -35,14 +35,12 @@
 #include "extender/simulate.h"
 #include "gang/gang.h"
 
-/* Fill <out> with <members> slots (node: an index into <views>; devices:
- * exactly req->demand.gpus free devices) and return 0; or return -ENOSPC
- * when the gang cannot be placed now, -EINVAL for a request that asks
- * nothing, -ENOMEM; <out> is then empty. Free <out> with gang_plan_fini
+/* A sim_gang_fn (simulate.h, where a policy names one) fills <out> with
+ * <members> slots (node: an index into <views>; devices: exactly
+ * req->demand.gpus free devices) and returns 0; or returns -ENOSPC when the
+ * gang cannot be placed now, -EINVAL for a request that asks nothing,
+ * -ENOMEM; <out> is then empty. Free <out> with gang_plan_fini
  * (after any return). The views are never changed. */
-typedef int (*sim_gang_fn)(const struct cache_node_view *views, unsigned n, unsigned members,
-			   const struct placement_request *req, const struct gang_levels *levels,
-			   sim_choose_fn chooser, uint64_t *rng, struct gang_plan *out);
 
 /* The planner called <name> ("kueue-bestfit", "kueue-leastfree", "kai",
  * "kube-tas", or "kube-tas:LEVEL", LEVEL one of zone, datacenter, spine,
