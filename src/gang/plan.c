@@ -205,12 +205,114 @@ struct domain {
 	unsigned n, gpus;               /* gpus: free on its candidates */
 };
 
+/* A part of the chosen domain one level finer, and how many members it holds. */
+struct part {
+	unsigned first, n;              /* its nodes: [first, first + n) of the grouping */
+	unsigned holds;
+	bool taken;
+};
+
+static int by_holds(const void *a, const void *b)
+{
+	const struct part *x = a, *y = b;
+
+	if (x->holds != y->holds)
+		return x->holds > y->holds ? -1 : 1;
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* Order the nodes of a domain at <level> (coarser than the finest) by its
+ * parts, each node's finest labelled level below <level>, as Kueue's
+ * Topology Aware Scheduling fills a domain (KEP-2724, BestFit): the parts
+ * that hold the most members first, until what is left fits one part; then
+ * the part that holds it most tightly. So a gang that no rack or NVLink
+ * clique holds takes as few of them as it can and leaves the others whole,
+ * instead of a node from each. Nodes keep their order within a part; the
+ * parts not taken follow, for mixed needs the counts only estimate. 0 or
+ * -ENOMEM (the nodes are then as they were). */
+static int order_by_parts(const struct planner *pl, struct cand **nodes, unsigned n,
+			  const struct gang_levels *levels, int level)
+{
+	struct cand **grouped = malloc((n + 1) * sizeof(*grouped));
+	struct part *parts = calloc(n + 1, sizeof(*parts));
+	unsigned *part_of = malloc((n + 1) * sizeof(*part_of)), n_parts = 0, at = 0;
+	unsigned left = pl->members;
+	struct strmap index;
+	int ret = -ENOMEM;
+
+	strmap_init(&index);
+	if (!grouped || !parts || !part_of)
+		goto out;
+	for (unsigned i = 0; i < n; i++) {
+		const char *d = NULL;
+		struct part *p = NULL;
+
+		for (int l = (int)levels->n - 1; l > level && !d; l--)
+			d = gang_domain_of(pl->views[nodes[i]->idx].node, levels, (unsigned)l);
+		if (d)
+			p = strmap_get(&index, d, strlen(d));
+		if (!p) {
+			p = &parts[n_parts++];
+			if (d && strmap_put(&index, d, strlen(d), p, NULL) < 0)
+				goto out;
+		}
+		p->n++;
+		part_of[i] = (unsigned)(p - parts);
+	}
+	/* Group the nodes part by part, each part's in their order. */
+	for (unsigned q = 0; q < n_parts; q++) {
+		parts[q].first = at;
+		at += parts[q].n;
+		parts[q].n = 0;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct part *p = &parts[part_of[i]];
+
+		grouped[p->first + p->n++] = nodes[i];
+	}
+	for (unsigned q = 0; q < n_parts; q++)
+		parts[q].holds = fill(pl, grouped + parts[q].first, parts[q].n, NULL).placed;
+	qsort(parts, n_parts, sizeof(*parts), by_holds);
+	at = 0;
+	while (left > 0) {
+		int pick = -1;
+
+		for (unsigned q = 0; q < n_parts; q++) {
+			if (parts[q].taken || !parts[q].holds)
+				continue;
+			if (pick < 0)
+				pick = (int)q;          /* the part holding the most */
+			if (parts[q].holds >= left)
+				pick = (int)q;          /* sorted: the last is the tightest */
+		}
+		if (pick < 0)
+			break;
+		parts[pick].taken = true;
+		memcpy(nodes + at, grouped + parts[pick].first, parts[pick].n * sizeof(*nodes));
+		at += parts[pick].n;
+		left = parts[pick].holds >= left ? 0 : left - parts[pick].holds;
+	}
+	for (unsigned q = 0; q < n_parts; q++)
+		if (!parts[q].taken) {
+			memcpy(nodes + at, grouped + parts[q].first, parts[q].n * sizeof(*nodes));
+			at += parts[q].n;
+		}
+	ret = 0;
+out:
+	strmap_fini(&index);
+	free(grouped);
+	free(parts);
+	free(part_of);
+	return ret;
+}
+
 int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 		    const struct gang_need *needs, unsigned n_needs,
 		    const struct gang_levels *levels, struct gang_plan *out, char *why,
 		    size_t whylen)
 {
 	struct planner pl = { .views = views, .needs = needs, .n_needs = n_needs };
+	unsigned best_dom_gpus = 0;	/* free GPUs of the chosen domain */
 	struct cand *cands = NULL, **order = NULL, **best_nodes = NULL;
 	struct domain *doms = NULL;
 	unsigned ncand = 0, limit[GANG_MAX_NEEDS], most = 0, best_n = 0;
@@ -313,8 +415,11 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 			}
 			if (f.placed < pl.members)
 				continue;
-			if (best_level == -2 || f.nodes < best.nodes ||
-			    (f.nodes == best.nodes && f.spare < best.spare)) {
+			if (best_level == -2 || doms[d].gpus < best_dom_gpus ||
+			    (doms[d].gpus == best_dom_gpus &&
+			     (f.nodes < best.nodes ||
+			      (f.nodes == best.nodes && f.spare < best.spare)))) {
+				best_dom_gpus = doms[d].gpus;
 				free(best_nodes);
 				best_nodes = doms[d].nodes;
 				doms[d].nodes = NULL;
@@ -349,7 +454,11 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 		best_name = "";
 		best_n = ncand;
 	}
-	/* 3. Members onto the chosen nodes. */
+	/* 3. Members onto the chosen nodes: by parts when the domain is
+	 * coarser than the finest level. */
+	if (best_level < (int)levels->n - 1 &&
+	    order_by_parts(&pl, best_nodes, best_n, levels, best_level) < 0)
+		goto out;
 	out->slots = calloc(pl.members, sizeof(*out->slots));
 	if (!out->slots)
 		goto out;
