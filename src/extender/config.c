@@ -222,6 +222,7 @@ static const struct key keys[] = {
 	{ "gang.scheduler_http_timeout_seconds", K_UINT, F(gang.http_timeout_s), 0 },
 	{ "gang.margin_seconds", K_UINT, F(gang.margin_s), 0 },
 	{ "gang.starvation_seconds", K_UINT, F(gang.starvation_s), 0 },
+	{ "gang.starvation_holds", K_BOOL, F(gang.starvation_holds), 0 },
 	{ "gang.settle_seconds", K_UINT, F(gang.settle_s), 0 },
 	{ "gang.allow_partial_preemption", K_BOOL, F(gang.allow_partial_preemption), 0 },
 	{ "gang.recover_partial", K_BOOL, F(recover.enabled), 0 },

@@ -63,7 +63,13 @@ static void usage(FILE *f)
 "                                 kube-tas:LEVEL.\n"
 "                      e.g. least-allocated+besteffort@kueue-bestfit.\n"
 "  --extender-weight N the extender weight the kube rankers model (default %d,\n"
-"                      config/scheduler-config.yaml's).\n", SIM_MAX_POLICIES, SIM_EXTENDER_WEIGHT);
+"                      config/scheduler-config.yaml's).\n"
+"  --no-holds          no holds for a starving gang even when the config turns them\n"
+"                      on: with gang.starvation_holds true, the head of the fair\n"
+"                      order among waiting gangs, once it has waited\n"
+"                      gang.starvation_seconds, has the emptiest nodes that take all\n"
+"                      its members kept from other jobs until it starts, as troupe's\n"
+"                      gang manager does (not under a peer's @GANG planner).\n", SIM_MAX_POLICIES, SIM_EXTENDER_WEIGHT);
 	fprintf(f,
 "  --weights P,T,F[,B] scoring weights packing,topology,fragmentation and fit (B;\n"
 "                      0 when left out) (default: the config's, 0,2,3,100).\n"
@@ -166,7 +172,8 @@ static int split_policies(char *buf, const char **names, unsigned *n, char *err,
 }
 
 enum { OPT_COMPARE = 256, OPT_WEIGHTS, OPT_SEED, OPT_FRAG, OPT_PLOT, OPT_PLOT_DATA,
-       OPT_PER_JOB, OPT_CONFIG, OPT_POLICY, OPT_UNTIL, OPT_ORDER, OPT_EXT_WEIGHT };
+       OPT_PER_JOB, OPT_CONFIG, OPT_POLICY, OPT_UNTIL, OPT_ORDER, OPT_EXT_WEIGHT,
+       OPT_NO_HOLDS };
 
 int ext_simulate_main(int argc, char **argv)
 {
@@ -179,6 +186,7 @@ int ext_simulate_main(int argc, char **argv)
 		{ "weights", required_argument, NULL, OPT_WEIGHTS },
 		{ "order", required_argument, NULL, OPT_ORDER },
 		{ "extender-weight", required_argument, NULL, OPT_EXT_WEIGHT },
+		{ "no-holds", no_argument, NULL, OPT_NO_HOLDS },
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "frag-gpus", required_argument, NULL, OPT_FRAG },
 		{ "plot", required_argument, NULL, OPT_PLOT },
@@ -201,7 +209,7 @@ int ext_simulate_main(int argc, char **argv)
 	struct placement_registry *registry = NULL;
 	struct cache *cache = NULL;
 	struct ext_config *cfg = NULL;
-	bool weights_set = false, seed_set = false;
+	bool weights_set = false, seed_set = false, no_holds = false;
 	unsigned n_pol = 0;
 	int opt, ret = 2;
 
@@ -263,6 +271,7 @@ int ext_simulate_main(int argc, char **argv)
 		case 'o': format = optarg; break;
 		case OPT_PER_JOB: s.per_job = true; break;
 		case OPT_UNTIL: s.until_last_arrival = true; break;
+		case OPT_NO_HOLDS: no_holds = true; s.starvation_s = -1; break;
 		case OPT_ORDER:
 			if (strcmp(optarg, "fair") != 0 && strcmp(optarg, "fifo") != 0) {
 				fprintf(stderr, "troupe simulate: --order takes fair or fifo\n");
@@ -321,6 +330,8 @@ int ext_simulate_main(int argc, char **argv)
 	}
 	if (!weights_set)
 		s.w = cfg->weights;
+	s.starvation_s = no_holds || !cfg->gang.starvation_holds ? -1.0
+							      : (double)cfg->gang.starvation_s;
 	s.levels = &cfg->gang.levels;
 
 	/* The snapshot, read as the daemon reads it. */

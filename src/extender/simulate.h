@@ -142,6 +142,12 @@ struct sim_settings {
 	 * queue's pods, the snapshot's and the trace's, over the cluster's, over
 	 * its weight), its arrival and its name. true (--order fifo): arrival order. */
 	bool fifo;
+	/* Holds for a starving gang, as troupe's gang manager makes them
+	 * (gang.starvation_seconds): the head of the fair order among waiting
+	 * gangs, once it has waited this long, has the emptiest nodes that can
+	 * take all its members kept from every other job until it starts. Only
+	 * under troupe's own gang planner (no @GANG); negative: no holds. */
+	double starvation_s;
 	/* Each trace queue's weight, as sim_trace.queues indexes them (the
 	 * config's queues:); 0 counts as 1. */
 	double queue_weights[SIM_MAX_QUEUES];

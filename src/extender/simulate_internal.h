@@ -71,6 +71,14 @@ struct replay {
 	 * free GPUs of each domain; the smallest waiting gang's GPUs (0: none). */
 	unsigned *node_dom, *dom_free, n_dom;
 	unsigned min_gang_waiting;
+	/* The starving gang whose GPUs troupe's gang manager holds as they free
+	 * (SIZE_MAX: none), its target nodes, and for every other job a copy of
+	 * the nodes with the targets full, rebuilt when cur_gen moves on. */
+	bool holds_on;
+	size_t hold_job;
+	bool *held;
+	struct cache_node_view *masked;
+	uint64_t cur_gen, masked_gen;
 	unsigned long n_refused;        /* measured or not */
 	uint64_t rng;
 };
@@ -82,6 +90,9 @@ bool sim__try_job(struct replay *r, size_t job, double now);
 
 /* simulate_walk.c */
 unsigned sim__list_of(const struct replay *r, size_t job);
+/* The nodes job <job> may be placed on now: all of them, or with the
+ * starving gang's targets full for any other job. */
+const struct cache_node_view *sim__views_for(struct replay *r, size_t job);
 /* A walk at <now>: the new arrivals into their lists; then every waiting job
  * when something was freed since the last walk (<freed>), else the new ones. */
 void sim__walk(struct replay *r, bool freed, double now);

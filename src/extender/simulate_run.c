@@ -112,6 +112,7 @@ static void pod_start(struct replay *r, size_t job, unsigned node, uint64_t devi
 		abort();
 	}
 	v->used |= devices;
+	r->cur_gen++;
 	sim__node_update(r, node);
 	r->busy += j->gpus;
 	r->queue_gpus[j->queue] += j->gpus;
@@ -167,10 +168,11 @@ static void count_gang(struct replay *r, const struct sim_job *j, const struct g
 bool sim__try_job(struct replay *r, size_t job, double now)
 {
 	const struct sim_job *j = &r->t->jobs[job];
+
 	if (j->gang >= 2 && !r->gang_done[job]) {
 		struct gang_plan plan;
 
-		if (plan_gang(r, r->cur, j, &plan) < 0) {
+		if (plan_gang(r, sim__views_for(r, job), j, &plan) < 0) {
 			gang_plan_fini(&plan);
 			return false;
 		}
@@ -182,7 +184,7 @@ bool sim__try_job(struct replay *r, size_t job, double now)
 		r->gang_done[job] = true;
 	}
 	while (r->started[job] < j->pods) {
-		int n = pick_node(r, r->cur, j);
+		int n = pick_node(r, sim__views_for(r, job), j);
 		struct placement_choice c;
 		uint64_t free_mask;
 
@@ -263,10 +265,13 @@ static int replay_init(struct replay *r, size_t total_pods)
 	r->out->jobs = calloc(t->n, sizeof(*r->out->jobs));
 	r->ns = calloc(r->c->n + 1, sizeof(*r->ns));
 	r->free_of = calloc(r->c->n + 1, sizeof(*r->free_of));
+	r->held = calloc(r->c->n + 1, sizeof(*r->held));
+	r->masked = malloc((r->c->n + 1) * sizeof(*r->masked));
 	r->rank.fit_idx = malloc((r->c->n + 1) * sizeof(unsigned));
 	r->rank.fit_fine = malloc((r->c->n + 1) * sizeof(unsigned));
 	if (!r->ns || !r->cur || !r->pod_base || !r->started || !r->gang_done || !r->pod_node ||
-	    !r->pod_devices || !r->heap || !r->out->jobs || !r->free_of || !r->rank.fit_idx ||
+	    !r->pod_devices || !r->heap || !r->out->jobs || !r->free_of || !r->held ||
+	    !r->masked || !r->rank.fit_idx ||
 	    !r->rank.fit_fine || sim__domains_init(r) < 0)
 		return -ENOMEM;
 	memcpy(r->cur, r->c->base, r->c->n * sizeof(*r->cur));
@@ -302,6 +307,8 @@ static void replay_fini(struct replay *r)
 	}
 	free(r->ns);
 	free(r->free_of);
+	free(r->held);
+	free(r->masked);
 	free(r->rank.fit_idx);
 	free(r->rank.fit_fine);
 	free(r->node_dom);
@@ -327,6 +334,10 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 	}
 	r.rank = (struct sim_rank_args){ .policy = &r.pol, .ops = r.ops, .w = &s->w,
 					 .extender_weight = s->extender_weight, .n = c->n };
+	/* Holds are troupe's gang manager's: not under a peer's planner. */
+	r.holds_on = !r.pol.gang && s->starvation_s >= 0;
+	r.hold_job = SIZE_MAX;
+	r.masked_gen = UINT64_MAX;
 	r.levels = s->levels && s->levels->n ? s->levels : &gang_default_levels;
 	memcpy(r.queue_gpus, s->queue_base_gpus, sizeof(r.queue_gpus));
 	r.rng = s->seed ^ 0x5c4ed01eULL;
@@ -362,6 +373,7 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 			size_t job = d.job;
 
 			r.cur[r.pod_node[d.pod]].used &= ~r.pod_devices[d.pod];
+			r.cur_gen++;
 			sim__node_update(&r, r.pod_node[d.pod]);
 			r.busy -= t->jobs[job].gpus;
 			r.queue_gpus[t->jobs[job].queue] -= t->jobs[job].gpus;

@@ -156,7 +156,10 @@ static void walk_runs(struct replay *r, struct runs *w, unsigned n_runs, double 
 		before_started = r->started[job];
 		/* The largest free count only shrinks during a walk: a cheap way
 		 * past jobs that cannot fit anywhere. */
-		if (sh.gpus > max_free || shape_in(failed, n_failed, &sh)) {
+		/* The held-for gang sees nodes the others do not: its shape's
+		 * failures say nothing of it, nor its of theirs. */
+		if (job != r->hold_job &&
+		    (sh.gpus > max_free || shape_in(failed, n_failed, &sh))) {
 			w->job[l][kept[l]++] = job;
 			continue;
 		}
@@ -166,14 +169,116 @@ static void walk_runs(struct replay *r, struct runs *w, unsigned n_runs, double 
 			n_failed = 0;
 			max_free = max_free_now(r);
 		}
+		if (done && job == r->hold_job) {
+			/* Its gang started: the holds go, and what they kept is
+			 * everybody's again. */
+			memset(r->held, 0, r->c->n * sizeof(*r->held));
+			r->hold_job = SIZE_MAX;
+			r->masked_gen = UINT64_MAX;
+			n_failed = 0;
+		}
 		if (done)
 			continue;
-		if (n_failed < SHAPES_FAILED)
+		if (job != r->hold_job && n_failed < SHAPES_FAILED)
 			failed[n_failed++] = next_shape(r, job);
 		w->job[l][kept[l]++] = job;
 	}
 	for (unsigned i = 0; i < n_runs; i++)
 		w->n[i] = kept[i];
+}
+
+/* ---- Holds for a starving gang ----------------------------------------- */
+
+/* The waiting gang first in the fair order (SIZE_MAX: none). Within a list
+ * the order does not change, so each list's first gang is its best. */
+static size_t head_gang(const struct replay *r)
+{
+	size_t head = SIZE_MAX;
+
+	for (unsigned l = 0; l < r->n_lists; l++)
+		for (size_t x = 0; x < r->wait.n[l]; x++) {
+			size_t job = r->wait.job[l][x];
+
+			if (r->t->jobs[job].gang < 2 || r->gang_done[job])
+				continue;
+			if (head == SIZE_MAX || before(r, job, head))
+				head = job;
+			break;
+		}
+	return head;
+}
+
+struct hold_cand {
+	unsigned node, key;
+};
+
+static int by_key_desc(const void *a, const void *b)
+{
+	const struct hold_cand *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key > y->key ? -1 : 1;
+	return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* The gang manager's holds (gang__holds_grow in src/gang/fair.c): the head
+ * of the fair order among waiting gangs, once it has waited
+ * starvation_s, gets target nodes - those already holding for it first,
+ * then the emptiest - whose allocatable takes all its members; no other job
+ * may use them until it starts. Re-picked at every walk, as the manager
+ * re-picks them at every fairness pass. True when the targets changed. */
+static bool holds_update(struct replay *r, double now)
+{
+	size_t head = r->holds_on ? head_gang(r) : SIZE_MAX;
+	const struct sim_job *j = head != SIZE_MAX ? &r->t->jobs[head] : NULL;
+	struct hold_cand *c = NULL;
+	unsigned n = 0, members = 0;
+	bool changed = false;
+
+	if (j && now - j->arrival >= r->s->starvation_s && j->gpus > 0)
+		c = malloc((r->c->n + 1) * sizeof(*c));
+	for (unsigned i = 0; c && i < r->c->n; i++) {
+		const struct cache_node *node = r->cur[i].node;
+
+		if (placement_node_usable(node, SIM_GPU_RESOURCE) != PLACEMENT_USABLE ||
+		    node->gpu_allocatable < j->gpus)
+			continue;
+		c[n++] = (struct hold_cand){ i, r->ns[i].free + (r->held[i] && r->hold_job == head
+									 ? 1000 : 0) };
+	}
+	if (c)
+		qsort(c, n, sizeof(*c), by_key_desc);
+	for (unsigned i = 0; i < r->c->n; i++) {
+		changed |= r->held[i];
+		r->held[i] = false;
+	}
+	for (unsigned i = 0; c && i < n && members < j->gang; i++) {
+		r->held[c[i].node] = true;
+		members += r->cur[c[i].node].node->gpu_allocatable / j->gpus;
+	}
+	/* Re-picked targets, or holds made or dropped: the masked copy is stale
+	 * (a re-pick of the same targets changes nothing for the others, but
+	 * telling the two apart costs what the walk it saves would). */
+	changed |= c != NULL || r->hold_job != SIZE_MAX;
+	if (changed)
+		r->masked_gen = UINT64_MAX;
+	r->hold_job = c ? head : SIZE_MAX;
+	free(c);
+	return changed;
+}
+
+const struct cache_node_view *sim__views_for(struct replay *r, size_t job)
+{
+	if (r->hold_job == SIZE_MAX || job == r->hold_job)
+		return r->cur;
+	if (r->masked_gen != r->cur_gen) {
+		memcpy(r->masked, r->cur, r->c->n * sizeof(*r->masked));
+		for (unsigned i = 0; i < r->c->n; i++)
+			if (r->held[i])
+				r->masked[i].used = ~0ULL;
+		r->masked_gen = r->cur_gen;
+	}
+	return r->masked;
 }
 
 /* A walk at <now>: the new arrivals sorted into their lists' order; then
@@ -183,6 +288,10 @@ void sim__walk(struct replay *r, bool freed, double now)
 {
 	struct runs fr = r->fresh;
 
+	/* Holds that change free nodes for the others, or take them: every
+	 * waiting job is tried again. */
+	if (holds_update(r, now))
+		freed = true;
 	for (unsigned l = 0; l < r->n_lists; l++) {
 		r->fresh.n[l] = 0;
 		if (fr.n[l] > 1 && !r->s->fifo)

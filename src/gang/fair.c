@@ -364,7 +364,8 @@ static void hold_for_head(struct gang_manager *m, const struct shares *s, uint64
 		if (g != head && (g->n_holds || g->n_targets))
 			gang__holds_release(m, g);
 	}
-	if (head && util_elapsed_ns(now, head->waiting_since_ns) >=
+	if (head && m->cfg.starvation_holds &&
+	    util_elapsed_ns(now, head->waiting_since_ns) >=
 		    (uint64_t)m->cfg.starvation_s * 1000000000ULL)
 		gang__holds_grow(m, head);
 }

@@ -124,8 +124,12 @@ struct gang_config {
 	unsigned http_timeout_s;        /* kube-scheduler's extender httpTimeout (30); > 0 */
 	unsigned margin_s;              /* answer parked binds this long before it (3);
 					 * below http_timeout_s */
-	/* A waiting gang first in the fair order that has waited this long gets
-	 * capacity held for it as it frees (30; 0: at once). */
+	/* With starvation_holds, a waiting gang first in the fair order that has
+	 * waited this long gets capacity held for it as it frees (30; 0: at
+	 * once). Holds are off by default (false): in troupe simulate's gang
+	 * studies they cost every other job more waiting than they saved the
+	 * held-for gang (docs/benchmarks.md). */
+	bool starvation_holds;
 	unsigned starvation_s;
 	/* A gang naming no quorum counts the members that exist once none has
 	 * arrived for this long (troupe's config default 2; 0: at once). */

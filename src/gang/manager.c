@@ -32,6 +32,7 @@ void gang_config_defaults(struct gang_config *cfg)
 	cfg->http_timeout_s = 30;
 	cfg->margin_s = 3;
 	cfg->starvation_s = 30;
+	cfg->starvation_holds = false;
 	cfg->settle_s = 2;
 	cfg->idle_forget_s = 600;
 	cfg->max_entries = GANG_MAX_ENTRIES_DEFAULT;

@@ -31,6 +31,7 @@ gang:
   default_timeout_seconds: 20
   scheduler_http_timeout_seconds: 30
   margin_seconds: 2
+  starvation_holds: true
   starvation_seconds: {starvation}
 queues:
 {q}"""

@@ -554,6 +554,7 @@ static void test_held_nodes_are_filters(void **state)
 	gang_manager_shutdown(g->gangs);
 	gang_manager_free(g->gangs);
 	g->fx.cfg.gang.starvation_s = 0;
+	g->fx.cfg.gang.starvation_holds = true;
 	g->gangs = gang_manager_new(g->fx.cache, &g->fx.cfg.gang);
 	assert_non_null(g->gangs);
 	g->fx.svc.gangs = g->gangs;

@@ -162,6 +162,7 @@ static void holds_case_init(struct holds_case *hc, unsigned starvation_s)
 
 	fake_config(&cfg, &hc->clk);
 	cfg.starvation_s = starvation_s;
+	cfg.starvation_holds = true;
 	hc->c = cache_new(&gpu_opts);
 	assert_non_null(hc->c);
 	cache_nodes(hc->c, 3);
@@ -270,6 +271,7 @@ static void starving_setup(struct starving *s, unsigned starvation_s, uint64_t a
 	s->mb = (struct gang_member){ .uid = "big-0", .ns = "ml", .name = "big-0", .group = "big",
 				      .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
 	fake_config(&s->cfg, &s->clk);
+	s->cfg.starvation_holds = true;         /* off by default; these test them */
 	if (starvation_s != STARVE_DEFAULT)
 		s->cfg.starvation_s = starvation_s;
 	s->c = cache_new(&gpu_opts);
