@@ -4,6 +4,7 @@ against the best baseline), printed as Markdown that pastes into
 docs/benchmarks.md, and the summary line that ends the output.
 """
 import math
+import sys
 
 from sim_quality_stats import (MissingField, best_baseline, dig, mean_se, value_of,
                                verdict)
@@ -66,7 +67,12 @@ def study_rows(study, measures, results, troupe, baselines, seeds, by_size=True)
                 for lv in lvs:
                     rows.append(make_row(m, size, lv, results, troupe, baselines,
                                          seeds, where))
-    return [r for r in rows if any(n for _, _, n in r["stats"].values())]
+    rows = [r for r in rows if any(n for _, _, n in r["stats"].values())]
+    for m in ms:
+        if not any(r["measure"].split(".")[0] == m.name for r in rows):
+            print(f"sim_quality: {where}: no run has a value of {m.name} (all null)",
+                  file=sys.stderr)
+    return rows
 
 
 def fmt(x):

@@ -78,6 +78,9 @@ def value_of(measure, policy_obj, size, level, where):
             return None
         if measure.multi and dig(obj, ("pods_multi",), where + " by_size") == 0:
             return None
+        # A bucket of single pods has no gang to be in one domain.
+        if measure.levels and path[0] not in obj:
+            return None
     v = dig(obj, path, where if size is None else f"{where} by_size[{size}]")
     if measure.levels:
         if not isinstance(v, dict):

@@ -91,6 +91,21 @@ class Fields(unittest.TestCase):
         self.assertEqual(value_of(self.M, obj, 8, None, "here"), 0.5)
         self.assertIsNone(value_of(self.M, obj, 16, None, "here"))   # no such job
 
+    def test_levels_rows_in_level_order(self):
+        m = Measure("in_one", "in one {level}", HIGHER, ("in_one",), ("in_one",),
+                    kinds=("gangs",), levels=True)
+        run_ = {"in_one": {"block": 0.5, "spine": 0.9},
+                "by_size": [{"size": 1}, {"size": 16, "in_one": {"block": 0.25}}]}
+        res = {"t": [run_, run_], "a": [run_, run_]}
+        rows = report.study_rows({"name": "g", "kind": "gangs"}, [m], res, "t", ["a"],
+                                 [1, 2])
+        self.assertEqual([(r["label"], r["size"]) for r in rows],
+                         [("in one spine", None), ("in one block", None),
+                          ("in one block", 16)])
+        # Not a measure of the single-pod study.
+        self.assertEqual(report.study_rows({"name": "s", "kind": "single"}, [m], res,
+                                           "t", ["a"], [1, 2]), [])
+
     def test_rows_and_summary(self):
         m = Measure("q", "q", HIGHER, ("q",), None)
         res = {"t": [{"q": v} for v in (10, 11, 12)],
