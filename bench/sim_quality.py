@@ -65,10 +65,12 @@ BASELINES = {
         "kube+besteffort",              # the same with the device plugin's choice
     ],
     "gangs": [
-        "binpack+besteffort@kueue-bestfit",     # Kueue TAS, BestFit
-        "binpack+besteffort@kueue-leastfree",   # Kueue TAS, LeastFreeCapacity
-        "binpack+besteffort@kai",               # KAI scheduler's topology plugin
-        "kube+besteffort@kube-tas",             # kube-scheduler topology-aware workloads
+        # The planner picks each member's node; the ranker orders a member's
+        # nodes where the planner leaves a choice, the chooser its devices.
+        "binpack+besteffort@kueue-bestfit",             # Kueue TAS, BestFit
+        "binpack+besteffort@kueue-leastfree",           # Kueue TAS, LeastFreeCapacity
+        "binpack+besteffort@kai",                       # KAI (binpack is its default)
+        "least-allocated+besteffort@kube-tas",          # KEP-5732, stock kube-scheduler
     ],
 }
 
