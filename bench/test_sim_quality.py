@@ -5,9 +5,14 @@ missing field named, and the per-seed trace. Each case is built so that a
 rule written otherwise (one SE, the SEs added instead of in quadrature, the
 direction flipped, >= for >) gives another answer.
 """
+import contextlib
+import io
+import json
 import math
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -130,6 +135,84 @@ class Traces(unittest.TestCase):
     def test_groups_fit_compare(self):
         g = run.groups([str(i) for i in range(17)])
         self.assertEqual([len(x) for x in g], [8, 8, 1])
+
+
+# A stand-in for `troupe simulate -o json`: every policy's figures from its
+# name and the trace's seed, so the whole command (seeds in the traces, runs in
+# groups of 8, rows, summary, --json) is checked without the real simulator.
+# "topology" waits longer than every other policy (behind), has a better
+# NVLink rate by far (leads) and the same utilisation give or take the seed (tie).
+FAKE = r'''#!/usr/bin/env python3
+import json, re, sys
+a = sys.argv[1:]
+pols = a[a.index("--compare") + 1].split(",")
+if len(pols) > 8:
+    sys.exit("troupe simulate: --compare: at most 8 policies")
+seed = int(re.search(r"^seed: (\d+)", open(a[a.index("--workload") + 1]).read(), re.M).group(1))
+def fig(p):
+    t = p == "topology"
+    w = {"n": 10, "mean": (200.0 if t else 100.0) + seed, "p50": 0, "p95": 1, "max": 2}
+    b = [{"size": 1, "jobs": 5, "pods_multi": 0, "nvlink_rate": 0, "link_quality": 0,
+          "topology_fragmentation": 0, "node_fragmentation": 0, "wait_s": w,
+          "wait_gpu_hours": 1.0},
+         {"size": 8, "jobs": 5, "pods_multi": 5, "nvlink_rate": 0.9 if t else 0.5,
+          "link_quality": 0.5, "topology_fragmentation": 0.1, "node_fragmentation": 0.1,
+          "wait_s": w, "wait_gpu_hours": 1.0}]
+    return {"policy": p, "wait_s": w, "wait_gpu_hours": 1.0 + seed,
+            "gpu_utilisation": 0.5 + 0.01 * seed + (0.001 if t else 0),
+            "nvlink_complete": {"pods": 5, "nvlink": 1, "rate": 0.9 if t else 0.5},
+            "link_quality": 0.5, "fragmentation": 0.2, "topology_fragmentation": 0.1,
+            "node_fragmentation": 0.1, "domain_fragmentation": 0.1, "by_size": b}
+print(json.dumps({"policies": [fig(p) for p in pols]}))
+'''
+
+
+class Command(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="test-sim-quality.")
+        self.bin = os.path.join(self.dir, "troupe")
+        with open(self.bin, "w") as f:
+            f.write(FAKE)
+        os.chmod(self.bin, 0o755)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def run_it(self, *args):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = sim_quality.main(["--bin", self.bin, "--study", "single", *args])
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_the_whole_command(self):
+        js = os.path.join(self.dir, "out.json")
+        rc, out, err = self.run_it("--seeds", "3", "--json", js, "--measures",
+                                   "wait_mean,nvlink_rate,gpu_utilisation",
+                                   "--baselines", ",".join(f"b{i}" for i in range(9)))
+        self.assertEqual(rc, 0, err)
+        last = out.strip().splitlines()
+        self.assertEqual(last[-2], "troupe (topology) vs best baseline over 3 seeds: "
+                         "leads on 2, ties on 1, behind on 3 of 6 measures")
+        self.assertEqual(last[-1], "behind on: single: mean wait, min; "
+                         "single: mean wait, min (size 1); single: mean wait, min (size 8)")
+        with open(js) as f:
+            doc = json.load(f)
+        rows = {(r["measure"], r["size"]): r for r in doc["studies"][0]["rows"]}
+        self.assertEqual(rows[("nvlink_rate", 8)]["verdict"], "leads")
+        self.assertNotIn(("nvlink_rate", 1), rows)     # no multi-GPU pod of size 1
+        self.assertEqual(rows[("wait_mean", None)]["stats"]["b8"]["n"], 3)
+
+    def test_a_missing_field_fails_naming_it(self):
+        rc, _, err = self.run_it("--seeds", "2", "--measures", "in_one",
+                                 "--study", "single")
+        self.assertEqual(rc, 0)     # in_one is a gang measure: not asked of single
+        with open(self.bin) as f:
+            text = f.read()
+        with open(self.bin, "w") as f:
+            f.write(text.replace('"wait_gpu_hours": 1.0 + seed,', ""))
+        rc, _, err = self.run_it("--seeds", "2", "--overall-only")
+        self.assertEqual(rc, 1)
+        self.assertIn('no field "wait_gpu_hours"', err)
 
 
 if __name__ == "__main__":
