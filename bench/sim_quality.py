@@ -71,6 +71,7 @@ BASELINES = {
         "binpack+besteffort@kueue-leastfree",           # Kueue TAS, LeastFreeCapacity
         "binpack+besteffort@kai",                       # KAI (binpack is its default)
         "least-allocated+besteffort@kube-tas",          # KEP-5732, stock kube-scheduler
+        "least-allocated+besteffort@kube-tas:spine",    # the same keyed on the spine
     ],
 }
 
@@ -83,6 +84,10 @@ MEASURES = [
     Measure("wait_p95", "p95 wait, min", LOWER, ("wait_s", "p95"), ("wait_s", "p95"), MIN),
     Measure("wait_gpu_hours", "wait, GPU-hours", LOWER, ("wait_gpu_hours",),
             ("wait_gpu_hours",), key=True),
+    # A policy that refuses what it cannot place (kube-tas on a gang larger than
+    # one domain of its key) must not look better on waits for it.
+    Measure("refused", "jobs refused, % of measured", LOWER, ("jobs_refused",), None,
+            PCT, per=("jobs_measured",)),
     Measure("gpu_utilisation", "GPU utilisation, %", HIGHER, ("gpu_utilisation",), None,
             PCT, key=True),
     Measure("nvlink_rate", "NVLink-complete, % of multi-GPU pods", HIGHER,

@@ -32,7 +32,8 @@ class Measure:
     minutes); kinds: the study kinds it applies to; multi: meaningless for a
     bucket with no multi-GPU pod (pods_multi 0), which is then skipped; key:
     drawn in the bar chart; levels: the value is a {level: share} object, one
-    row per level present.
+    row per level present; per: the keys of a denominator the value is divided
+    by (a count over a count; None when it is 0).
     """
     name: str
     label: str
@@ -44,6 +45,7 @@ class Measure:
     multi: bool = False
     key: bool = False
     levels: bool = False
+    per: Optional[Tuple[str, ...]] = None
 
 
 def dig(obj, path, where):
@@ -88,6 +90,9 @@ def value_of(measure, policy_obj, size, level, where):
         v = v.get(level)
     if v is None:
         return None
+    if measure.per is not None:
+        d = dig(obj, measure.per, where)
+        return None if not d else float(v) / float(d)
     return float(v)
 
 

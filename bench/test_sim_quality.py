@@ -66,7 +66,7 @@ class Stats(unittest.TestCase):
 
     def test_directions_of_the_measures(self):
         d = {m.name: m.better for m in sim_quality.MEASURES}
-        for name in ("wait_mean", "wait_p95", "wait_gpu_hours", "fragmentation",
+        for name in ("wait_mean", "wait_p95", "wait_gpu_hours", "refused", "fragmentation",
                      "topology_fragmentation", "node_fragmentation",
                      "domain_fragmentation"):
             self.assertEqual(d[name], LOWER, name)
@@ -88,6 +88,13 @@ class Fields(unittest.TestCase):
             value_of(self.M, {"a": {}}, None, None, "here")
         with self.assertRaisesRegex(MissingField, r'"by_size"'):
             value_of(self.M, {"a": {"b": 1}}, 8, None, "here")
+
+    def test_a_count_over_a_count(self):
+        m = Measure("r", "r", LOWER, ("refused",), None, per=("measured",))
+        self.assertEqual(value_of(m, {"refused": 5, "measured": 20}, None, None, "h"), 0.25)
+        self.assertIsNone(value_of(m, {"refused": 0, "measured": 0}, None, None, "h"))
+        with self.assertRaisesRegex(MissingField, r'"measured"'):
+            value_of(m, {"refused": 5}, None, None, "h")
 
     def test_bucket_values(self):
         obj = {"by_size": [{"size": 1, "pods_multi": 0, "r": 0.0},
@@ -158,7 +165,7 @@ def fig(p):
          {"size": 8, "jobs": 5, "pods_multi": 5, "nvlink_rate": 0.9 if t else 0.5,
           "link_quality": 0.5, "topology_fragmentation": 0.1, "node_fragmentation": 0.1,
           "wait_s": w, "wait_gpu_hours": 1.0}]
-    return {"policy": p, "wait_s": w, "wait_gpu_hours": 1.0 + seed,
+    return {"policy": p, "jobs_measured": 10, "jobs_refused": 0, "wait_s": w, "wait_gpu_hours": 1.0 + seed,
             "gpu_utilisation": 0.5 + 0.01 * seed + (0.001 if t else 0),
             "nvlink_complete": {"pods": 5, "nvlink": 1, "rate": 0.9 if t else 0.5},
             "link_quality": 0.5, "fragmentation": 0.2, "topology_fragmentation": 0.1,
