@@ -37,14 +37,17 @@ ROOT = os.path.dirname(HERE)
 # The studies, by kind: a cluster and a trace, relative to the source root. A
 # cluster may be a glob, one study per file it matches (gangs: each cluster
 # shape helper "gangs" writes). A file that is missing is an error naming it.
+# "args" go to every simulate run of the study.
 STUDIES = {
     "single": [
         {"name": "single", "cluster": "config/examples/cluster-sim-64.json",
          "trace": "config/examples/trace-placement.yaml"},
     ],
     "gangs": [
+        # Every member asks 4 GPUs (a GB200 tray has 4): fragmentation counts
+        # the free GPUs no 4-GPU member could use.
         {"name": "gangs", "cluster": "config/examples/cluster-gang-*.json",
-         "trace": "config/examples/trace-gangs.yaml"},
+         "trace": "config/examples/trace-gangs.yaml", "args": ["--frag-gpus", "4"]},
     ],
 }
 
@@ -94,7 +97,7 @@ MEASURES = [
             ("nvlink_complete", "rate"), ("nvlink_rate",), PCT, multi=True, key=True),
     Measure("link_quality", "mean link quality (0-1)", HIGHER, ("link_quality",),
             ("link_quality",), multi=True, key=True),
-    Measure("fragmentation", "free GPUs no 8-GPU pod can use, % of free", LOWER,
+    Measure("fragmentation", "free GPUs no N-GPU pod can use, % of free", LOWER,
             ("fragmentation",), None, PCT),
     Measure("topology_fragmentation", "topology fragmentation, % of arrivals", LOWER,
             ("topology_fragmentation",), ("topology_fragmentation",), PCT, key=True),
@@ -213,7 +216,8 @@ def expand_studies(a):
             for f in files:
                 name = st["name"] if len(files) == 1 else \
                     f"{st['name']}/{os.path.splitext(os.path.basename(f))[0]}"
-                out.append({"name": name, "kind": kind, "cluster": f, "trace": tr})
+                out.append({"name": name, "kind": kind, "cluster": f, "trace": tr,
+                            "args": st.get("args", [])})
     return out
 
 
@@ -232,8 +236,9 @@ def run_studies(a, studies, measures, seeds, workdir):
         bl = baselines_for(a, st["kind"])
         pols = [a.troupe] + [b for b in bl if b != a.troupe]
         res = run.run_study(a.bin, st, pols, seeds, workdir, a.jobs, a.trace_jobs,
-                            a.sim_arg)
-        shown = dict(st, cluster=rel(st["cluster"]), trace=rel(st["trace"]))
+                            [*st["args"], *a.sim_arg])
+        # Paths shown relative to the source root; "real" keeps the study to rerun.
+        shown = dict(st, cluster=rel(st["cluster"]), trace=rel(st["trace"]), real=st)
         rows = report.study_rows(shown, measures, res, a.troupe, pols[1:], seeds,
                                  not a.overall_only)
         done.append((shown, pols[1:], res, rows))
@@ -253,8 +258,8 @@ def front_points(a, study, baselines, results, seeds, workdir):
     fam = []
     for x in a.front_values.split(","):
         pol = a.front.replace("{x}", x)
-        extra = [*a.sim_arg, *(s.replace("{x}", x) for s in a.front_arg)]
-        st = dict(study, name=f"front-{len(fam)}")
+        extra = [*study["real"]["args"], *a.sim_arg, *(s.replace("{x}", x) for s in a.front_arg)]
+        st = dict(study["real"], name=f"front-{len(fam)}")
         fam.append((pol if "{x}" in a.front else f"{pol} x={x}",
                     run.run_study(a.bin, st, [pol], seeds, workdir, a.jobs, a.trace_jobs,
                                   extra)[pol]))
@@ -326,7 +331,7 @@ def write_json(path, a, done, seeds, front):
     for st, bl, _, rows in done:
         out["studies"].append({
             "name": st["name"], "kind": st["kind"], "cluster": st["cluster"],
-            "trace": st["trace"], "baselines": bl,
+            "trace": st["trace"], "args": st["args"], "baselines": bl,
             "rows": [dict(r, stats={p: {"mean": m, "se": se, "n": n}
                                     for p, (m, se, n) in r["stats"].items()})
                      for r in rows]})
