@@ -29,6 +29,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from sim_quality_stats import HIGHER, LOWER, Measure, MissingField  # noqa: E402
+import sim_quality_plot as plot  # noqa: E402
 import sim_quality_report as report  # noqa: E402
 import sim_quality_run as run  # noqa: E402
 
@@ -248,7 +249,6 @@ def run_studies(a, studies, measures, seeds, workdir):
 def front_points(a, study, baselines, results, seeds, workdir):
     """The front's points: (label, is-family, {measure: (mean, se, n)}) for the
     family's members, troupe's policy and each baseline of <study>."""
-    import sim_quality_plot as plot
     names = a.front_measures.split(",")
     ms = [m for m in MEASURES if m.name in names]
     if len(names) != 2 or len(ms) != 2 or any(m.path is None for m in ms):
@@ -258,7 +258,8 @@ def front_points(a, study, baselines, results, seeds, workdir):
     fam = []
     for x in a.front_values.split(","):
         pol = a.front.replace("{x}", x)
-        extra = [*study["real"]["args"], *a.sim_arg, *(s.replace("{x}", x) for s in a.front_arg)]
+        extra = [*study["real"]["args"], *a.sim_arg,
+                 *(s.replace("{x}", x) for s in a.front_arg)]
         st = dict(study["real"], name=f"front-{len(fam)}")
         fam.append((pol if "{x}" in a.front else f"{pol} x={x}",
                     run.run_study(a.bin, st, [pol], seeds, workdir, a.jobs, a.trace_jobs,
@@ -295,13 +296,11 @@ def emit(a, studies, measures, seeds, workdir):
         named += [(st["name"], r) for r in rows]
     front = None
     if a.front:
-        import sim_quality_plot as plot
         st, bl, res, _ = done[0]
         pts, ms = front_points(a, st, bl, res, seeds, workdir)
         front = {"study": st["name"], "measures": [m.name for m in ms], "points": pts}
         print(plot.front_markdown(pts, ms) + "\n")
     if a.plot:
-        import sim_quality_plot as plot
         os.makedirs(a.plot, exist_ok=True)
         for st, bl, _, rows in done:
             print(f"plot: {plot.bar_chart(a.plot, st, rows, a.troupe, bl, len(seeds))}")

@@ -131,7 +131,8 @@ def front_chart(outdir, front, ms, n_seeds):
         s += [f"${name} << EOD", *(t for p, t in rows if keep(p)), "EOD"]
     s.append("plot $fam using 1:2 with lines lc rgb '#1f77b4' title 'family', "
              "$fam using 1:2:3:4 with xyerrorbars pt 7 lc rgb '#1f77b4' notitle, "
-             "$oth using 1:2:3:4 with xyerrorbars pt 5 lc rgb '#d62728' title 'troupe and baselines', "
+             "$oth using 1:2:3:4 with xyerrorbars pt 5 lc rgb '#d62728' "
+             "title 'troupe and baselines', "
              "$nd using 1:2 with points pt 6 ps 3 lc rgb 'black' title 'non-dominated', "
              "$fam using 1:2:5 with labels offset 1,1 font ',8' notitle, "
              "$oth using 1:2:5 with labels offset 1,-1 font ',8' notitle")

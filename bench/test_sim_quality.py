@@ -165,7 +165,8 @@ def fig(p):
          {"size": 8, "jobs": 5, "pods_multi": 5, "nvlink_rate": 0.9 if t else 0.5,
           "link_quality": 0.5, "topology_fragmentation": 0.1, "node_fragmentation": 0.1,
           "wait_s": w, "wait_gpu_hours": 1.0}]
-    return {"policy": p, "jobs_measured": 10, "jobs_refused": 0, "wait_s": w, "wait_gpu_hours": 1.0 + seed,
+    return {"policy": p, "jobs_measured": 10, "jobs_refused": 0, "wait_s": w,
+            "wait_gpu_hours": 1.0 + seed,
             "gpu_utilisation": 0.5 + 0.01 * seed + (0.001 if t else 0),
             "nvlink_complete": {"pods": 5, "nvlink": 1, "rate": 0.9 if t else 0.5},
             "link_quality": 0.5, "fragmentation": 0.2, "topology_fragmentation": 0.1,
