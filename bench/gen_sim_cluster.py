@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Write the cluster snapshot `troupe simulate` replays the placement benchmark on.
+"""Write the cluster snapshots `troupe simulate` replays its benchmarks on.
 
     gen_sim_cluster.py [--nodes 64] [--out config/examples/cluster-sim-64.json]
+    gen_sim_cluster.py --kind nvl72 [--racks 16] [--out config/examples/cluster-gang-nvl72.json]
+    gen_sim_cluster.py --kind h100 [--nodes 128] [--out config/examples/cluster-gang-h100.json]
 
-The nodes are bench/sim_placement's four machine types, interleaved in equal shares
+--kind mixed (the default), the placement benchmark's cluster: the nodes are bench/sim_placement's four machine types, interleaved in equal shares
 (node i is type i mod 4, as sim_placement mixes them), each with its links written out
 in the troupe.io/gpu-topology annotation as `nvidia-smi topo -m` prints them, so the
 simulator reads the same matrices sim_placement builds in bench/sim_cluster.c:
@@ -17,7 +19,26 @@ simulator reads the same matrices sim_placement builds in bench/sim_cluster.c:
 
 No pods: the cluster starts empty. Network labels put the nodes in one zone, four
 spines of 16 nodes and racks of 8 (the gang planner's domains, NVIDIA topograph's
-label keys). Deterministic; Python standard library only.
+label keys).
+
+--kind nvl72, GB200 NVL72 racks for the gang benchmarks: 18 compute trays per rack, each
+a node of 4 GPUs (two Grace CPUs, GPUs 0-1 and 2-3 on NUMA nodes 0 and 1) whose pairs are
+NV18 (the 18 NVLink 5 links of a Blackwell GPU, all through the rack's NVLink switches),
+and every GPU of a rack in one NVLink domain: GPU Feature Discovery's label
+nvidia.com/gpu.clique=<ClusterUUID>.<CliqueId> names it, one ClusterUUID per rack (made
+up, deterministic) and clique 0 (the whole rack, no partitions). Racks sit in blocks of 2
+and spines of 8 (topograph's network.topology.nvidia.com/* keys), one zone.
+
+--kind h100, 8-GPU HGX H100 nodes (every pair NV18, GPUs 0-3 and 4-7 on NUMA 0 and 1)
+with topograph-style labels: two zones, spines of 32 nodes, blocks (racks) of 8, the keys
+of troupe's default gang levels (gang_default_levels).
+
+In both gang clusters a deterministic share of the nodes cannot take pods, as a snapshot
+shows them (cache_snapshot_load reads spec.unschedulable and the Ready condition): every
+53rd node is cordoned (spec.unschedulable and the node.kubernetes.io/unschedulable
+taint) and every 71st NotReady (Ready Unknown, NodeStatusUnknown, the unreachable
+taints), about 3 % in all. No pods: the clusters start empty. Deterministic; Python
+standard library only.
 """
 import argparse
 import json
@@ -82,13 +103,96 @@ def node(i):
     }
 
 
+def nv_topo(gpus, numa_split):
+    """`nvidia-smi topo -m` for <gpus> GPUs, every pair NV18."""
+    out = "\t" + "\t".join(f"GPU{i}" for i in range(gpus)) + "\tCPU Affinity\tNUMA Affinity\n"
+    for i in range(gpus):
+        cells = [" X " if i == j else "NV18" for j in range(gpus)]
+        numa = i // numa_split
+        cpus = "0-71" if numa == 0 else "72-143"
+        out += f"GPU{i}\t" + "\t".join(cells) + f"\t{cpus}\t{numa}\n"
+    return out
+
+
+CORDON_EVERY, NOT_READY_EVERY = 53, 71
+
+
+def gang_node(i, name, gpus, labels, topo, product):
+    """A node of a gang cluster; node i is cordoned or NotReady on the deterministic
+    shares above."""
+    res = {"cpu": "144", "memory": "1981808640Ki", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    labels = dict(labels, **{"kubernetes.io/hostname": name, "nvidia.com/gpu.product": product,
+                             "nvidia.com/gpu.count": str(gpus)})
+    spec, ready = {}, {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+    if i % CORDON_EVERY == CORDON_EVERY - 1:
+        spec = {"unschedulable": True,
+                "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}
+    elif i % NOT_READY_EVERY == NOT_READY_EVERY - 1:
+        spec = {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+                           {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]}
+        ready = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                 "message": "Kubelet stopped posting node status."}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": f"gang-node-{i:05d}",
+                     "resourceVersion": str(1000 + i), "labels": labels,
+                     "annotations": {"troupe.io/gpu-topology": topo}},
+        "spec": spec,
+        "status": {"capacity": res, "allocatable": dict(res), "conditions": [ready]},
+    }
+
+
+def nvl72_nodes(racks):
+    topo, out = nv_topo(4, 2), []
+    for r in range(racks):
+        # A made-up, deterministic ClusterUUID per rack (GFD reads the real one from
+        # the fabric manager); clique 0 is the whole rack.
+        uuid = f"{0x6b1d0000 + r:08x}-72aa-4c1e-9e00-{r:012x}"
+        for t in range(18):
+            i = r * 18 + t
+            labels = {"topology.kubernetes.io/zone": "zone-a",
+                      "network.topology.nvidia.com/spine": f"spine-{r // 8}",
+                      "network.topology.nvidia.com/block": f"block-{r // 2}",
+                      "nvidia.com/gpu.clique": f"{uuid}.0"}
+            out.append(gang_node(i, f"gb200-r{r:02d}-t{t:02d}", 4, labels, topo,
+                                 "NVIDIA-GB200"))
+    return out
+
+
+def h100_nodes(n):
+    topo = nv_topo(8, 4)
+    return [gang_node(i, f"h100-{i:04d}", 8,
+                      {"topology.kubernetes.io/zone": f"zone-{'ab'[i * 2 // n]}",
+                       "network.topology.nvidia.com/spine": f"spine-{i // 32}",
+                       "network.topology.nvidia.com/block": f"rack-{i // 8}"},
+                      topo, "NVIDIA-H100-80GB-HBM3")
+            for i in range(n)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--nodes", type=int, default=64)
-    ap.add_argument("--out", default="config/examples/cluster-sim-64.json")
+    ap.add_argument("--kind", choices=("mixed", "nvl72", "h100"), default="mixed",
+                    help="the cluster: the placement benchmark's four machine types "
+                    "(mixed), GB200 NVL72 racks, or 8-GPU H100 nodes")
+    ap.add_argument("--nodes", type=int, default=None,
+                    help="nodes (mixed: 64, h100: 128; not for nvl72)")
+    ap.add_argument("--racks", type=int, default=16, help="NVL72 racks of 18 nodes (nvl72)")
+    ap.add_argument("--out", default=None, help="the file to write (default: the example's "
+                    "path under config/examples/)")
     a = ap.parse_args()
+    if a.kind == "nvl72" and a.nodes is not None:
+        ap.error("--kind nvl72 counts racks: use --racks")
+    if a.kind == "mixed":
+        items = [node(i) for i in range(a.nodes or 64)]
+        a.out = a.out or "config/examples/cluster-sim-64.json"
+    elif a.kind == "nvl72":
+        items = nvl72_nodes(a.racks)
+        a.out = a.out or "config/examples/cluster-gang-nvl72.json"
+    else:
+        items = h100_nodes(a.nodes or 128)
+        a.out = a.out or "config/examples/cluster-gang-h100.json"
     doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
-           "items": [node(i) for i in range(a.nodes)]}
+           "items": items}
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")

@@ -229,6 +229,7 @@ struct walk {
 	int32_t priority;
 	struct placement_score_memo memo;
 	bool scoring;
+	struct placement_rank rank;     /* the fitting nodes' fine scores */
 	struct node_entry *e;
 	size_t n, cap;
 	bool oom;
@@ -257,8 +258,10 @@ static bool walk_node(const struct cache_node_view *v, void *arg)
 	e->group = ext__explain_group(&verdict);
 	e->resolvable = verdict.fit.verdict != PLACEMENT_UNRESOLVABLE;
 	e->score = 0;
-	if (e->group == PLACEMENT_WHY_FITS && w->scoring)
+	if (e->group == PLACEMENT_WHY_FITS && w->scoring) {
 		e->score = placement_score_memoized(&w->memo, v);
+		placement_rank_add(&w->rank, e->score);
+	}
 	return true;
 }
 
@@ -338,6 +341,7 @@ static void put_best(struct walk *w, unsigned best, struct strbuf *sb)
 			fit[n++] = &w->e[i];
 	if (n)
 		qsort(fit, n, sizeof(*fit), by_score);
+	placement_rank_finish(&w->rank);
 	for (size_t i = 0; i < n && i < best; i++) {
 		const struct cache_node_view *v = &fit[i]->view;
 		struct placement_score_terms t;
@@ -345,7 +349,10 @@ static void put_best(struct walk *w, unsigned best, struct strbuf *sb)
 
 		strbuf_puts(sb, i ? ",{\"node\":" : "{\"node\":");
 		ext__explain_put_str(sb, v->node->name);
-		strbuf_printf(sb, ",\"score\":%u,\"freeGPUs\":%u", fit[i]->score,
+		/* score: prioritize's answer when kube-scheduler sends every
+		 * fitting node (the rank among them); fineScore: the policy's. */
+		strbuf_printf(sb, ",\"score\":%u,\"fineScore\":%u,\"freeGPUs\":%u",
+			      placement_rank_score(&w->rank, fit[i]->score), fit[i]->score,
 			      cache_view_free_gpus(v));
 		if (placement_score_terms(v, w->req, &t) == 0) {
 			cache_devices_format(t.choice.set, ids, sizeof(ids));

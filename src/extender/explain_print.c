@@ -88,8 +88,9 @@ static void print_best(FILE *out, const cJSON *j)
 	cJSON_ArrayForEach(b, json_get(j, "best")) {
 		const cJSON *t = json_obj(b, "terms");
 
-		fprintf(out, "  %-20s score %2.0f  devices %-16s worst link %-5s", str_or(b, "node", "?"),
-			num(b, "score"), str_or(b, "devices", "-"), str_or(b, "worstLink", "-"));
+		fprintf(out, "  %-20s score %2.0f (fine %3.0f)  devices %-16s worst link %-5s",
+			str_or(b, "node", "?"), num(b, "score"), num(b, "fineScore"),
+			str_or(b, "devices", "-"), str_or(b, "worstLink", "-"));
 		if (t)
 			fprintf(out, "  packing %.2f topology %.2f fragmentation %.2f",
 				num(t, "packing"), num(t, "topology"), num(t, "fragmentation"));

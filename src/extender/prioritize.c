@@ -3,7 +3,10 @@
  * A planned gang's member scores its plan's slots 10 and nothing else; a
  * single pod scores what placement_check_request lets it have, through the
  * scoring policy (memoised: nodes alike score alike), or takes the scores its
- * filter left moments before (cycle.h) when nothing changed since.
+ * filter left moments before (cycle.h) when nothing changed since. Those are
+ * fine scores (0..250); the answer is their rank among the request's nodes
+ * (placement_rank: the best 10, the next 9, ...), so the whole answer is
+ * gathered before any of it is written.
  */
 #include "extender/internal.h"
 
@@ -11,6 +14,14 @@
 
 #include "common/log.h"
 #include "extender/cycle.h"
+
+/* A node's answer, kept until every node is scored: its name in the names
+ * buffer, and its fine score (ranked) or its final score (not ranked). */
+struct prio_item {
+	size_t name_at, name_len;
+	unsigned score;
+	bool ranked;
+};
 
 struct prio_ctx {
 	const struct ext_service *svc;
@@ -20,19 +31,64 @@ struct prio_ctx {
 	struct placement_score_memo memo;       /* nodes alike score alike */
 	bool gang;                      /* gangs are on and the pod names a group */
 	struct strbuf *out;
-	size_t n;
+	bool keep;                      /* false: write each answer as it comes */
+	struct prio_item *items;
+	size_t n, cap;
+	struct strbuf names;            /* the kept items' names */
+	struct placement_rank rank;
+	bool oom;
 };
 
 /* One HostPriority of the answer. */
-static void put_score(struct prio_ctx *pc, const char *name, size_t len, unsigned score)
+static void write_score(struct strbuf *out, size_t i, const char *name, size_t len,
+			unsigned score)
 {
-	if (pc->n++)
-		strbuf_putc(pc->out, ',');
-	strbuf_puts(pc->out, "{\"Host\":");
-	strbuf_put_json_str(pc->out, name, len);
-	strbuf_puts(pc->out, ",\"Score\":");
-	strbuf_put_i64(pc->out, score);
-	strbuf_putc(pc->out, '}');
+	if (i)
+		strbuf_putc(out, ',');
+	strbuf_puts(out, "{\"Host\":");
+	strbuf_put_json_str(out, name, len);
+	strbuf_puts(out, ",\"Score\":");
+	strbuf_put_i64(out, score);
+	strbuf_putc(out, '}');
+}
+
+/* One node's answer: written now when nothing is ranked, else kept (with a
+ * copy of its name: a request node object's name dies with the call). A
+ * ranked score is a fine one for placement_rank. */
+static void put_score(struct prio_ctx *pc, const char *name, size_t len, unsigned score,
+		      bool ranked)
+{
+	if (!pc->keep) {
+		write_score(pc->out, pc->n++, name, len, score);
+		return;
+	}
+	if (pc->n == pc->cap) {
+		size_t cap = pc->cap ? pc->cap * 2 : 256;
+		struct prio_item *p = realloc(pc->items, cap * sizeof(*p));
+
+		if (!p) {
+			pc->oom = true;
+			return;
+		}
+		pc->items = p;
+		pc->cap = cap;
+	}
+	pc->items[pc->n++] = (struct prio_item){ pc->names.len, len, score, ranked };
+	strbuf_append(&pc->names, name, len);
+	if (ranked)
+		placement_rank_add(&pc->rank, score);
+}
+
+/* Write the kept answers, the ranked ones by rank. */
+static void write_kept(struct prio_ctx *pc)
+{
+	placement_rank_finish(&pc->rank);
+	for (size_t i = 0; i < pc->n; i++) {
+		const struct prio_item *it = &pc->items[i];
+
+		write_score(pc->out, i, it->name_len ? pc->names.buf + it->name_at : "", it->name_len,
+			    it->ranked ? placement_rank_score(&pc->rank, it->score) : it->score);
+	}
 }
 
 /* One node's score (ext__walk_nodes' callback): a gang member's slots, or the
@@ -42,18 +98,20 @@ static void prioritize_node(const struct node_ref *ref, void *arg)
 	struct prio_ctx *pc = arg;
 	struct placement_fit fit;
 	unsigned score = 0;
-	bool has;
+	bool has, ranked = false;
 
 	/* A planned gang's member: its slots decide (10), nothing else. */
 	if (ref->view && pc->gang &&
-	    gang_has_slot(pc->svc->gangs, &pc->mb, ref->name, &has) == GANG_ALLOWED)
+	    gang_has_slot(pc->svc->gangs, &pc->mb, ref->name, &has) == GANG_ALLOWED) {
 		score = has ? PLACEMENT_MAX_SCORE : 0;
-	else if (ref->view && pc->pod->demand.gpus > 0 &&
-		 placement_check_request(ref->view, &pc->req,
-					 cache_get_opts(pc->svc->cache)->gpu_resources,
-					 &fit) == PLACEMENT_FITS)
+	} else if (ref->view && pc->pod->demand.gpus > 0 &&
+		   placement_check_request(ref->view, &pc->req,
+					   cache_get_opts(pc->svc->cache)->gpu_resources,
+					   &fit) == PLACEMENT_FITS) {
 		score = placement_score_memoized(&pc->memo, ref->view);
-	put_score(pc, ref->name, ref->len, score);
+		ranked = true;
+	}
+	put_score(pc, ref->name, ref->len, score, ranked);
 }
 
 /* Prioritize from the scores the pod's filter left (cycle.h): each name filter
@@ -70,7 +128,7 @@ static void prioritize_from_filter(const struct ext_service *svc, const struct e
 		unsigned score;
 
 		if (ext_cycle_score(e, n, &at, &score)) {
-			put_score(pc, n->s, n->len, score);
+			put_score(pc, n->s, n->len, score, true);
 			reused++;
 			continue;
 		}
@@ -112,7 +170,9 @@ void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 	if (pc.gang)
 		pc.mb = ext__member_of(pod, &pc.req);
 	strbuf_putc(&r->body, '[');
-	if (pod->demand.gpus == 0 && !pc.gang) {
+	/* Scores to rank are kept until the last node; none, written at once. */
+	pc.keep = pod->demand.gpus > 0 || pc.gang;
+	if (!pc.keep) {
 		/* Asks for no managed resource: every node scores 0, with nothing to
 		 * look up (as filter passes them all). */
 		const cJSON *it = NULL;
@@ -120,7 +180,7 @@ void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 		for (size_t x = 0; x < a.n_nodes; x++) {
 			const char *name = ext__item_name(&a, x, (it = ext__next_item(&a, it)));
 
-			put_score(&pc, name ? name : "", name ? strlen(name) : 0, 0);
+			put_score(&pc, name ? name : "", name ? strlen(name) : 0, 0, false);
 		}
 	} else if ((cycle = svc->cycle && !pc.gang && !a.full_nodes
 				? ext_cycle_take(svc->cycle, pod->uid, cache_changes(svc->cache),
@@ -130,8 +190,19 @@ void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 	} else {
 		ext__walk_nodes(svc, &a, prioritize_node, &pc);
 	}
+	if (pc.oom || strbuf_failed(&pc.names)) {
+		/* Out of memory keeping the answers: say nothing rather than half. */
+		log_warn("extender", "prioritize: pod %s/%s: out of memory ranking %zu nodes; "
+			 "answering no scores", pod->ns, pod->name, a.n_nodes);
+		strbuf_fini(&r->body);
+		strbuf_puts(&r->body, "[");
+	} else if (pc.keep) {
+		write_kept(&pc);
+	}
 	strbuf_putc(&r->body, ']');
 out:
+	free(pc.items);
+	strbuf_fini(&pc.names);
 	ext_cycle_entry_free(cycle);
 	cache_pod_free(pod);
 	ext_args_fini(&a);

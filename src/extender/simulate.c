@@ -43,12 +43,28 @@ static void usage(FILE *f)
 "                      resource names, scoring.policy, scoring.weights,\n"
 "                      gang.domain_levels and the queues' weights (queues:) are\n"
 "                      taken from it (default: built-in defaults).\n"
-"  --policy NAME       the scoring policy to run (default: the config's, \"topology\").\n"
+"  --policy NAME       the policy to run (default: the config's scoring policy,\n"
+"                      \"topology\").\n"
 "  --compare A,B,...   run each of these policies over the same trace and put them\n"
 "                      side by side (at most %d), e.g. --compare binpack,topology.\n"
-"                      A policy may name a baseline device chooser instead of\n"
-"                      bind's, POLICY+CHOOSER (lowest, random or sum-pairs), to\n"
-"                      measure what troupe's chooser adds: binpack+lowest.\n"
+"                      A policy is RANKER[+CHOOSER][@GANG]:\n"
+"                        RANKER   how a pod's node is chosen: a troupe scoring\n"
+"                                 policy (the daemon's best node), kube[:SCORE]\n"
+"                                 (kube-scheduler's LeastAllocated plus troupe's\n"
+"                                 answer x --extender-weight x 10), kube-scaled[:SCORE]\n"
+"                                 (the same with troupe's old scaled answer),\n"
+"                                 most-allocated, least-allocated (kube-scheduler\n"
+"                                 alone) or best-fit (fewest free GPUs left);\n"
+"                        CHOOSER  a baseline device chooser instead of bind's:\n"
+"                                 lowest, random, sum-pairs or besteffort\n"
+"                                 (go-gpuallocator's, as NVIDIA's device plugin);\n"
+"                        GANG     a peer's gang planner instead of troupe's:\n"
+"                                 kueue-bestfit, kueue-leastfree, kai, kube-tas or\n"
+"                                 kube-tas:LEVEL.\n"
+"                      e.g. least-allocated+besteffort@kueue-bestfit.\n"
+"  --extender-weight N the extender weight the kube rankers model (default %d,\n"
+"                      config/scheduler-config.yaml's).\n", SIM_MAX_POLICIES, SIM_EXTENDER_WEIGHT);
+	fprintf(f,
 "  --weights P,T,F     scoring weights packing,topology,fragmentation (default: the\n"
 "                      config's, 6,1,2).\n"
 "  --seed N            seed for ties between equally scored nodes (default: the\n"
@@ -71,7 +87,7 @@ static void usage(FILE *f)
 "  --per-job           with -o json, every job's pods: start, node and devices.\n"
 "  -h, --help          this text.\n"
 "\n"
-"Policies: ", SIM_MAX_POLICIES);
+"Scoring policies: ");
 	for (const char *const *n = placement_score_names; *n; n++)
 		fprintf(f, "%s%s", n == placement_score_names ? "" : ", ", *n);
 	fprintf(f, ".\nExit status: 0 done, 1 a runtime failure, 2 bad usage or input.\n");
@@ -133,12 +149,11 @@ static int split_policies(char *buf, const char **names, unsigned *n, char *err,
 			snprintf(err, errlen, "--compare: at most %d policies", SIM_MAX_POLICIES);
 			return -EINVAL;
 		}
-		char score[SIM_QUEUE_BUF];
-		sim_choose_fn ch;
+		struct sim_policy pol;
 
-		if (sim_policy_split(tok, score, sizeof(score), &ch) < 0) {
-			snprintf(err, errlen, "--compare: \"%s\" is not a scoring policy, or "
-				 "POLICY+CHOOSER with a chooser of lowest, random, sum-pairs", tok);
+		if (sim_policy_parse(tok, &pol) < 0) {
+			snprintf(err, errlen, "--compare: \"%s\" is not a policy: RANKER[+CHOOSER]"
+				 "[@GANG] (see --help)", tok);
 			return -EINVAL;
 		}
 		names[(*n)++] = tok;
@@ -151,7 +166,7 @@ static int split_policies(char *buf, const char **names, unsigned *n, char *err,
 }
 
 enum { OPT_COMPARE = 256, OPT_WEIGHTS, OPT_SEED, OPT_FRAG, OPT_PLOT, OPT_PLOT_DATA,
-       OPT_PER_JOB, OPT_CONFIG, OPT_POLICY, OPT_UNTIL, OPT_ORDER };
+       OPT_PER_JOB, OPT_CONFIG, OPT_POLICY, OPT_UNTIL, OPT_ORDER, OPT_EXT_WEIGHT };
 
 int ext_simulate_main(int argc, char **argv)
 {
@@ -163,6 +178,7 @@ int ext_simulate_main(int argc, char **argv)
 		{ "compare", required_argument, NULL, OPT_COMPARE },
 		{ "weights", required_argument, NULL, OPT_WEIGHTS },
 		{ "order", required_argument, NULL, OPT_ORDER },
+		{ "extender-weight", required_argument, NULL, OPT_EXT_WEIGHT },
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "frag-gpus", required_argument, NULL, OPT_FRAG },
 		{ "plot", required_argument, NULL, OPT_PLOT },
@@ -177,7 +193,7 @@ int ext_simulate_main(int argc, char **argv)
 	const char *png = NULL, *data = NULL, *format = "text", *names[SIM_MAX_POLICIES];
 	char *compare = NULL, err[SIM_ERR_LEN], tmp[] = "/tmp/troupe-simulate.XXXXXX";
 	char title[SIM_ERR_LEN];
-	struct sim_settings s = { .frag_gpus = 8 };
+	struct sim_settings s = { .frag_gpus = 8, .extender_weight = SIM_EXTENDER_WEIGHT };
 	struct sim_result res[SIM_MAX_POLICIES];
 	struct sim_cluster c = { 0 };
 	struct node_list nodes = { 0 };
@@ -217,6 +233,15 @@ int ext_simulate_main(int argc, char **argv)
 				return 2;
 			}
 			seed_set = true;
+			break;
+		case OPT_EXT_WEIGHT:
+			s.extender_weight = (unsigned)strtoul(optarg, &end, 10);
+			if (!*optarg || *end || s.extender_weight < 1 ||
+			    s.extender_weight > SIM_MAX_EXTENDER_WEIGHT) {
+				fprintf(stderr, "troupe simulate: --extender-weight takes 1 to %d\n",
+					SIM_MAX_EXTENDER_WEIGHT);
+				return 2;
+			}
 			break;
 		case OPT_FRAG:
 			s.frag_gpus = (unsigned)strtoul(optarg, &end, 10);
@@ -280,12 +305,10 @@ int ext_simulate_main(int argc, char **argv)
 	if (!n_pol) {
 		names[0] = policy ? policy : cfg->score_policy;
 		n_pol = 1;
-		char score[SIM_QUEUE_BUF];
-		sim_choose_fn ch;
+		struct sim_policy pol;
 
-		if (sim_policy_split(names[0], score, sizeof(score), &ch) < 0) {
-			fprintf(stderr, "troupe simulate: unknown scoring policy \"%s\"\n",
-				names[0]);
+		if (sim_policy_parse(names[0], &pol) < 0) {
+			fprintf(stderr, "troupe simulate: unknown policy \"%s\"\n", names[0]);
 			goto out;
 		}
 	}

@@ -48,6 +48,10 @@ enum {
 	SIM_MAX_PODS_PER_JOB = 4096,
 	SIM_MAX_JOBS = 2000000,
 	SIM_MAX_MIX = 32,
+	/* The extender weight of config/scheduler-config.yaml, for the kube
+	 * rankers (tests/unit/extender/test_simulate.c holds them equal). */
+	SIM_EXTENDER_WEIGHT = 5,
+	SIM_MAX_EXTENDER_WEIGHT = 1000000,
 };
 
 /* ---- The trace --------------------------------------------------------------- */
@@ -123,6 +127,7 @@ struct sim_job_result {
 struct sim_settings {
 	const char *policy;             /* a name of placement_score_find */
 	struct placement_weights w;
+	unsigned extender_weight;       /* kube rankers: config/scheduler-config.yaml's */
 	const struct gang_levels *levels;       /* NULL or n == 0: gang_default_levels */
 	uint64_t seed;
 	unsigned frag_gpus;             /* fragmentation: free GPUs no job of this size can use */
@@ -145,6 +150,31 @@ struct sim_settings {
 	unsigned queue_base_gpus[SIM_MAX_QUEUES];
 };
 
+/* Jobs by size: the job's GPUs (pods x GPUs per pod), bucket b holding sizes
+ * [2^b, 2^(b+1)), the last everything above. */
+enum { SIM_SIZE_BUCKETS = 12 };
+
+static inline unsigned sim_size_bucket(unsigned gpus)
+{
+	unsigned b = gpus ? 31u - (unsigned)__builtin_clz(gpus) : 0;
+
+	return b < SIM_SIZE_BUCKETS ? b : SIM_SIZE_BUCKETS - 1;
+}
+
+/* What the measured jobs of one size did (the report adds their waits). */
+struct sim_size_stat {
+	unsigned long jobs;             /* measured arrivals */
+	unsigned long pods_multi, pods_nvlink;  /* multi-GPU pods; all-NVLink ones */
+	double quality_sum;
+	/* Single-pod jobs' arrivals: frag_jobs of them, then those that found
+	 * some node with the GPUs free but none with them all NVLinked
+	 * (topology), and those that found no node with them free while the
+	 * cluster had as many free in all (node). */
+	unsigned long frag_jobs, topo_frag, node_frag;
+	unsigned long gangs;            /* gangs placed */
+	unsigned long in_one[GANG_MAX_LEVELS];  /* of them, inside one domain of a level */
+};
+
 struct sim_result {
 	const char *policy;
 	struct sim_job_result *jobs;    /* one per trace job */
@@ -158,6 +188,10 @@ struct sim_result {
 	double island_integral;         /* node-seconds with a free all-NVLink frag_gpus set */
 	unsigned peak_busy;             /* most GPUs the trace's pods held at once */
 	double queue_gpu_s[SIM_MAX_QUEUES];     /* measured GPU-seconds by queue */
+	struct sim_size_stat by_size[SIM_SIZE_BUCKETS];
+	/* GPU-seconds free in finest-level domains with fewer free GPUs than the
+	 * smallest waiting gang asks (while one waits): domain fragmentation. */
+	double stranded_integral;
 	struct sim_sample *samples;
 	size_t n_samples, cap_samples;
 };
@@ -174,12 +208,69 @@ void sim_result_fini(struct sim_result *r, size_t n_jobs);
  * is the run's random state. */
 typedef uint64_t (*sim_choose_fn)(const struct cache_node_view *v, uint64_t free_mask,
 				  unsigned k, uint64_t *rng);
-/* "lowest", "random" or "sum-pairs", else NULL. */
+/* "lowest", "random", "sum-pairs" or "besteffort", else NULL. */
 sim_choose_fn sim_chooser_find(const char *name);
-/* A policy as --compare names it, "SCORE" or "SCORE+CHOOSER": the score's
- * name into <score> and the baseline chooser (NULL: placement_node_choose,
- * the daemon's). 0, or -EINVAL when either part is unknown. */
-int sim_policy_split(const char *name, char *score, size_t len, sim_choose_fn *chooser);
+
+/* A gang planner of the peers (simulate_gangs.h): <members> slots for pods
+ * asking <req> over <views>, or -ENOSPC. */
+struct gang_plan;
+typedef int (*sim_gang_fn)(const struct cache_node_view *views, unsigned n, unsigned members,
+			   const struct placement_request *req, const struct gang_levels *levels,
+			   sim_choose_fn chooser, uint64_t *rng, struct gang_plan *out);
+
+/* The run's random numbers (splitmix64): node ties and the random chooser. */
+static inline uint64_t sim_rng_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* ---- Policies: RANKER[+CHOOSER][@GANG] (simulate_rank.c) ------------------------- */
+
+enum sim_ranker {
+	SIM_RANK_SCORE,                 /* troupe's fine score (the daemon's best node) */
+	SIM_RANK_KUBE,                  /* kube-scheduler's LeastAllocated + troupe's rank */
+	SIM_RANK_KUBE_SCALED,           /* the same with troupe's old scaled 0..10 answer */
+	SIM_RANK_MOST_ALLOCATED,
+	SIM_RANK_LEAST_ALLOCATED,
+	SIM_RANK_BEST_FIT,
+};
+
+struct sim_policy {
+	enum sim_ranker ranker;
+	char score[SIM_QUEUE_BUF];      /* troupe's scoring policy (placement_score_find) */
+	sim_choose_fn chooser;          /* NULL: placement_node_choose, bind's */
+	sim_gang_fn gang;               /* NULL: gang_plan_make, the gang manager's */
+};
+
+/* Parse a policy name: "topology", "binpack+lowest", "kube:topology",
+ * "least-allocated+besteffort@kueue-bestfit". 0, or -EINVAL when a part is
+ * unknown. */
+int sim_policy_parse(const char *name, struct sim_policy *out);
+/* The simulator's own rankers, NULL-terminated, for --help. */
+extern const char *const sim_ranker_names[];
+
+struct sim_rank_args {
+	const struct sim_policy *policy;
+	const struct placement_score_ops *ops;  /* policy->score's */
+	const struct placement_weights *w;
+	unsigned extender_weight;       /* kube rankers: the extender's weight */
+	const struct cache_node_view *views;
+	unsigned n;
+	const struct placement_request *req;
+	const unsigned *free_hint;      /* NULL, or each node's free GPUs (a fast refusal) */
+	unsigned *fit_idx, *fit_fine;   /* scratch of n entries each */
+};
+
+/* The node a pod asking a->req goes to: the best total among the nodes the
+ * filter accepts, ties drawn from <rng>; -1 when none fits. With <best_set>
+ * (room for n) every node tied at the best total is listed, *n_best of them:
+ * what the daemon's prioritize answers 10 for under SIM_RANK_SCORE. */
+int sim_pick_node(const struct sim_rank_args *a, uint64_t *rng, unsigned *best_set,
+		  unsigned *n_best);
 
 /* ---- Reports ----------------------------------------------------------------------- */
 
@@ -188,6 +279,10 @@ struct sim_stats {
 	unsigned long n;
 };
 
+/* Waits (or completion times) of the measured, finished jobs: of queue
+ * <queue> and size bucket <bucket> (sim_size_bucket), -1 for any. */
+void sim_job_stats(const struct sim_result *r, const struct sim_trace *t, bool completion,
+		   int queue, int bucket, struct sim_stats *out);
 /* Waits and completion times of the measured, finished jobs. */
 void sim_wait_stats(const struct sim_result *r, const struct sim_trace *t, bool completion,
 		    struct sim_stats *out);
@@ -195,6 +290,16 @@ void sim_wait_stats(const struct sim_result *r, const struct sim_trace *t, bool 
 void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_trace *t,
 		     const struct sim_cluster *c, const struct sim_settings *s,
 		     const char *cluster_path, const char *trace_path);
+/* Run <r>'s measures by job size, and those of the whole run they add up
+ * to, into the JSON object <p> (simulate_sizes.c). 0 or -ENOMEM. */
+int sim_sizes_json(struct cJSON *p, const struct sim_result *r, const struct sim_trace *t,
+		   const struct sim_settings *s);
+/* The same as a Markdown table per policy, on stdout. */
+void sim_sizes_text(const struct sim_result *rs, unsigned n, const struct sim_trace *t,
+		    const struct sim_settings *s);
+/* The name of level <l> of <lv>: its first key's last part ("zone", "spine"),
+ * "clique" for the NVLink domain's. */
+void sim_level_name(const struct gang_levels *lv, unsigned l, char *buf, size_t len);
 /* The JSON report on stdout. 0 or -ENOMEM. */
 int sim_report_json(const struct sim_result *rs, unsigned n, const struct sim_trace *t,
 		    const struct sim_cluster *c, const struct sim_settings *s);

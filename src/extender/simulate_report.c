@@ -70,8 +70,8 @@ static void stats_of(double *v, size_t n, struct sim_stats *out)
 }
 
 /* Of the jobs in queue <queue> (-1: all). */
-static void job_stats(const struct sim_result *r, const struct sim_trace *t, bool completion,
-		      int queue, struct sim_stats *out)
+void sim_job_stats(const struct sim_result *r, const struct sim_trace *t, bool completion,
+		   int queue, int bucket, struct sim_stats *out)
 {
 	double *v = malloc((t->n + 1) * sizeof(*v));
 	size_t n = 0;
@@ -83,7 +83,9 @@ static void job_stats(const struct sim_result *r, const struct sim_trace *t, boo
 		const struct sim_job_result *jr = &r->jobs[i];
 
 		if (!t->jobs[i].measured || !jr->done ||
-		    (queue >= 0 && t->jobs[i].queue != (unsigned)queue))
+		    (queue >= 0 && t->jobs[i].queue != (unsigned)queue) ||
+		    (bucket >= 0 &&
+		     sim_size_bucket(t->jobs[i].pods * t->jobs[i].gpus) != (unsigned)bucket))
 			continue;
 		v[n++] = (completion ? jr->end : jr->start) - t->jobs[i].arrival;
 	}
@@ -94,7 +96,14 @@ static void job_stats(const struct sim_result *r, const struct sim_trace *t, boo
 void sim_wait_stats(const struct sim_result *r, const struct sim_trace *t, bool completion,
 		    struct sim_stats *out)
 {
-	job_stats(r, t, completion, -1, out);
+	sim_job_stats(r, t, completion, -1, -1, out);
+}
+
+/* A job's arguments as job_stats took them before sizes. */
+static void job_stats(const struct sim_result *r, const struct sim_trace *t, bool completion,
+		      int queue, struct sim_stats *out)
+{
+	sim_job_stats(r, t, completion, queue, -1, out);
 }
 
 static double window(const struct sim_result *r)
@@ -189,6 +198,7 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 		}
 		printf("\n");
 	}
+	sim_sizes_text(rs, n, t, s);
 }
 
 static cJSON *stats_json(const struct sim_stats *st)
@@ -307,6 +317,8 @@ int sim_report_json(const struct sim_result *rs, unsigned n, const struct sim_tr
 			job_stats(r, t, false, (int)q, &st);
 			cJSON_AddItemToObject(qo, "wait_s", stats_json(&st));
 		}
+		if (sim_sizes_json(p, r, t, s) < 0)
+			goto oom;
 		if (s->per_job)
 			cJSON_AddItemToObject(p, "jobs", jobs_json(r, t, c));
 	}

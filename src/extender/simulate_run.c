@@ -32,6 +32,7 @@
  * job waiting on another's GPUs starts exactly when that one ends.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,7 @@ struct departure {
 
 struct node_stat {
 	unsigned free, used, frag;      /* free GPUs; in use; free no frag_gpus pod can use */
+	unsigned island_max;            /* the largest free all-NVLink set (1 when none known) */
 	bool island;                    /* a free all-NVLink set of frag_gpus */
 };
 
@@ -67,7 +69,8 @@ struct replay {
 	const struct sim_settings *s;
 	const struct gang_levels *levels;
 	const struct placement_score_ops *ops;
-	sim_choose_fn chooser;          /* NULL: placement_node_choose */
+	struct sim_policy pol;
+	struct sim_rank_args rank;      /* the ranker's arguments, but the views */
 	struct sim_result *out;
 	struct cache_node_view *cur;    /* the nodes as the run has them */
 	size_t *pod_base;               /* first pod of each job in the pod arrays */
@@ -87,19 +90,18 @@ struct replay {
 	/* What each node adds to the cluster's totals, kept up to date as pods
 	 * start and end, so that a sample costs nothing per node. */
 	struct node_stat *ns;
+	unsigned *free_of;              /* each node's free GPUs (ns[i].free), for the ranker */
 	unsigned tot_free, tot_used, tot_frag, islands;
+	/* Nodes by free GPUs and by largest free all-NVLink set: an arrival's
+	 * fragmentation is read from them, not from every node. */
+	unsigned free_hist[CACHE_MAX_GPUS + 1], island_hist[CACHE_MAX_GPUS + 1];
+	/* Each node's finest network domain (an index, UINT_MAX: none) and the
+	 * free GPUs of each domain; the smallest waiting gang's GPUs (0: none). */
+	unsigned *node_dom, *dom_free, n_dom;
+	unsigned min_gang_waiting;
 	unsigned long n_refused;        /* measured or not */
 	uint64_t rng;
 };
-
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 static void heap_push(struct replay *r, double at, size_t pod, size_t job)
 {
@@ -142,38 +144,17 @@ static struct placement_request job_request(const struct sim_job *j)
 	};
 }
 
-/* The node filter and prioritize would send a pod of <j> to in <views>, or -1. */
+/* The node a pod of <j> goes to in <views> under the run's ranker, or -1. */
 static int pick_node(struct replay *r, const struct cache_node_view *views,
 		     const struct sim_job *j)
 {
-	/* For refusal texts only, which the simulator never shows. */
-	static const char *const names[] = { "nvidia.com/gpu", NULL };
 	struct placement_request req = job_request(j);
-	struct placement_score_memo memo;
-	unsigned best_score = 0, ties = 0;
-	int best = -1;
+	struct sim_rank_args a = r->rank;
 
-	placement_score_memo_init(&memo, r->ops, &r->s->w, &req);
-	for (unsigned i = 0; i < r->c->n; i++) {
-		struct placement_fit fit;
-		unsigned sc;
-
-		/* A node with fewer free GPUs than the pod asks is one filter
-		 * refuses: skipped on the kept count, without asking. */
-		if (views == r->cur && r->ns[i].free < j->gpus)
-			continue;
-		if (placement_check_request(&views[i], &req, names, &fit) != PLACEMENT_FITS)
-			continue;
-		sc = placement_score_memoized(&memo, &views[i]);
-		if (best < 0 || sc > best_score) {
-			best = (int)i;
-			best_score = sc;
-			ties = 1;
-		} else if (sc == best_score && rng_next(&r->rng) % ++ties == 0) {
-			best = (int)i; /* reservoir sampling: each tie equally likely */
-		}
-	}
-	return best;
+	a.views = views;
+	a.req = &req;
+	a.free_hint = views == r->cur ? r->free_of : NULL;
+	return sim_pick_node(&a, &r->rng, NULL, NULL);
 }
 
 /* Recount node <i>'s part of the totals after its usage changed. */
@@ -187,8 +168,18 @@ static void node_update(struct replay *r, unsigned i)
 	st->free = f;
 	st->used = v->node->gpu_allocatable > f ? v->node->gpu_allocatable - f : 0;
 	st->frag = k ? f % k : 0;
-	st->island = topo && topo->known && f >= k &&
-		     placement_largest_island(topo, cache_view_free_mask(v)) >= k;
+	st->island_max = topo && topo->known ? placement_largest_island(topo,
+									cache_view_free_mask(v))
+					     : f > 0;
+	st->island = topo && topo->known && f >= k && st->island_max >= k;
+	r->free_of[i] = f;
+	/* Free counts are at most CACHE_MAX_GPUS (a node's device mask). */
+	r->free_hist[old.free]--;
+	r->island_hist[old.island_max]--;
+	r->free_hist[f]++;
+	r->island_hist[st->island_max]++;
+	if (r->node_dom[i] != UINT_MAX)
+		r->dom_free[r->node_dom[i]] += f - old.free;
 	r->tot_free += st->free - old.free;
 	r->tot_used += st->used - old.used;
 	r->tot_frag += st->frag - old.frag;
@@ -204,13 +195,22 @@ static void pod_start(struct replay *r, size_t job, unsigned node, uint64_t devi
 
 	if (j->measured && j->gpus >= 2) {
 		const struct placement_topo *topo = placement_node_topo(v->node);
+		struct sim_size_stat *b = &r->out->by_size[sim_size_bucket(j->pods * j->gpus)];
 		struct placement_choice c;
 
 		r->out->pods_multi++;
+		b->pods_multi++;
 		if (topo && topo->known) {
+			bool nv;
+			double q;
+
 			placement_measure(topo, devices, cache_view_free_mask(v), &c);
-			r->out->pods_nvlink += placement_link_is_nvlink(c.worst);
-			r->out->quality_sum += placement_set_quality(&c, j->gpus, true);
+			nv = placement_link_is_nvlink(c.worst);
+			q = placement_set_quality(&c, j->gpus, true);
+			r->out->pods_nvlink += nv;
+			r->out->quality_sum += q;
+			b->pods_nvlink += nv;
+			b->quality_sum += q;
 		}
 	}
 	if (v->used & devices) {
@@ -238,19 +238,55 @@ static void pod_start(struct replay *r, size_t job, unsigned node, uint64_t devi
 	heap_push(r, now + j->duration, pod, job);
 }
 
+/* Plan the quorum of gang <j> over <views>: the run's gang planner, else the
+ * gang manager's. 0 or a negative errno; gang_plan_fini after either. */
+static int plan_gang(struct replay *r, const struct cache_node_view *views,
+		     const struct sim_job *j, struct gang_plan *plan)
+{
+	struct placement_request req = job_request(j);
+	char why[TROUPE_MESSAGE_BUF];
+
+	memset(plan, 0, sizeof(*plan));
+	if (r->pol.gang)
+		return r->pol.gang(views, r->c->n, j->gang, &req, r->levels, r->pol.chooser,
+				   &r->rng, plan);
+	return gang_plan_make(views, r->c->n, j->gang, &req, r->levels, plan, why, sizeof(why));
+}
+
+/* A measured gang placed by <plan>: count it, and at each level whether its
+ * members share one domain. */
+static void count_gang(struct replay *r, const struct sim_job *j, const struct gang_plan *plan)
+{
+	struct sim_size_stat *b = &r->out->by_size[sim_size_bucket(j->pods * j->gpus)];
+
+	b->gangs++;
+	for (unsigned l = 0; l < r->levels->n && l < GANG_MAX_LEVELS; l++) {
+		const char *d0 = NULL;
+		bool one = plan->n_slots > 0;
+
+		for (unsigned i = 0; i < plan->n_slots && one; i++) {
+			const char *d = gang_domain_of(r->cur[plan->slots[i].node].node, r->levels, l);
+
+			one = d && (!d0 || strcmp(d, d0) == 0);
+			d0 = d0 ? d0 : d;
+		}
+		b->in_one[l] += one;
+	}
+}
+
 /* Start what of job <job> fits now; true when every pod has started. */
 static bool try_job(struct replay *r, size_t job, double now)
 {
 	const struct sim_job *j = &r->t->jobs[job];
-	struct placement_request req = job_request(j);
-
 	if (j->gang >= 2 && !r->gang_done[job]) {
 		struct gang_plan plan;
-		char why[TROUPE_MESSAGE_BUF];
 
-		if (gang_plan_make(r->cur, r->c->n, j->gang, &req, r->levels, &plan, why,
-				   sizeof(why)) < 0)
+		if (plan_gang(r, r->cur, j, &plan) < 0) {
+			gang_plan_fini(&plan);
 			return false;
+		}
+		if (j->measured)
+			count_gang(r, j, &plan);
 		for (unsigned i = 0; i < plan.n_slots; i++)
 			pod_start(r, job, plan.slots[i].node, plan.slots[i].devices, now);
 		gang_plan_fini(&plan);
@@ -264,8 +300,8 @@ static bool try_job(struct replay *r, size_t job, double now)
 		if (n < 0)
 			return false;
 		free_mask = cache_view_free_mask(&r->cur[n]);
-		if (r->chooser) {
-			c.set = r->chooser(&r->cur[n], free_mask, j->gpus, &r->rng);
+		if (r->pol.chooser) {
+			c.set = r->pol.chooser(&r->cur[n], free_mask, j->gpus, &r->rng);
 			if ((unsigned)__builtin_popcountll(c.set) != j->gpus ||
 			    (c.set & ~free_mask))
 				return false;
@@ -285,16 +321,18 @@ enum { SIM_REFUSALS_LOGGED = 10 };
  * (the run's first policy only: the others would repeat them). */
 static bool fits_at_all(struct replay *r, const struct sim_job *j)
 {
-	struct placement_request req = job_request(j);
 	char why[TROUPE_MESSAGE_BUF];
 
 	if (j->gang >= 2) {
 		struct gang_plan plan;
+		int rc = plan_gang(r, r->c->base, j, &plan);
 
-		if (gang_plan_make(r->c->base, r->c->n, j->gang, &req, r->levels, &plan, why,
-				   sizeof(why)) < 0)
-			goto refused;
 		gang_plan_fini(&plan);
+		if (rc < 0) {
+			snprintf(why, sizeof(why), "no placement of its %u members of %u GPUs, "
+				 "on the cluster as the snapshot left it (%s)", j->gang, j->gpus, strerror(-rc));
+			goto refused;
+		}
 	}
 	if (pick_node(r, r->c->base, j) >= 0)
 		return true;
@@ -487,8 +525,51 @@ static void walk(struct replay *r, bool freed, double now)
 			list_merge(r, l, fr.job[l], fr.n[l]);
 	}
 	r->n_waiting = 0;
-	for (unsigned l = 0; l < r->n_lists; l++)
+	r->min_gang_waiting = 0;
+	for (unsigned l = 0; l < r->n_lists; l++) {
 		r->n_waiting += r->wait.n[l];
+		for (size_t x = 0; x < r->wait.n[l]; x++) {
+			const struct sim_job *j = &r->t->jobs[r->wait.job[l][x]];
+			unsigned g = j->gang * j->gpus;
+
+			if (j->gang >= 2 && !r->gang_done[r->wait.job[l][x]] &&
+			    (!r->min_gang_waiting || g < r->min_gang_waiting))
+				r->min_gang_waiting = g;
+		}
+	}
+}
+
+/* Free GPUs in finest-level domains with fewer free than the smallest
+ * waiting gang asks: free GPUs no waiting gang can use inside one domain. */
+static unsigned stranded(const struct replay *r)
+{
+	unsigned sum = 0;
+
+	if (!r->min_gang_waiting)
+		return 0;
+	for (unsigned d = 0; d < r->n_dom; d++)
+		if (r->dom_free[d] < r->min_gang_waiting)
+			sum += r->dom_free[d];
+	return sum;
+}
+
+/* A measured arrival of <j>: its size's count, and for a job of single pods
+ * whether the cluster was fragmented against it (sim_size_stat). */
+static void count_arrival(struct replay *r, const struct sim_job *j)
+{
+	struct sim_size_stat *b = &r->out->by_size[sim_size_bucket(j->pods * j->gpus)];
+	unsigned k = j->gpus, with_free = 0, with_island = 0;
+
+	b->jobs++;
+	if (j->gang >= 2 || k > CACHE_MAX_GPUS)
+		return;
+	for (unsigned f = k; f <= CACHE_MAX_GPUS; f++) {
+		with_free += r->free_hist[f];
+		with_island += r->island_hist[f];
+	}
+	b->frag_jobs++;
+	b->node_frag += !with_free && r->tot_free >= k;
+	b->topo_frag += k >= 2 && with_free && !with_island;
 }
 
 /* Fold the state that held from <from> to <to> into the integrals. */
@@ -508,6 +589,7 @@ static void account(struct replay *r, double from, double to)
 	o->free_integral += dt * r->tot_free;
 	o->frag_integral += dt * r->tot_frag;
 	o->island_integral += dt * r->islands;
+	o->stranded_integral += dt * stranded(r);
 }
 
 static int sample(struct replay *r, double now)
@@ -527,6 +609,48 @@ static int sample(struct replay *r, double now)
 	}
 	o->samples[o->n_samples++] =
 		(struct sim_sample){ now, r->tot_used, (unsigned)r->n_waiting, r->islands };
+	return 0;
+}
+
+/* Each node's finest network domain: the last level of the run's levels it
+ * has a label for, numbered in order of first sight. */
+static int domains_init(struct replay *r)
+{
+	unsigned n = r->c->n;
+	int *dom_level = malloc((n + 1) * sizeof(int));
+	const char **dom_value = malloc((n + 1) * sizeof(char *));
+
+	r->node_dom = malloc((n + 1) * sizeof(unsigned));
+	r->dom_free = calloc(n + 1, sizeof(unsigned));
+	if (!dom_level || !dom_value || !r->node_dom || !r->dom_free) {
+		free(dom_level);
+		free(dom_value);
+		return -ENOMEM;
+	}
+	r->n_dom = 0;
+	for (unsigned i = 0; i < n; i++) {
+		const char *v = NULL;
+		int l = (int)r->levels->n - 1;
+		unsigned d;
+
+		for (; l >= 0 && !(v = gang_domain_of(r->c->base[i].node, r->levels,
+						      (unsigned)l)); l--)
+			;
+		r->node_dom[i] = UINT_MAX;
+		if (!v)
+			continue;
+		for (d = 0; d < r->n_dom; d++)
+			if (dom_level[d] == l && strcmp(dom_value[d], v) == 0)
+				break;
+		if (d == r->n_dom) {
+			dom_level[d] = l;
+			dom_value[d] = v;
+			r->n_dom++;
+		}
+		r->node_dom[i] = d;
+	}
+	free(dom_level);
+	free(dom_value);
 	return 0;
 }
 
@@ -553,10 +677,16 @@ static int replay_init(struct replay *r, size_t total_pods)
 	}
 	r->out->jobs = calloc(t->n, sizeof(*r->out->jobs));
 	r->ns = calloc(r->c->n + 1, sizeof(*r->ns));
+	r->free_of = calloc(r->c->n + 1, sizeof(*r->free_of));
+	r->rank.fit_idx = malloc((r->c->n + 1) * sizeof(unsigned));
+	r->rank.fit_fine = malloc((r->c->n + 1) * sizeof(unsigned));
 	if (!r->ns || !r->cur || !r->pod_base || !r->started || !r->gang_done || !r->pod_node ||
-	    !r->pod_devices || !r->heap || !r->out->jobs)
+	    !r->pod_devices || !r->heap || !r->out->jobs || !r->free_of || !r->rank.fit_idx ||
+	    !r->rank.fit_fine || domains_init(r) < 0)
 		return -ENOMEM;
 	memcpy(r->cur, r->c->base, r->c->n * sizeof(*r->cur));
+	/* Every node starts counted at nothing free; node_update moves it. */
+	r->free_hist[0] = r->island_hist[0] = r->c->n;
 	for (unsigned i = 0; i < r->c->n; i++)
 		node_update(r, i);
 	for (size_t i = 0, p = 0; i < t->n; i++) {
@@ -586,6 +716,11 @@ static void replay_fini(struct replay *r)
 		free(r->fresh.job[l]);
 	}
 	free(r->ns);
+	free(r->free_of);
+	free(r->rank.fit_idx);
+	free(r->rank.fit_fine);
+	free(r->node_dom);
+	free(r->dom_free);
 }
 
 int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
@@ -594,18 +729,19 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 	struct replay r = { .c = c, .t = t, .s = s, .out = out };
 	size_t total_pods = 0, next = 0;
 	double now = 0, last = 0;
-	char score[SIM_QUEUE_BUF];
 	bool begun = false;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	out->policy = s->policy;
-	if (sim_policy_split(s->policy, score, sizeof(score), &r.chooser) == 0)
-		r.ops = placement_score_find(score);
+	if (sim_policy_parse(s->policy, &r.pol) == 0)
+		r.ops = placement_score_find(r.pol.score);
 	if (!r.ops) {
-		snprintf(err, errlen, "unknown scoring policy \"%s\"", s->policy);
+		snprintf(err, errlen, "unknown policy \"%s\"", s->policy);
 		return -EINVAL;
 	}
+	r.rank = (struct sim_rank_args){ .policy = &r.pol, .ops = r.ops, .w = &s->w,
+					 .extender_weight = s->extender_weight, .n = c->n };
 	r.levels = s->levels && s->levels->n ? s->levels : &gang_default_levels;
 	memcpy(r.queue_gpus, s->queue_base_gpus, sizeof(r.queue_gpus));
 	r.rng = s->seed ^ 0x5c4ed01eULL;
@@ -652,6 +788,8 @@ int sim_run(const struct sim_cluster *c, const struct sim_trace *t,
 			const struct sim_job *j = &t->jobs[next];
 
 			out->jobs_measured += j->measured;
+			if (j->measured)
+				count_arrival(&r, j);
 			if (!fits_at_all(&r, j)) {
 				out->jobs[next].refused = true;
 				out->jobs_refused += j->measured;

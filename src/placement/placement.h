@@ -14,7 +14,11 @@
 #include "cache/cache.h"
 #include "placement/topology.h"
 
-enum { PLACEMENT_REASON_LEN = 160, PLACEMENT_MAX_SCORE = 10 };
+/* PLACEMENT_MAX_SCORE: the top of kube-scheduler's extender scale (extenderv1's
+ * MaxExtenderPriority); PLACEMENT_FINE_MAX: the top of a policy's own score,
+ * fine enough to order nodes the coarse scale would tie (placement_rank maps
+ * one request's fine scores onto the coarse one). */
+enum { PLACEMENT_REASON_LEN = 160, PLACEMENT_MAX_SCORE = 10, PLACEMENT_FINE_MAX = 250 };
 
 enum placement_verdict {
 	PLACEMENT_FITS = 0,
@@ -106,7 +110,7 @@ struct placement_weights {
 /* A scoring policy: one table per policy file, chosen by name from config. */
 struct placement_score_ops {
 	const char *name;
-	/* Score 0..PLACEMENT_MAX_SCORE for a node that fits (placement_check said
+	/* Score 0..PLACEMENT_FINE_MAX for a node that fits (placement_check said
 	 * PLACEMENT_FITS). It may read only the node's topology class, free mask,
 	 * free count and allocatable count (see placement_score_memo). */
 	unsigned (*score)(const struct placement_weights *w, const struct cache_node_view *view,
@@ -135,10 +139,42 @@ void placement_score_memo_init(struct placement_score_memo *m,
 			       const struct placement_score_ops *ops,
 			       const struct placement_weights *w,
 			       const struct placement_request *req);
-/* ops->score(w, view, req) capped at PLACEMENT_MAX_SCORE, from the memo when a
+/* ops->score(w, view, req) capped at PLACEMENT_FINE_MAX, from the memo when a
  * node alike was scored. */
 unsigned placement_score_memoized(struct placement_score_memo *m,
 				  const struct cache_node_view *view);
+
+/* One request's fine scores onto kube-scheduler's 0..PLACEMENT_MAX_SCORE, by
+ * rank: the best fine score among the request's fitting nodes answers 10, the
+ * next lower one 9, and so on, the tenth and below 1 (a node that does not
+ * fit answers 0, outside this). kube-scheduler adds score x weight x 10 to its
+ * in-tree plugins' sum, so a scaled score (fine x 10 / 250) would tie nodes
+ * troupe tells apart and let the spreading default pick among them; by rank,
+ * troupe's best node is the only one at 10 unless it truly ties, and one
+ * rank is worth weight x 10 points (docs/configuration.md). Add every fitting
+ * node's fine score, finish, then read each node's answer. */
+struct placement_rank {
+	uint64_t seen[4];               /* fine scores present, as bits */
+	uint8_t score[PLACEMENT_FINE_MAX + 1];  /* fine -> answer, once finished */
+};
+
+static inline void placement_rank_init(struct placement_rank *r)
+{
+	r->seen[0] = r->seen[1] = r->seen[2] = r->seen[3] = 0;
+}
+
+static inline void placement_rank_add(struct placement_rank *r, unsigned fine)
+{
+	fine = fine > PLACEMENT_FINE_MAX ? PLACEMENT_FINE_MAX : fine;
+	r->seen[fine >> 6] |= 1ULL << (fine & 63);
+}
+
+void placement_rank_finish(struct placement_rank *r);
+
+static inline unsigned placement_rank_score(const struct placement_rank *r, unsigned fine)
+{
+	return r->score[fine > PLACEMENT_FINE_MAX ? PLACEMENT_FINE_MAX : fine];
+}
 
 /* A node's score terms for a pod, each 0..1 (the "topology" policy's, see
  * score_topology.c; "binpack" uses packing alone), and the device set the pod

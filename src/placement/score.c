@@ -118,7 +118,7 @@ static unsigned compute(struct placement_score_memo *m, const struct cache_node_
 	unsigned score = m->ops->score(m->w, view, m->req);
 
 	m->misses++;
-	return score > PLACEMENT_MAX_SCORE ? PLACEMENT_MAX_SCORE : score;
+	return score > PLACEMENT_FINE_MAX ? PLACEMENT_FINE_MAX : score;
 }
 
 unsigned placement_score_memoized(struct placement_score_memo *m,
@@ -157,4 +157,17 @@ unsigned placement_score_memoized(struct placement_score_memo *m,
 	score = compute(m, view);
 	*b = (struct memo_bucket){ cls, mask, free_n, alloc, m->gen, (uint8_t)score };
 	return score;
+}
+
+void placement_rank_finish(struct placement_rank *r)
+{
+	unsigned answer = PLACEMENT_MAX_SCORE;
+
+	/* From the best down: each fine score present takes the next answer;
+	 * one absent keeps the answer the next present one will take. */
+	for (int f = PLACEMENT_FINE_MAX; f >= 0; f--) {
+		r->score[f] = (uint8_t)answer;
+		if ((r->seen[f >> 6] >> (f & 63) & 1) && answer > 1)
+			answer--;
+	}
 }

@@ -1,7 +1,7 @@
 /* The "binpack" scoring policy: fuller nodes first, so that whole nodes stay
  * free for the jobs that need them. The score is the node's GPU utilisation
- * after this pod lands, in (0, 1], scaled to 0..10: a pod that fills a node
- * exactly scores 10. Topology is ignored (see score_topology.c for the policy
+ * after this pod lands, in (0, 1], scaled to 0..PLACEMENT_FINE_MAX (250): a
+ * pod that fills a node exactly scores 250. Topology is ignored (see score_topology.c for the policy
  * that weighs it). */
 #include "placement/internal.h"
 
@@ -26,7 +26,7 @@ static unsigned binpack_score(const struct placement_weights *w,
 {
 	if (w->packing <= 0.0)
 		return 0;
-	return (unsigned)lround(PLACEMENT_MAX_SCORE * placement__packing(view, &req->demand));
+	return (unsigned)lround(PLACEMENT_FINE_MAX * placement__packing(view, &req->demand));
 }
 
 const struct placement_score_ops placement__score_binpack = {

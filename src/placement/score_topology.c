@@ -1,5 +1,6 @@
 /* The "topology" scoring policy (the default): a weighted sum of three terms,
- * each in 0..1, scaled to 0..10.
+ * each in 0..1, scaled to 0..PLACEMENT_FINE_MAX (250; prioritize ranks them onto
+ * kube-scheduler's 0..10, placement_rank).
  *
  *   topology       quality of the best set this node can give the pod now
  *                  (placement_set_quality: NVLink near 1, PCIe lower, across
@@ -14,9 +15,10 @@
  *                  (bench/sim_placement measures this against baselines);
  *   packing        GPU utilisation after placement (as binpack).
  *
- * kube-scheduler multiplies the result by the extender's weight x 10, so a
- * node's advantage here is worth up to weight x 100 points against the
- * in-tree plugins (see config/scheduler-config.yaml).
+ * prioritize answers the rank of the node's score among the request's nodes
+ * (placement_rank), which kube-scheduler multiplies by the extender's weight
+ * x 10: each rank is worth weight x 10 points against the in-tree plugins
+ * (see config/scheduler-config.yaml).
  */
 #include "placement/internal.h"
 
@@ -77,7 +79,7 @@ static unsigned topology_score(const struct placement_weights *w,
 		return 0;
 	sum = w->packing * st.packing + w->topology * st.topology +
 	      w->fragmentation * st.fragmentation;
-	return (unsigned)lround(PLACEMENT_MAX_SCORE * sum / total);
+	return (unsigned)lround(PLACEMENT_FINE_MAX * sum / total);
 }
 
 const struct placement_score_ops placement__score_topology = {

@@ -50,7 +50,7 @@ static void memo_check_one(const struct placement_score_ops *ops, const struct p
 	req.policy.min_level = (uint8_t)lvl;
 	placement_score_memo_init(&memo, ops, &w, &req);
 	want = ops->score(&w, &v, &req);
-	want = want > PLACEMENT_MAX_SCORE ? PLACEMENT_MAX_SCORE : want;
+	want = want > PLACEMENT_FINE_MAX ? PLACEMENT_FINE_MAX : want;
 	if (placement_score_memoized(&memo, &v) != want)
 		fail_msg("%s: class %s, held %#llx, %u GPUs, policy %d level %d: memo differs",
 			 ops->name, cls->source, (unsigned long long)used, k, kind, lvl);
@@ -106,8 +106,8 @@ static void test_placement_score_memo_matches_policy(void **state)
 				n.unhealthy = rand_r(&seed) % 7 == 0 ? 1u << (rand_r(&seed) % cap) : 0;
 				n.derived = rand_r(&seed) % 9 == 0 ? NULL : n.derived;
 				want = ops->score(&w, &v, &req);
-				if (want > PLACEMENT_MAX_SCORE)
-					want = PLACEMENT_MAX_SCORE;
+				if (want > PLACEMENT_FINE_MAX)
+					want = PLACEMENT_FINE_MAX;
 				assert_int_equal(placement_score_memoized(&memo, &v), want);
 			}
 			assert_int_equal(memo.hits + memo.misses, n_nodes);

@@ -29,16 +29,16 @@ struct score_case {
 	unsigned score;
 };
 
-/* Utilisation after the pod lands, on a 0..10 scale. */
+/* Utilisation after the pod lands, on the fine 0..250 scale. */
 static const struct score_case score_cases[] = {
-	{ "pod fills an empty node", 8, 0, 8, 10 },
-	{ "pod fills a half-used node", 8, 4, 4, 10 },
-	{ "pod fills the last device", 8, 7, 1, 10 },
-	{ "pod fills a 6-device node", 6, 2, 4, 10 },
-	{ "half of an empty node", 8, 0, 4, 5 },
-	{ "half of a 2-device node", 2, 0, 1, 5 },
-	{ "one of 64", 64, 0, 1, 0 },
-	{ "all of 64", 64, 32, 32, 10 },
+	{ "pod fills an empty node", 8, 0, 8, 250 },
+	{ "pod fills a half-used node", 8, 4, 4, 250 },
+	{ "pod fills the last device", 8, 7, 1, 250 },
+	{ "pod fills a 6-device node", 6, 2, 4, 250 },
+	{ "half of an empty node", 8, 0, 4, 125 },
+	{ "half of a 2-device node", 2, 0, 1, 125 },
+	{ "one of 64", 64, 0, 1, 4 },
+	{ "all of 64", 64, 32, 32, 250 },
 };
 
 static void test_placement_binpack_scores_utilisation_after_landing(void **state)
@@ -65,8 +65,8 @@ static void test_placement_binpack_fuller_node_scores_higher(void **state)
 	assert_true(binpack(1.0, 4, 4, low_bits(2), 0, 1) > binpack(1.0, 8, 8, low_bits(2), 0, 1));
 }
 
-/* For every node size, demand and holding: the score is in 0..10, never
- * drops as the node fills, and is 10 exactly when the pod fills the node. */
+/* For every node size, demand and holding: the score is in 0..250, never
+ * drops as the node fills, and is 250 exactly when the pod fills the node. */
 static void test_placement_binpack_is_bounded_and_monotonic(void **state)
 {
 	static const uint32_t sizes[] = { 1, 2, 3, 4, 6, 8, 10, 16, 64 };
@@ -81,11 +81,11 @@ static void test_placement_binpack_is_bounded_and_monotonic(void **state)
 			for (uint32_t held = 0; held + want <= alloc; held++) {
 				unsigned sc = binpack(1.0, alloc, alloc, low_bits(held), 0, want);
 
-				assert_in_range(sc, 0, PLACEMENT_MAX_SCORE);
+				assert_in_range(sc, 0, PLACEMENT_FINE_MAX);
 				if (sc < prev)
 					fail_msg("alloc %u want %u: score fell from %u to %u "
 						 "at %u held", alloc, want, prev, sc, held);
-				if (held + want == alloc && sc != PLACEMENT_MAX_SCORE)
+				if (held + want == alloc && sc != PLACEMENT_FINE_MAX)
 					fail_msg("alloc %u: exact fill scored %u", alloc, sc);
 				prev = sc;
 			}
@@ -100,9 +100,9 @@ static void test_placement_binpack_weight_scale_keeps_range(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(weights) / sizeof(weights[0]); i++) {
 		/* One term: its weight sets the scale only, not the outcome. */
-		assert_int_equal(binpack(weights[i], 8, 8, low_bits(4), 0, 4), 10);
-		assert_int_equal(binpack(weights[i], 8, 8, 0, 0, 4), 5);
-		assert_in_range(binpack(weights[i], 8, 8, low_bits(3), 0, 2), 0, 10);
+		assert_int_equal(binpack(weights[i], 8, 8, low_bits(4), 0, 4), PLACEMENT_FINE_MAX);
+		assert_int_equal(binpack(weights[i], 8, 8, 0, 0, 4), PLACEMENT_FINE_MAX / 2);
+		assert_in_range(binpack(weights[i], 8, 8, low_bits(3), 0, 2), 0, PLACEMENT_FINE_MAX);
 	}
 }
 
@@ -112,7 +112,7 @@ static void test_placement_binpack_degenerate_nodes_score_zero(void **state)
 	/* No allocatable devices: no division by zero, lowest score. */
 	assert_int_equal(binpack(1.0, 8, 0, 0, 0, 1), 0);
 	/* Over-held nodes stay within range. */
-	assert_in_range(binpack(1.0, 8, 8, 0xFF, 4, 1), 0, 10);
+	assert_in_range(binpack(1.0, 8, 8, 0xFF, 4, 1), 0, PLACEMENT_FINE_MAX);
 }
 
 int main(void)
