@@ -35,13 +35,19 @@ def sizes_in(results, where):
 
 def make_row(m, size, level, results, troupe, baselines, seeds, where):
     """One row: every policy's (mean, se, n), the best baseline and the verdict."""
-    stats = {}
+    stats, seen = {}, set()
     for p in [troupe, *baselines]:
         vals = [value_of(m, obj, size, level, f"{where} policy {p} seed {s}")
                 for s, obj in zip(seeds, results[p])]
         stats[p] = mean_se(vals)
+        seen.update(v for v in vals if v is not None)
     best = best_baseline(stats, baselines, m.better)
     v = verdict(stats[troupe], stats[best], m.better) if best else "n/a"
+    # One value for every policy on every seed (a bucket of gangs has no
+    # single-pod arrival to fragment; every pair of an NVL72 tray is NVLinked):
+    # the measure cannot tell policies apart there, so it is not counted.
+    if v == "tie" and len(seen) == 1 and len(seeds) > 1:
+        v = "same"
     label = m.label.format(level=level) if level else m.label
     return {"measure": m.name + (f".{level}" if level else ""), "label": label,
             "size": size, "better": m.better, "scale": m.scale, "key": m.key,
@@ -126,7 +132,8 @@ def row_name(study_name, r):
 
 
 def tally(named_rows):
-    """{verdict: [row names]} over (study name, row) pairs, "n/a" left out."""
+    """{verdict: [row names]} over (study name, row) pairs, "n/a" and "same"
+    (one value in every run) left out."""
     t = {"leads": [], "tie": [], "behind": []}
     for name, r in named_rows:
         if r["verdict"] in t:
@@ -138,8 +145,11 @@ def summary(named_rows, troupe, n_seeds):
     """The closing lines: the counts, then what troupe is behind on."""
     t = tally(named_rows)
     total = sum(len(v) for v in t.values())
+    same = sum(1 for _, r in named_rows if r["verdict"] == "same")
     line = (f"troupe ({troupe}) vs best baseline over {n_seeds} seeds: leads on "
             f"{len(t['leads'])}, ties on {len(t['tie'])}, behind on {len(t['behind'])} "
             f"of {total} measures")
+    if same:
+        line += f" ({same} more the same for every policy, not counted)"
     behind = ("behind on: " + "; ".join(t["behind"])) if t["behind"] else "behind on none"
     return line + "\n" + behind

@@ -118,6 +118,20 @@ class Fields(unittest.TestCase):
         self.assertEqual(report.study_rows({"name": "s", "kind": "single"}, [m], res,
                                            "t", ["a"], [1, 2]), [])
 
+    def test_one_value_everywhere_is_not_counted(self):
+        m = Measure("q", "q", HIGHER, ("q",), None)
+        res = {"t": [{"q": 0.0}, {"q": 0.0}], "a": [{"q": 0.0}, {"q": 0.0}]}
+        rows = report.study_rows({"name": "s", "kind": "single"}, [m], res, "t", ["a"],
+                                 [1, 2])
+        self.assertEqual(rows[0]["verdict"], "same")
+        self.assertIn("of 0 measures (1 more the same for every policy, not counted)",
+                      report.summary([("s", rows[0])], "t", 2))
+        # Equal means but a spread over seeds is a tie, and counted.
+        res = {"t": [{"q": 0.0}, {"q": 1.0}], "a": [{"q": 1.0}, {"q": 0.0}]}
+        rows = report.study_rows({"name": "s", "kind": "single"}, [m], res, "t", ["a"],
+                                 [1, 2])
+        self.assertEqual(rows[0]["verdict"], "tie")
+
     def test_rows_and_summary(self):
         m = Measure("q", "q", HIGHER, ("q",), None)
         res = {"t": [{"q": v} for v in (10, 11, 12)],
