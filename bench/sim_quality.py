@@ -110,6 +110,8 @@ MEASURES = [
             ("in_one",), PCT, kinds=("gangs",), key=True, levels=True),
 ]
 MEASURE_NAMES = [m.name for m in MEASURES]
+# A baseline troupe leads on this one is never the best on the others.
+REFUSED = next(m for m in MEASURES if m.name == "refused")
 
 
 def parse_args(argv):
@@ -240,9 +242,11 @@ def run_studies(a, studies, measures, seeds, workdir):
                             [*st["args"], *a.sim_arg])
         # Paths shown relative to the source root; "real" keeps the study to rerun.
         shown = dict(st, cluster=rel(st["cluster"]), trace=rel(st["trace"]), real=st)
+        barred = report.ineligible(REFUSED, res, a.troupe, pols[1:], seeds,
+                                   f"study {st['name']}")
         rows = report.study_rows(shown, measures, res, a.troupe, pols[1:], seeds,
-                                 not a.overall_only)
-        done.append((shown, pols[1:], res, rows))
+                                 not a.overall_only, barred)
+        done.append((dict(shown, barred=barred), pols[1:], res, rows))
     return done
 
 
@@ -292,7 +296,7 @@ def emit(a, studies, measures, seeds, workdir):
     done = run_studies(a, studies, measures, seeds, workdir)
     named = []
     for st, bl, _, rows in done:
-        print(report.study_markdown(st, rows, a.troupe, bl, seeds) + "\n")
+        print(report.study_markdown(st, rows, a.troupe, bl, seeds, st["barred"]) + "\n")
         named += [(st["name"], r) for r in rows]
     front = None
     if a.front:
@@ -331,6 +335,7 @@ def write_json(path, a, done, seeds, front):
         out["studies"].append({
             "name": st["name"], "kind": st["kind"], "cluster": st["cluster"],
             "trace": st["trace"], "args": st["args"], "baselines": bl,
+            "never_best": st["barred"],
             "rows": [dict(r, stats={p: {"mean": m, "se": se, "n": n}
                                     for p, (m, se, n) in r["stats"].items()})
                      for r in rows]})

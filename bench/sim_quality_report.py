@@ -33,15 +33,16 @@ def sizes_in(results, where):
     return sorted(sizes)
 
 
-def make_row(m, size, level, results, troupe, baselines, seeds, where):
-    """One row: every policy's (mean, se, n), the best baseline and the verdict."""
+def make_row(m, size, level, results, troupe, baselines, seeds, where, eligible=None):
+    """One row: every policy's (mean, se, n), the best baseline (of <eligible>,
+    default all) and the verdict."""
     stats, seen = {}, set()
     for p in [troupe, *baselines]:
         vals = [value_of(m, obj, size, level, f"{where} policy {p} seed {s}")
                 for s, obj in zip(seeds, results[p])]
         stats[p] = mean_se(vals)
         seen.update(v for v in vals if v is not None)
-    best = best_baseline(stats, baselines, m.better)
+    best = best_baseline(stats, baselines if eligible is None else eligible, m.better)
     v = verdict(stats[troupe], stats[best], m.better) if best else "n/a"
     # One value for every policy on every seed (a bucket of gangs has no
     # single-pod arrival to fragment; every pair of an NVL72 tray is NVLinked):
@@ -54,25 +55,43 @@ def make_row(m, size, level, results, troupe, baselines, seeds, where):
             "stats": stats, "best": best, "verdict": v}
 
 
-def study_rows(study, measures, results, troupe, baselines, seeds, by_size=True):
+def ineligible(gate, results, troupe, baselines, seeds, where):
+    """The baselines that may not be the best one: those troupe leads on the
+    <gate> measure (the refused share) by the 2-SE rule. A policy refusing
+    jobs troupe runs (kube-tas refuses every gang larger than one domain of
+    its key) has an easier cluster, and its waits and shares would be
+    compared with troupe's on jobs it never ran. None at all if that would
+    leave no baseline."""
+    row = make_row(gate, None, None, results, troupe, baselines, seeds, where)
+    out = [b for b in baselines
+           if verdict(row["stats"][troupe], row["stats"][b], gate.better) == "leads"]
+    return out if len(out) < len(baselines) else []
+
+
+def study_rows(study, measures, results, troupe, baselines, seeds, by_size=True,
+               barred=()):
     """All rows of one study: the overall ones, then by size (unless
-    <by_size> is False). Rows no policy has a value for are left out."""
+    <by_size> is False). Rows no policy has a value for are left out. The
+    <barred> baselines are shown but never taken as the best (ineligible)."""
     where = f"study {study['name']}"
     ms = [m for m in measures if study["kind"] in m.kinds]
+    ok = [b for b in baselines if b not in barred]
+
+    def row(m, size, lv):
+        return make_row(m, size, lv, results, troupe, baselines, seeds, where,
+                        baselines if m.name == "refused" else ok)
     rows = []
     for m in ms:
         if m.path is None:
             continue
         for lv in levels_in(m, results, troupe, where) if m.levels else [None]:
-            rows.append(make_row(m, None, lv, results, troupe, baselines, seeds, where))
+            rows.append(row(m, None, lv))
     bucketed = [m for m in ms if m.bucket_path is not None]
     if by_size and bucketed:
         for size in sizes_in(results, where):
             for m in bucketed:
-                lvs = levels_in(m, results, troupe, where) if m.levels else [None]
-                for lv in lvs:
-                    rows.append(make_row(m, size, lv, results, troupe, baselines,
-                                         seeds, where))
+                for lv in levels_in(m, results, troupe, where) if m.levels else [None]:
+                    rows.append(row(m, size, lv))
     rows = [r for r in rows if any(n for _, _, n in r["stats"].values())]
     for m in ms:
         if not any(r["measure"].split(".")[0] == m.name for r in rows):
@@ -112,12 +131,15 @@ def markdown(rows, troupe, baselines, by_size):
     return "\n".join(out)
 
 
-def study_markdown(study, rows, troupe, baselines, seeds):
+def study_markdown(study, rows, troupe, baselines, seeds, barred=()):
     """A study's heading, its overall table and its by-size table."""
     out = [f"### {study['name']}: {study['cluster']}, {study['trace']}, "
            f"{len(seeds)} seeds ({seeds[0]}-{seeds[-1]})", "",
            "Mean ± standard error over seeds; verdict: troupe against the best "
            "baseline, decided only beyond 2 SE of the difference.", ""]
+    if barred:
+        out += [f"Never the best baseline, since they refuse more jobs than troupe "
+                f"(beyond 2 SE): {', '.join(barred)}.", ""]
     overall = [r for r in rows if r["size"] is None]
     sized = [r for r in rows if r["size"] is not None]
     out.append(markdown(overall, troupe, baselines, False))

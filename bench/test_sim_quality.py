@@ -132,6 +132,29 @@ class Fields(unittest.TestCase):
                                  [1, 2])
         self.assertEqual(rows[0]["verdict"], "tie")
 
+    def test_a_baseline_refusing_more_is_never_the_best(self):
+        ref = sim_quality.REFUSED
+        wait = Measure("w", "w", LOWER, ("w",), None)
+
+        def runs(refused, waits):
+            return [{"jobs_refused": r, "jobs_measured": 100, "w": w}
+                    for r, w in zip(refused, waits)]
+        res = {"t": runs([0, 0, 0], [10, 11, 12]),
+               "easy": runs([5, 6, 5], [0, 0, 1]),       # refuses 5 %: waits less
+               "slow": runs([0, 0, 0], [20, 21, 22])}
+        barred = report.ineligible(ref, res, "t", ["easy", "slow"], [1, 2, 3], "h")
+        self.assertEqual(barred, ["easy"])
+        rows = report.study_rows({"name": "s", "kind": "single"}, [ref, wait], res, "t",
+                                 ["easy", "slow"], [1, 2, 3], True, barred)
+        by = {r["measure"]: r for r in rows}
+        self.assertEqual((by["w"]["best"], by["w"]["verdict"]), ("slow", "leads"))
+        # The refused row itself still compares with every baseline.
+        self.assertEqual((by["refused"]["best"], by["refused"]["verdict"]), ("slow", "tie"))
+        # Refusing no more than troupe (within 2 SE) bars nothing.
+        res["easy"] = runs([0, 1, 0], [0, 0, 1])
+        self.assertEqual(report.ineligible(ref, res, "t", ["easy", "slow"], [1, 2, 3],
+                                           "h"), [])
+
     def test_rows_and_summary(self):
         m = Measure("q", "q", HIGHER, ("q",), None)
         res = {"t": [{"q": v} for v in (10, 11, 12)],
