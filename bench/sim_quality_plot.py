@@ -59,17 +59,20 @@ def panel(i, r, pols):
 
 def bar_chart(outdir, study, rows, troupe, baselines, n_seeds):
     """DIR/sim_quality_<study>.png: the key overall measures, one panel each."""
-    keyed = [r for r in rows if r["key"] and r["size"] is None]
+    # A measure with one value in every run ("same") draws an empty panel.
+    keyed = [r for r in rows if r["key"] and r["size"] is None and r["verdict"] != "same"]
     if not keyed:
         raise SystemExit(f"sim_quality: study {study['name']}: no key measure to plot")
     pols = [troupe, *baselines]
     cols = 2
     nrows = (len(keyed) + cols - 1) // cols
     png = os.path.join(outdir, f"sim_quality_{study['name'].replace('/', '-')}.png")
-    s = [f"set terminal {terminal()} size 1200,{360 * nrows}", f"set output {quote(png)}",
+    # noenhanced: "@" and "_" in policy names are gnuplot's markup otherwise.
+    s = [f"set terminal {terminal()} size 1200,{460 * nrows} noenhanced",
+         f"set output {quote(png)}",
          "set style fill solid 0.8 border -1", "set boxwidth 0.7",
-         "set xtics rotate by -30 left font ',8'", "set grid ytics",
-         f"set xrange [-0.6:{len(pols) - 0.4}]", "set bmargin 6",
+         "set xtics rotate by 90 right font ',8'", "set grid ytics",
+         f"set xrange [-0.6:{len(pols) - 0.4}]", "set bmargin 14",
          f"set multiplot layout {nrows},{cols} title "
          f"{quote(study['name'] + ': mean over ' + str(n_seeds) + ' seeds, error bars 2 SE')}"]
     for i, r in enumerate(keyed):
@@ -121,7 +124,7 @@ def front_chart(outdir, front, ms, n_seeds):
         ey = 0.0 if math.isnan(sy) else 2 * sy * ms[1].scale
         rows.append((p, f"{num(mx * ms[0].scale)} {num(my * ms[1].scale)} {num(ex)} "
                      f"{num(ey)} {quote(p['label'])}"))
-    s = [f"set terminal {terminal()} size 1000,750", f"set output {quote(png)}",
+    s = [f"set terminal {terminal()} size 1000,750 noenhanced", f"set output {quote(png)}",
          f"set title {quote(front['study'] + ': ' + str(n_seeds) + ' seeds, bars 2 SE')}",
          f"set xlabel {quote(ms[0].label + ' (' + ms[0].better + ' is better)')}",
          f"set ylabel {quote(ms[1].label + ' (' + ms[1].better + ' is better)')}",
