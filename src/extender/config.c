@@ -17,7 +17,7 @@
  *     gpu: [nvidia.com/gpu]
  *   scoring:
  *     policy: topology
- *     weights: {packing: 6, topology: 1, fragmentation: 2}
+ *     weights: {fit: 100, topology: 2, fragmentation: 3, packing: 0}
  *   api:                            # live API server only
  *     bind_timeout_seconds: 10
  *     page_size: 500
@@ -88,12 +88,14 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->cache.gpu_resources[0] = cfg->gpu_names[0];
 	cfg->cache.n_gpu_resources = 1;
 	snprintf(cfg->score_policy, sizeof(cfg->score_policy), "topology");
-	/* Chosen with bench/sim_placement (docs/benchmarks.md): packing must
-	 * dominate or whole nodes run out; a little topology weight buys NVLink
-	 * sets; the island term keeps the big NVLink islands for big pods. */
-	cfg->weights.packing = 6.0;
-	cfg->weights.topology = 1.0;
-	cfg->weights.fragmentation = 2.0;
+	/* Chosen with bench/sim_quality.py over ten seeds (docs/benchmarks.md):
+	 * best fit by GPUs decides (fit), then the set's links (topology) and
+	 * the islands it leaves (fragmentation); packing's share of the node
+	 * would send small pods to break whole boards, so it is off. */
+	cfg->weights.packing = 0.0;
+	cfg->weights.topology = 2.0;
+	cfg->weights.fragmentation = 3.0;
+	cfg->weights.fit = 100.0;
 	cfg->bind_timeout_s = 10;
 	cfg->unconfirmed_bind_s = 300;
 	cfg->filter_only_pod_s = 600;
@@ -200,6 +202,7 @@ static const struct key keys[] = {
 	{ "scoring.weights.packing", K_DOUBLE, F(weights.packing), 0 },
 	{ "scoring.weights.topology", K_DOUBLE, F(weights.topology), 0 },
 	{ "scoring.weights.fragmentation", K_DOUBLE, F(weights.fragmentation), 0 },
+	{ "scoring.weights.fit", K_DOUBLE, F(weights.fit), 0 },
 	{ "api", K_MAP, 0, 0 },
 	{ "api.bind_timeout_seconds", K_UINT, F(bind_timeout_s), 0 },
 	{ "api.page_size", K_UINT, F(informer.page_size), 0 },

@@ -105,11 +105,11 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	{
-		const double w[3] = { cfg->weights.packing, cfg->weights.topology,
-				      cfg->weights.fragmentation };
-		const char *names[3] = { "packing", "topology", "fragmentation" };
+		const double w[4] = { cfg->weights.packing, cfg->weights.topology,
+				      cfg->weights.fragmentation, cfg->weights.fit };
+		const char *names[4] = { "packing", "topology", "fragmentation", "fit" };
 
-		for (int i = 0; i < 3; i++) {
+		for (int i = 0; i < 4; i++) {
 			if (!isfinite(w[i]) || w[i] < 0) {
 				snprintf(err, errlen, "scoring.weights.%s must be a number >= 0, not %g",
 					 names[i], w[i]);
@@ -117,7 +117,8 @@ int ext_config_validate(const struct ext_config *cfg, char *err, size_t errlen)
 			}
 		}
 	}
-	if (cfg->weights.packing + cfg->weights.topology + cfg->weights.fragmentation <= 0) {
+	if (cfg->weights.packing + cfg->weights.topology + cfg->weights.fragmentation +
+	    cfg->weights.fit <= 0) {
 		snprintf(err, errlen, "scoring.weights: at least one weight must be positive");
 		return -EINVAL;
 	}

@@ -363,9 +363,10 @@ static void put_best(struct walk *w, unsigned best, struct strbuf *sb)
 			else
 				strbuf_puts(sb, "null");
 			strbuf_printf(sb, ",\"numaNodes\":%u,\"topologyKnown\":%s,\"terms\":"
-				      "{\"packing\":%.3f,\"topology\":%.3f,\"fragmentation\":%.3f}",
-				      t.choice.numa_nodes, t.known ? "true" : "false", t.packing,
-				      t.topology, t.fragmentation);
+				      "{\"fit\":%.3f,\"packing\":%.3f,\"topology\":%.3f,"
+				      "\"fragmentation\":%.3f}",
+				      t.choice.numa_nodes, t.known ? "true" : "false", t.fit,
+				      t.packing, t.topology, t.fragmentation);
 		}
 		strbuf_puts(sb, "}");
 	}
@@ -400,8 +401,9 @@ static long put_pod_nodes(const struct ext_service *svc, const struct cache_pod_
 	put_groups(&w, examples, sb);
 	strbuf_puts(sb, "},\"scoring\":{\"policy\":");
 	ext__explain_put_str(sb, svc->score ? svc->score->name : NULL);
-	strbuf_printf(sb, ",\"weights\":{\"packing\":%g,\"topology\":%g,\"fragmentation\":%g}},"
-		      "\"best\":", svc->cfg->weights.packing, svc->cfg->weights.topology,
+	strbuf_printf(sb, ",\"weights\":{\"fit\":%g,\"packing\":%g,\"topology\":%g,"
+		      "\"fragmentation\":%g}},\"best\":", svc->cfg->weights.fit,
+		      svc->cfg->weights.packing, svc->cfg->weights.topology,
 		      svc->cfg->weights.fragmentation);
 	put_best(&w, best, sb);
 	cache_read_end(svc->cache);

@@ -82,9 +82,9 @@ static void print_best(FILE *out, const cJSON *j)
 
 	if (cJSON_GetArraySize(json_get(j, "best")) == 0)
 		return;
-	fprintf(out, "\nBest nodes (scoring %s; weights packing %g, topology %g, fragmentation "
-		"%g):\n", str_or(sc, "policy", "?"), num(w, "packing"), num(w, "topology"),
-		num(w, "fragmentation"));
+	fprintf(out, "\nBest nodes (scoring %s; weights fit %g, packing %g, topology %g, "
+		"fragmentation %g):\n", str_or(sc, "policy", "?"), num(w, "fit"), num(w, "packing"),
+		num(w, "topology"), num(w, "fragmentation"));
 	cJSON_ArrayForEach(b, json_get(j, "best")) {
 		const cJSON *t = json_obj(b, "terms");
 
@@ -92,8 +92,9 @@ static void print_best(FILE *out, const cJSON *j)
 			str_or(b, "node", "?"), num(b, "score"), num(b, "fineScore"),
 			str_or(b, "devices", "-"), str_or(b, "worstLink", "-"));
 		if (t)
-			fprintf(out, "  packing %.2f topology %.2f fragmentation %.2f",
-				num(t, "packing"), num(t, "topology"), num(t, "fragmentation"));
+			fprintf(out, "  fit %.2f packing %.2f topology %.2f fragmentation %.2f",
+				num(t, "fit"), num(t, "packing"), num(t, "topology"),
+				num(t, "fragmentation"));
 		fprintf(out, "\n");
 	}
 }

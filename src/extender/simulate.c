@@ -65,8 +65,8 @@ static void usage(FILE *f)
 "  --extender-weight N the extender weight the kube rankers model (default %d,\n"
 "                      config/scheduler-config.yaml's).\n", SIM_MAX_POLICIES, SIM_EXTENDER_WEIGHT);
 	fprintf(f,
-"  --weights P,T,F     scoring weights packing,topology,fragmentation (default: the\n"
-"                      config's, 6,1,2).\n"
+"  --weights P,T,F[,B] scoring weights packing,topology,fragmentation and fit (B;\n"
+"                      0 when left out) (default: the config's, 0,2,3,100).\n"
 "  --seed N            seed for ties between equally scored nodes (default: the\n"
 "                      trace's seed, else 1). The same seed gives the same run.\n"
 "  --order ORDER       the order waiting jobs are retried in: fair (default), the\n"
@@ -217,12 +217,19 @@ int ext_simulate_main(int argc, char **argv)
 		case OPT_POLICY: policy = optarg; break;
 		case OPT_COMPARE: compare = optarg; break;
 		case OPT_WEIGHTS:
-			if (sscanf(optarg, "%lf,%lf,%lf", &s.w.packing, &s.w.topology,
-				   &s.w.fragmentation) != 3 || s.w.packing < 0 ||
-			    s.w.topology < 0 || s.w.fragmentation < 0) {
-				fprintf(stderr, "troupe simulate: --weights takes three "
-					"numbers >= 0, PACKING,TOPOLOGY,FRAGMENTATION\n");
-				return 2;
+			s.w.fit = 0;
+			{
+				int got = sscanf(optarg, "%lf,%lf,%lf,%lf", &s.w.packing,
+						 &s.w.topology, &s.w.fragmentation, &s.w.fit);
+
+				if ((got != 3 && got != 4) || s.w.packing < 0 || s.w.topology < 0 ||
+				    s.w.fragmentation < 0 || s.w.fit < 0 ||
+				    s.w.packing + s.w.topology + s.w.fragmentation + s.w.fit <= 0) {
+					fprintf(stderr, "troupe simulate: --weights takes three or "
+						"four numbers >= 0, not all 0, PACKING,TOPOLOGY,"
+						"FRAGMENTATION[,FIT]\n");
+					return 2;
+				}
 			}
 			weights_set = true;
 			break;

@@ -19,6 +19,9 @@
  * fine enough to order nodes the coarse scale would tie (placement_rank maps
  * one request's fine scores onto the coarse one). */
 enum { PLACEMENT_REASON_LEN = 160, PLACEMENT_MAX_SCORE = 10, PLACEMENT_FINE_MAX = 250 };
+/* The fit term counts the GPUs a node is left with up to this many: a node
+ * left with as many or more scores 0 on it (a whole 8-GPU board's worth). */
+enum { PLACEMENT_FIT_SPAN = 8 };
 
 enum placement_verdict {
 	PLACEMENT_FITS = 0,
@@ -105,6 +108,7 @@ struct placement_weights {
 	double packing;         /* prefer nodes already partly used */
 	double topology;        /* prefer nodes that give this pod a better-connected set */
 	double fragmentation;   /* prefer choices that leave connected islands free */
+	double fit;             /* prefer nodes left with the fewest free GPUs (best fit) */
 };
 
 /* A scoring policy: one table per policy file, chosen by name from config. */
@@ -186,6 +190,7 @@ struct placement_score_terms {
 	double packing;         /* GPU utilisation after the pod lands */
 	double topology;        /* the chosen set's quality (placement_set_quality) */
 	double fragmentation;   /* 1 - the share of the largest free island it breaks */
+	double fit;             /* 1 - the GPUs left free, of PLACEMENT_FIT_SPAN */
 	struct placement_choice choice;
 	bool known;             /* the node's links are known */
 };

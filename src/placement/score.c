@@ -61,7 +61,7 @@ static bool same_ctx(const struct ctx *a, const struct placement_score_ops *ops,
 		     const struct placement_weights *w)
 {
 	return a->ops == ops && a->w.packing == w->packing && a->w.topology == w->topology &&
-	       a->w.fragmentation == w->fragmentation;
+	       a->w.fragmentation == w->fragmentation && a->w.fit == w->fit;
 }
 
 static unsigned ctx_id(const struct placement_score_ops *ops, const struct placement_weights *w)

@@ -1,7 +1,13 @@
-/* The "topology" scoring policy (the default): a weighted sum of three terms,
- * each in 0..1, scaled to 0..PLACEMENT_FINE_MAX (250; prioritize ranks them onto
- * kube-scheduler's 0..10, placement_rank).
+/* The "topology" scoring policy (the default): a weighted sum of four terms,
+ * each in 0..1, scaled to 0..PLACEMENT_FINE_MAX (250; prioritize ranks them
+ * onto kube-scheduler's 0..10, placement_rank).
  *
+ *   fit            best fit by GPUs: 1 - the free GPUs the node is left with
+ *                  (up to PLACEMENT_FIT_SPAN, 8) / 8. Counted in GPUs, not as
+ *                  a share of the node: a GPU left on a 4-GPU box is worth
+ *                  what one left on an 8-GPU board is, so small pods fill the
+ *                  boxes no 8-GPU pod can use before they break a whole board
+ *                  (binpack's share does the opposite);
  *   topology       quality of the best set this node can give the pod now
  *                  (placement_set_quality: NVLink near 1, PCIe lower, across
  *                  sockets lowest; one GPU is always 1);
@@ -10,10 +16,16 @@
  *                  the island is the largest set of free devices that are all
  *                  pairwise NVLinked. A pod that fits into a small island, or
  *                  lands where there is none to break, scores 1; a pair cut
- *                  out of an empty NVSwitch board scores 0.75. Best-fit into
- *                  the smallest island keeps the large ones for large jobs
- *                  (bench/sim_placement measures this against baselines);
+ *                  out of an empty NVSwitch board scores 0.75;
  *   packing        GPU utilisation after placement (as binpack).
+ *
+ * The default weights (fit 100, topology 2, fragmentation 3, packing 0) make
+ * the order lexicographic: one GPU less left is worth about 30 fine points,
+ * all of topology and fragmentation together at most 12, so the best fit
+ * always wins and the set's links and islands decide between equal fits.
+ * They were chosen by `bench/sim_quality.py` over ten seeds against every
+ * baseline (docs/benchmarks.md: the trade-off between waits and links, and
+ * why this point of it).
  *
  * prioritize answers the rank of the node's score among the request's nodes
  * (placement_rank), which kube-scheduler multiplies by the extender's weight
@@ -54,6 +66,12 @@ int placement_score_terms(const struct cache_node_view *view, const struct place
 		return -ENOSPC;
 	out->known = t && t->known;
 	out->packing = placement__packing(view, &req->demand);
+	{
+		unsigned f = cache_view_free_gpus(view), left = f > k ? f - k : 0;
+
+		out->fit = 1.0 - (double)(left < PLACEMENT_FIT_SPAN ? left : PLACEMENT_FIT_SPAN) /
+				     PLACEMENT_FIT_SPAN;
+	}
 	out->topology = placement_set_quality(&out->choice, k, out->known);
 	if (out->known) {
 		unsigned before = placement_largest_island(t, free_mask);
@@ -70,7 +88,7 @@ static unsigned topology_score(const struct placement_weights *w,
 			       const struct cache_node_view *view,
 			       const struct placement_request *req)
 {
-	double total = w->packing + w->topology + w->fragmentation, sum;
+	double total = w->packing + w->topology + w->fragmentation + w->fit, sum;
 	struct placement_score_terms st;
 
 	if (total <= 0.0 || req->demand.gpus == 0)
@@ -78,7 +96,7 @@ static unsigned topology_score(const struct placement_weights *w,
 	if (placement_score_terms(view, req, &st) < 0)
 		return 0;
 	sum = w->packing * st.packing + w->topology * st.topology +
-	      w->fragmentation * st.fragmentation;
+	      w->fragmentation * st.fragmentation + w->fit * st.fit;
 	return (unsigned)lround(PLACEMENT_FINE_MAX * sum / total);
 }
 

@@ -132,7 +132,7 @@ class ExplainSnapshotTest(unittest.TestCase):
         self.assertEqual(scores, sorted(scores, reverse=True))
         for b in ex["best"]:
             self.assertEqual(len(b["devices"].split(",")), 4)
-            self.assertEqual(set(b["terms"]), {"packing", "topology", "fragmentation"})
+            self.assertEqual(set(b["terms"]), {"fit", "packing", "topology", "fragmentation"})
         self.assertEqual(ex["scoring"]["policy"], "topology")
         # Fewer examples, fewer best: the counts stay.
         s, _, few = self.get("pod", "ml/solo-4", examples=0, best=1)

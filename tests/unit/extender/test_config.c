@@ -34,9 +34,10 @@ static void assert_config_defaults(const struct ext_config *c)
 	assert_int_equal(c->cache.n_gpu_resources, 1);
 	assert_string_equal(c->cache.gpu_resources[0], "nvidia.com/gpu");
 	assert_string_equal(c->score_policy, "topology");
-	assert_true(c->weights.packing == 6.0);
-	assert_true(c->weights.topology == 1.0);
-	assert_true(c->weights.fragmentation == 2.0);
+	assert_true(c->weights.packing == 0.0);
+	assert_true(c->weights.topology == 2.0);
+	assert_true(c->weights.fragmentation == 3.0);
+	assert_true(c->weights.fit == 100.0);
 	assert_int_equal(c->informer.access_check_s, 60);
 	assert_int_equal(c->unconfirmed_bind_s, 300);
 	assert_int_equal(c->filter_only_pod_s, 600);
@@ -326,6 +327,7 @@ static void cfg_zero_weight(struct ext_config *c)
 	c->weights.packing = 0;
 	c->weights.topology = 0;
 	c->weights.fragmentation = 0;
+	c->weights.fit = 0;
 }
 
 static void cfg_negative_weight(struct ext_config *c)

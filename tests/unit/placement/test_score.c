@@ -38,7 +38,7 @@ static void test_placement_score_find_by_exact_name(void **state)
 static void memo_check_one(const struct placement_score_ops *ops, const struct placement_topo *cls,
 			   unsigned cap, uint64_t used, unsigned k, int kind, int lvl)
 {
-	static const struct placement_weights w = { 1, 1, 1 };
+	static const struct placement_weights w = { 1, 1, 1, 1 };
 	struct placement_request req = { .demand = gpus(NV, k) };
 	struct placement_score_memo memo;
 	struct cache_node n = make_node(NV, cap, cap, true, false);
@@ -76,7 +76,8 @@ static void test_placement_score_memo_matches_policy(void **state)
 		for (int round = 0; round < 60; round++) {
 			struct placement_weights w = { (rand_r(&seed) % 4) / 2.0,
 						       (rand_r(&seed) % 4) / 2.0,
-						       (rand_r(&seed) % 4) / 2.0 };
+						       (rand_r(&seed) % 4) / 2.0,
+						       (rand_r(&seed) % 4) * 10.0 };
 			struct placement_request req = { .demand = gpus(NV, 1 + rand_r(&seed) % 8) };
 			struct placement_score_memo memo;
 			unsigned n_nodes = 1000;
