@@ -5,10 +5,10 @@
     gen_sim_cluster.py --kind nvl72 [--racks 16] [--out config/examples/cluster-gang-nvl72.json]
     gen_sim_cluster.py --kind h100 [--nodes 128] [--out config/examples/cluster-gang-h100.json]
 
---kind mixed (the default), the placement benchmark's cluster: the nodes are bench/sim_placement's four machine types, interleaved in equal shares
-(node i is type i mod 4, as sim_placement mixes them), each with its links written out
-in the troupe.io/gpu-topology annotation as `nvidia-smi topo -m` prints them, so the
-simulator reads the same matrices sim_placement builds in bench/sim_cluster.c:
+--kind mixed (the default), the placement benchmark's cluster: four machine types,
+interleaved in equal shares (node i is type i mod 4, the mix of the retired
+bench/sim_placement, so its published figures stay comparable), each with its links
+written out in the troupe.io/gpu-topology annotation as `nvidia-smi topo -m` prints them:
 
   nvswitch  8 GPUs, every pair NV12 (HGX A100/H100 baseboard), GPUs 0-3 and 4-7 on
             NUMA nodes 0 and 1;

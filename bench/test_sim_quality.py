@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""bench/sim_quality.py's rules on made-up numbers: the 2-SE verdict, the
+direction of "better" per measure, the best baseline, the Pareto front, a
+missing field named, and the per-seed trace. Each case is built so that a
+rule written otherwise (one SE, the SEs added instead of in quadrature, the
+direction flipped, >= for >) gives another answer.
+"""
+import contextlib
+import io
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sim_quality_stats import (HIGHER, LOWER, Measure, MissingField,  # noqa: E402
+                               best_baseline, mean_se, non_dominated, value_of, verdict)
+import sim_quality  # noqa: E402
+import sim_quality_report as report  # noqa: E402
+import sim_quality_run as run  # noqa: E402
+
+
+class Verdict(unittest.TestCase):
+    def test_two_se_of_the_difference(self):
+        # se of the difference: sqrt(3^2 + 4^2) = 5; 2 SE = 10.
+        self.assertEqual(verdict((110.5, 3, 10), (100, 4, 10), HIGHER), "leads")
+        self.assertEqual(verdict((109.5, 3, 10), (100, 4, 10), HIGHER), "tie")
+        # One SE (5) or the plain sum of SEs (7) would call 9.5 apart a lead;
+        # 2 x the sum (14) would call 12 a tie.
+        self.assertEqual(verdict((112, 3, 10), (100, 4, 10), HIGHER), "leads")
+        self.assertEqual(verdict((89.5, 3, 10), (100, 4, 10), HIGHER), "behind")
+        self.assertEqual(verdict((90.5, 3, 10), (100, 4, 10), HIGHER), "tie")
+
+    def test_exactly_two_se_is_a_tie(self):
+        self.assertEqual(verdict((110, 3, 10), (100, 4, 10), HIGHER), "tie")
+        self.assertEqual(verdict((90, 3, 10), (100, 4, 10), HIGHER), "tie")
+
+    def test_lower_is_better_flips(self):
+        self.assertEqual(verdict((1.0, 0.1, 10), (2.0, 0.1, 10), LOWER), "leads")
+        self.assertEqual(verdict((2.0, 0.1, 10), (1.0, 0.1, 10), LOWER), "behind")
+        self.assertEqual(verdict((1.0, 0.1, 10), (2.0, 0.1, 10), HIGHER), "behind")
+
+    def test_no_spread_and_no_values(self):
+        self.assertEqual(verdict((1.0, 0.0, 10), (1.0, 0.0, 10), HIGHER), "tie")
+        self.assertEqual(verdict((1.1, 0.0, 10), (1.0, 0.0, 10), HIGHER), "leads")
+        self.assertEqual(verdict((5.0, math.nan, 1), (1.0, math.nan, 1), HIGHER), "tie")
+        self.assertEqual(verdict((5.0, 1.0, 0), (1.0, 0.1, 10), HIGHER), "n/a")
+
+
+class Stats(unittest.TestCase):
+    def test_mean_se(self):
+        m, se, n = mean_se([1.0, 2.0, 3.0, None])
+        self.assertEqual((m, n), (2.0, 3))
+        self.assertAlmostEqual(se, 1.0 / math.sqrt(3))     # sample sd 1
+        self.assertTrue(math.isnan(mean_se([4.0])[1]))
+        self.assertEqual(mean_se([None])[2], 0)
+
+    def test_best_baseline_by_direction(self):
+        stats = {"a": (1.0, 0, 3), "b": (3.0, 0, 3), "c": (9.0, 0, 0)}
+        self.assertEqual(best_baseline(stats, ["a", "b", "c"], HIGHER), "b")
+        self.assertEqual(best_baseline(stats, ["a", "b", "c"], LOWER), "a")
+        self.assertIsNone(best_baseline(stats, ["c"], LOWER))
+
+    def test_directions_of_the_measures(self):
+        d = {m.name: m.better for m in sim_quality.MEASURES}
+        for name in ("wait_mean", "wait_p95", "wait_gpu_hours", "refused", "fragmentation",
+                     "topology_fragmentation", "node_fragmentation",
+                     "domain_fragmentation"):
+            self.assertEqual(d[name], LOWER, name)
+        for name in ("nvlink_rate", "link_quality", "gpu_utilisation", "in_one"):
+            self.assertEqual(d[name], HIGHER, name)
+
+    def test_pareto_front(self):
+        # (wait lower, rate higher): (1, 5) dominates (2, 4); (3, 9) is on it.
+        pts = [(1, 5), (2, 4), (3, 9), (1, 5), (3, 8)]
+        self.assertEqual(non_dominated(pts, [LOWER, HIGHER]), [0, 2, 3])
+        self.assertEqual(non_dominated(pts, [HIGHER, HIGHER]), [2])
+
+
+class Fields(unittest.TestCase):
+    M = Measure("x", "x", HIGHER, ("a", "b"), ("r",), multi=True)
+
+    def test_missing_field_is_named(self):
+        with self.assertRaisesRegex(MissingField, r'"a\.b"'):
+            value_of(self.M, {"a": {}}, None, None, "here")
+        with self.assertRaisesRegex(MissingField, r'"by_size"'):
+            value_of(self.M, {"a": {"b": 1}}, 8, None, "here")
+
+    def test_a_count_over_a_count(self):
+        m = Measure("r", "r", LOWER, ("refused",), None, per=("measured",))
+        self.assertEqual(value_of(m, {"refused": 5, "measured": 20}, None, None, "h"), 0.25)
+        self.assertIsNone(value_of(m, {"refused": 0, "measured": 0}, None, None, "h"))
+        with self.assertRaisesRegex(MissingField, r'"measured"'):
+            value_of(m, {"refused": 5}, None, None, "h")
+
+    def test_bucket_values(self):
+        obj = {"by_size": [{"size": 1, "pods_multi": 0, "r": 0.0},
+                           {"size": 8, "pods_multi": 3, "r": 0.5}]}
+        self.assertIsNone(value_of(self.M, obj, 1, None, "here"))    # no multi-GPU pod
+        self.assertEqual(value_of(self.M, obj, 8, None, "here"), 0.5)
+        self.assertIsNone(value_of(self.M, obj, 16, None, "here"))   # no such job
+
+    def test_levels_rows_in_level_order(self):
+        m = Measure("in_one", "in one {level}", HIGHER, ("in_one",), ("in_one",),
+                    kinds=("gangs",), levels=True)
+        run_ = {"in_one": {"block": 0.5, "spine": 0.9},
+                "by_size": [{"size": 1}, {"size": 16, "in_one": {"block": 0.25}}]}
+        res = {"t": [run_, run_], "a": [run_, run_]}
+        rows = report.study_rows({"name": "g", "kind": "gangs"}, [m], res, "t", ["a"],
+                                 [1, 2])
+        self.assertEqual([(r["label"], r["size"]) for r in rows],
+                         [("in one spine", None), ("in one block", None),
+                          ("in one block", 16)])
+        # Not a measure of the single-pod study.
+        self.assertEqual(report.study_rows({"name": "s", "kind": "single"}, [m], res,
+                                           "t", ["a"], [1, 2]), [])
+
+    def test_one_value_everywhere_is_not_counted(self):
+        m = Measure("q", "q", HIGHER, ("q",), None)
+        res = {"t": [{"q": 0.0}, {"q": 0.0}], "a": [{"q": 0.0}, {"q": 0.0}]}
+        rows = report.study_rows({"name": "s", "kind": "single"}, [m], res, "t", ["a"],
+                                 [1, 2])
+        self.assertEqual(rows[0]["verdict"], "same")
+        self.assertIn("of 0 measures (1 more the same for every policy, not counted)",
+                      report.summary([("s", rows[0])], "t", 2))
+        # Equal means but a spread over seeds is a tie, and counted.
+        res = {"t": [{"q": 0.0}, {"q": 1.0}], "a": [{"q": 1.0}, {"q": 0.0}]}
+        rows = report.study_rows({"name": "s", "kind": "single"}, [m], res, "t", ["a"],
+                                 [1, 2])
+        self.assertEqual(rows[0]["verdict"], "tie")
+
+    def test_a_baseline_refusing_more_is_never_the_best(self):
+        ref = sim_quality.REFUSED
+        wait = Measure("w", "w", LOWER, ("w",), None)
+
+        def runs(refused, waits):
+            return [{"jobs_refused": r, "jobs_measured": 100, "w": w}
+                    for r, w in zip(refused, waits)]
+        res = {"t": runs([0, 0, 0], [10, 11, 12]),
+               "easy": runs([5, 6, 5], [0, 0, 1]),       # refuses 5 %: waits less
+               "slow": runs([0, 0, 0], [20, 21, 22])}
+        barred = report.ineligible(ref, res, "t", ["easy", "slow"], [1, 2, 3], "h")
+        self.assertEqual(barred, ["easy"])
+        rows = report.study_rows({"name": "s", "kind": "single"}, [ref, wait], res, "t",
+                                 ["easy", "slow"], [1, 2, 3], True, barred)
+        by = {r["measure"]: r for r in rows}
+        self.assertEqual((by["w"]["best"], by["w"]["verdict"]), ("slow", "leads"))
+        # The refused row itself still compares with every baseline.
+        self.assertEqual((by["refused"]["best"], by["refused"]["verdict"]), ("slow", "tie"))
+        # Refusing no more than troupe (within 2 SE) bars nothing.
+        res["easy"] = runs([0, 1, 0], [0, 0, 1])
+        self.assertEqual(report.ineligible(ref, res, "t", ["easy", "slow"], [1, 2, 3],
+                                           "h"), [])
+
+    def test_rows_and_summary(self):
+        m = Measure("q", "q", HIGHER, ("q",), None)
+        res = {"t": [{"q": v} for v in (10, 11, 12)],
+               "a": [{"q": v} for v in (1, 2, 3)],
+               "b": [{"q": v} for v in (20, 21, 22)]}
+        study = {"name": "s", "kind": "single"}
+        rows = report.study_rows(study, [m], res, "t", ["a", "b"], [1, 2, 3])
+        self.assertEqual((rows[0]["best"], rows[0]["verdict"]), ("b", "behind"))
+        text = report.summary([("s", rows[0])], "t", 3)
+        self.assertIn("leads on 0, ties on 0, behind on 1 of 1 measures", text)
+        self.assertIn("behind on: s: q", text)
+
+
+class Traces(unittest.TestCase):
+    def test_every_seed_line_and_the_job_count(self):
+        text = "seed: 1\nwarmup: 0.1\ngenerate:\n  jobs: 50000\n  seed: 1\n"
+        out = run.seeded_trace_text(text, "t.yaml", 7, 500)
+        self.assertEqual(out, "seed: 7\nwarmup: 0.1\ngenerate:\n  jobs: 500\n  seed: 7\n")
+        with self.assertRaises(run.RunError):
+            run.seeded_trace_text("jobs: []\n", "t.yaml", 7)
+
+    def test_groups_fit_compare(self):
+        g = run.groups([str(i) for i in range(17)])
+        self.assertEqual([len(x) for x in g], [8, 8, 1])
+
+
+# A stand-in for `troupe simulate -o json`: every policy's figures from its
+# name and the trace's seed, so the whole command (seeds in the traces, runs in
+# groups of 8, rows, summary, --json) is checked without the real simulator.
+# "topology" waits longer than every other policy (behind), has a better
+# NVLink rate by far (leads) and the same utilisation give or take the seed (tie).
+FAKE = r'''#!/usr/bin/env python3
+import json, re, sys
+a = sys.argv[1:]
+pols = a[a.index("--compare") + 1].split(",")
+if len(pols) > 8:
+    sys.exit("troupe simulate: --compare: at most 8 policies")
+seed = int(re.search(r"^seed: (\d+)", open(a[a.index("--workload") + 1]).read(), re.M).group(1))
+def fig(p):
+    t = p == "topology"
+    w = {"n": 10, "mean": (200.0 if t else 100.0) + seed, "p50": 0, "p95": 1, "max": 2}
+    b = [{"size": 1, "jobs": 5, "pods_multi": 0, "nvlink_rate": 0, "link_quality": 0,
+          "topology_fragmentation": 0, "node_fragmentation": 0, "wait_s": w,
+          "wait_gpu_hours": 1.0},
+         {"size": 8, "jobs": 5, "pods_multi": 5, "nvlink_rate": 0.9 if t else 0.5,
+          "link_quality": 0.5, "topology_fragmentation": 0.1, "node_fragmentation": 0.1,
+          "wait_s": w, "wait_gpu_hours": 1.0}]
+    return {"policy": p, "jobs_measured": 10, "jobs_refused": 0, "wait_s": w,
+            "wait_gpu_hours": 1.0 + seed,
+            "gpu_utilisation": 0.5 + 0.01 * seed + (0.001 if t else 0),
+            "nvlink_complete": {"pods": 5, "nvlink": 1, "rate": 0.9 if t else 0.5},
+            "link_quality": 0.5, "fragmentation": 0.2, "topology_fragmentation": 0.1,
+            "node_fragmentation": 0.1, "domain_fragmentation": 0.1, "by_size": b}
+print(json.dumps({"policies": [fig(p) for p in pols]}))
+'''
+
+
+class Command(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="test-sim-quality.")
+        self.bin = os.path.join(self.dir, "troupe")
+        with open(self.bin, "w") as f:
+            f.write(FAKE)
+        os.chmod(self.bin, 0o755)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def run_it(self, *args):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = sim_quality.main(["--bin", self.bin, "--study", "single", *args])
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_the_whole_command(self):
+        js = os.path.join(self.dir, "out.json")
+        rc, out, err = self.run_it("--seeds", "3", "--json", js, "--measures",
+                                   "wait_mean,nvlink_rate,gpu_utilisation",
+                                   "--baselines", ",".join(f"b{i}" for i in range(9)))
+        self.assertEqual(rc, 0, err)
+        last = out.strip().splitlines()
+        self.assertEqual(last[-2], "troupe (topology) vs best baseline over 3 seeds: "
+                         "leads on 2, ties on 1, behind on 3 of 6 measures")
+        self.assertEqual(last[-1], "behind on: single: mean wait, min; "
+                         "single: mean wait, min (size 1); single: mean wait, min (size 8)")
+        with open(js) as f:
+            doc = json.load(f)
+        rows = {(r["measure"], r["size"]): r for r in doc["studies"][0]["rows"]}
+        self.assertEqual(rows[("nvlink_rate", 8)]["verdict"], "leads")
+        self.assertNotIn(("nvlink_rate", 1), rows)     # no multi-GPU pod of size 1
+        self.assertEqual(rows[("wait_mean", None)]["stats"]["b8"]["n"], 3)
+
+    def test_a_missing_field_fails_naming_it(self):
+        rc, _, err = self.run_it("--seeds", "2", "--measures", "in_one",
+                                 "--study", "single")
+        self.assertEqual(rc, 0)     # in_one is a gang measure: not asked of single
+        with open(self.bin) as f:
+            text = f.read()
+        with open(self.bin, "w") as f:
+            f.write(text.replace('"wait_gpu_hours": 1.0 + seed,', ""))
+        rc, _, err = self.run_it("--seeds", "2", "--overall-only")
+        self.assertEqual(rc, 1)
+        self.assertIn('no field "wait_gpu_hours"', err)
+
+
+if __name__ == "__main__":
+    unittest.main()
