@@ -594,6 +594,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 							     async);
 
 		if (gr == GANG_BIND_HELD) {
+			ext_top_choice_judge(svc->top_choice, info.ns, info.name, b.pod_uid, b.node);
 			complete = false;
 			goto out;
 		}

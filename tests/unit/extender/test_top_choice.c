@@ -14,8 +14,12 @@
  *   test_through_the_verbs           prioritize then bind on the test cluster:
  *                                    top, other (a node answered lower) and
  *                                    unscored (no prioritize); the metric text
+ *   test_gang_members_unscored       a gang's members, held at the barrier and
+ *                                    posted at quorum, count unscored: their
+ *                                    plan decides, not a ranking
  */
 #include "fixture.h"
+#include "gang_fixture.h"
 
 #include "extender/top_choice.h"
 
@@ -231,6 +235,41 @@ static void test_through_the_verbs(void **state)
 	f->svc.top_choice = NULL;
 }
 
+static void test_gang_members_unscored(void **state)
+{
+	struct gfx *g = *state;
+	struct pending_bind b0, b1;
+	uint64_t n[EXT_TOP_CHOICE_OUTCOMES];
+	unsigned status = 0;
+	char *body;
+	cJSON *j;
+
+	g->fx.svc.top_choice = ext_top_choice_new();
+	pair_planned(g);
+	/* prioritize too: a member's answer (its plan's slots) is not kept. */
+	body = names_args(gang_pod("w-0", "pair", 2, 8, ""), gpu_nodes);
+	cJSON_Delete(call(ext_prioritize, &g->fx, body, &status));
+	free(body);
+	assert_int_equal(status, 200);
+	j = filter_member(g, "w-1", "pair", 2, 8, gpu_nodes);
+	cJSON_Delete(j);
+	bind_start(g, &b0, "w-0", "gpu-a100-1");
+	bind_start(g, &b1, "w-1", "gpu-h100-1");
+	assert_true(fake_wait_posts(&g->binder, 2, 2000));
+	fake_answer(&g->binder, 0, 0, "201 Created", 0);
+	fake_answer(&g->binder, 1, 0, "201 Created", 0);
+	assert_true(bind_wait(&b0, 2000));
+	assert_true(bind_wait(&b1, 2000));
+	bind_fini(&b0);
+	bind_fini(&b1);
+	ext_top_choice_get_stats(g->fx.svc.top_choice, n);
+	assert_int_equal(n[EXT_TOP_CHOICE_TOP], 0);
+	assert_int_equal(n[EXT_TOP_CHOICE_OTHER], 0);
+	assert_int_equal(n[EXT_TOP_CHOICE_UNSCORED], 2);
+	ext_top_choice_free(g->fx.svc.top_choice);
+	g->fx.svc.top_choice = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -239,6 +278,7 @@ int main(void)
 		cmocka_unit_test(test_bounded_pods),
 		cmocka_unit_test(test_best_nodes_kept),
 		cmocka_unit_test_setup_teardown(test_through_the_verbs, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_gang_members_unscored, gfx_setup, gfx_teardown),
 	};
 
 	log_set_level(LOG_ERROR);
