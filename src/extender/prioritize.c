@@ -6,7 +6,9 @@
  * filter left moments before (cycle.h) when nothing changed since. Those are
  * fine scores (0..250); the answer is their rank among the request's nodes
  * (placement_rank: the best 10, the next 9, ...), so the whole answer is
- * gathered before any of it is written.
+ * gathered before any of it is written. A single GPU pod's best-ranked nodes
+ * are left for its bind, which counts whether kube-scheduler chose one of
+ * them (top_choice.h).
  */
 #include "extender/internal.h"
 
