@@ -29,7 +29,8 @@ two profiles scores as the sidecar does).
                                       [--rounds N] [--seeds 1,2,3] [--json]
 
 Needs the Kubernetes binaries (./scripts/e2e builds them) and troupe built
-(TROUPE_BIN, default build/src/extender/troupe). Takes about 30 s a run.
+(TROUPE_BIN, default build/src/extender/troupe). About 10 s a run, after a minute to
+start the control plane.
 """
 import argparse
 import json
@@ -99,7 +100,7 @@ def main():
         c.down()
     print("%-11s %6s %6s %5s %6s %8s  %s" % ("config", "top", "8free", "on4", "nodes", "unplaced",
                                              "cpu pods"))
-    for name, _ in configs:
+    for name in dict.fromkeys(n for n, _ in configs):     # each once, in order
         rs = [r for r in runs if r["config"] == name]
         tops = [r["top_share"] for r in rs if r["top_share"] is not None]
         # (the share is per run; the figure is their mean)
