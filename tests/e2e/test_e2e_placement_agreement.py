@@ -271,6 +271,11 @@ def run_scenario(c, ns, weight=None, sidecar=False, seed=None):
     }
 
 
+def figures(r):
+    """A run's figures without the per-pod lists, for the test's output."""
+    return {k: v for k, v in r.items() if k not in ("placed", "cpu_nodes")}
+
+
 setUpModule, tearDownModule = module_cluster("agreement", nodes=0)
 
 
@@ -288,7 +293,7 @@ class Agreement(E2E):
         without = run_scenario(self.c, self.ns, None)
         w = shipped_weight()
         r = run_scenario(self.c, self.ns, w)
-        print("\nweight %d: %s" % (w, {k: v for k, v in r.items() if k not in ("placed", "cpu_nodes")}))
+        print("\nweight %d: %s" % (w, figures(r)))
         self.assertEqual(r["top_choice"], {"top": len(GPU_SIZES), "other": 0, "unscored": 0},
                          "with the shipped weight %d kube-scheduler bound GPU pods off troupe's "
                          "top node: %s" % (w, r["placed"]))
@@ -298,7 +303,7 @@ class Agreement(E2E):
 
     def test_scenario_can_fail_at_weight_1(self):
         r = run_scenario(self.c, self.ns, 1)
-        print("\nweight 1: %s" % {k: v for k, v in r.items() if k not in ("placed", "cpu_nodes")})
+        print("\nweight 1: %s" % figures(r))
         self.assertGreater(r["top_choice"]["other"], 0,
                            "at weight 1 LeastAllocated should outvote troupe somewhere: the "
                            "scenario no longer tells weights apart")
