@@ -32,6 +32,7 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "extender/top_choice.h"
 
 enum { BIND_ATTEMPTS = 16 };
 
@@ -593,6 +594,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 							     async);
 
 		if (gr == GANG_BIND_HELD) {
+			ext_top_choice_judge(svc->top_choice, info.ns, info.name, b.pod_uid, b.node);
 			complete = false;
 			goto out;
 		}
@@ -648,6 +650,8 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 	cache_devices_format(devices, rec.ids, sizeof(rec.ids));
 	switch (ret) {
 	case 0:
+		if (info.demand.gpus > 0)       /* was it troupe's first choice? */
+			ext_top_choice_judge(svc->top_choice, info.ns, info.name, b.pod_uid, b.node);
 		if (svc->binder && async) {
 			complete = bind_post(svc, &info, b.pod_uid, b.node, &rec, NULL, 0, r, async);
 			break;

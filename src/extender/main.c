@@ -20,6 +20,7 @@
 #include "extender/config.h"
 #include "extender/explain.h"
 #include "extender/cycle.h"
+#include "extender/top_choice.h"
 #include "placement/placement.h"
 #include "extender/server.h"
 #include "extender/ops_server.h"
@@ -513,6 +514,8 @@ int main(int argc, char **argv)
 	svc.counters = &counters;
 	/* Without it (no memory) prioritize only does its own lookups. */
 	svc.cycle = ext_cycle_new();
+	/* Without it (no memory) troupe_bind_top_choice_total counts nothing. */
+	svc.top_choice = ext_top_choice_new();
 	server = ext_server_start(&svc, err, sizeof(err));
 	if (!server) {
 		log_error("main", "%s", err);
@@ -567,6 +570,7 @@ out:
 	ext_server_stop(server);
 	gang_manager_free(gangs);
 	ext_cycle_free(svc.cycle);
+	ext_top_choice_free(svc.top_choice);
 	cache_binder_free(binder);
 	/* Its Bindings' answers ran on the binder thread, which is gone now. */
 	ext_recover_free(recover);

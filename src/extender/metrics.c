@@ -18,6 +18,7 @@
 #include "extender/server.h"
 #include "extender/standby.h"
 #include "extender/cycle.h"
+#include "extender/top_choice.h"
 #include "troupe_version.h"
 
 /* ---- metrics --------------------------------------------------------------- */
@@ -230,6 +231,22 @@ static void cycle_metrics(struct strbuf *sb, const struct ext_service *svc)
 	       "Filter scores not used: the cache or the pod's request changed since", stale);
 	metric(sb, "troupe_prioritize_names_from_filter_total", "counter",
 	       "Node scores prioritize took from its filter instead of computing them", names);
+}
+
+static void top_choice_metrics(struct strbuf *sb, const struct ext_service *svc)
+{
+	uint64_t n[EXT_TOP_CHOICE_OUTCOMES];
+
+	if (!svc->top_choice)
+		return;
+	ext_top_choice_get_stats(svc->top_choice, n);
+	strbuf_puts(sb, "# HELP troupe_bind_top_choice_total GPU pods bound, by whether kube-scheduler "
+		    "chose a node troupe's last prioritize ranked first (top), another (other), or "
+		    "troupe kept no ranking for the pod (unscored: gang members, skipped prioritize)\n"
+		    "# TYPE troupe_bind_top_choice_total counter\n");
+	for (int i = 0; i < EXT_TOP_CHOICE_OUTCOMES; i++)
+		strbuf_printf(sb, "troupe_bind_top_choice_total{outcome=\"%s\"} %llu\n",
+			      ext_top_choice_outcome_names[i], (unsigned long long)n[i]);
 }
 
 static void informer_metrics(struct strbuf *sb, const struct ext_service *svc,
@@ -522,6 +539,7 @@ void ext_metrics(const struct ext_service *svc, struct ext_reply *r)
 	responses_and_build(sb);
 	ext_process_metrics(sb);
 	cycle_metrics(sb, svc);
+	top_choice_metrics(sb, svc);
 	informer_metrics(sb, svc, &rd);
 	gang_metrics(sb, svc);
 	/* One walk of every pod (the queues' shares) and one copy of the gang

@@ -6,7 +6,9 @@
  * filter left moments before (cycle.h) when nothing changed since. Those are
  * fine scores (0..250); the answer is their rank among the request's nodes
  * (placement_rank: the best 10, the next 9, ...), so the whole answer is
- * gathered before any of it is written.
+ * gathered before any of it is written. A single GPU pod's best-ranked nodes
+ * are left for its bind, which counts whether kube-scheduler chose one of
+ * them (top_choice.h).
  */
 #include "extender/internal.h"
 
@@ -14,6 +16,7 @@
 
 #include "common/log.h"
 #include "extender/cycle.h"
+#include "extender/top_choice.h"
 
 /* A node's answer, kept until every node is scored: its name in the names
  * buffer, and its fine score (ranked) or its final score (not ranked). */
@@ -37,6 +40,10 @@ struct prio_ctx {
 	struct strbuf names;            /* the kept items' names */
 	struct placement_rank rank;
 	bool oom;
+	/* The answer's best nodes, for bind's troupe_bind_top_choice_total
+	 * (top_choice.h); a single GPU pod's only. */
+	bool top_on;
+	struct ext_top_choice_entry top;
 };
 
 /* One HostPriority of the answer. */
@@ -85,10 +92,15 @@ static void write_kept(struct prio_ctx *pc)
 	placement_rank_finish(&pc->rank);
 	for (size_t i = 0; i < pc->n; i++) {
 		const struct prio_item *it = &pc->items[i];
+		const char *name = it->name_len ? pc->names.buf + it->name_at : "";
+		unsigned score = it->ranked ? placement_rank_score(&pc->rank, it->score) : it->score;
 
-		write_score(pc->out, i, it->name_len ? pc->names.buf + it->name_at : "", it->name_len,
-			    it->ranked ? placement_rank_score(&pc->rank, it->score) : it->score);
+		write_score(pc->out, i, name, it->name_len, score);
+		if (pc->top_on && it->ranked)
+			ext_top_choice_add(&pc->top, name, it->name_len, score);
 	}
+	if (pc->top_on)
+		ext_top_choice_put(pc->svc->top_choice, &pc->top);
 }
 
 /* One node's score (ext__walk_nodes' callback): a gang member's slots, or the
@@ -172,6 +184,8 @@ void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 	strbuf_putc(&r->body, '[');
 	/* Scores to rank are kept until the last node; none, written at once. */
 	pc.keep = pod->demand.gpus > 0 || pc.gang;
+	if ((pc.top_on = svc->top_choice && pod->demand.gpus > 0 && !pc.gang))
+		ext_top_choice_begin(&pc.top, pod->uid);
 	if (!pc.keep) {
 		/* Asks for no managed resource: every node scores 0, with nothing to
 		 * look up (as filter passes them all). */

@@ -21,6 +21,7 @@
 #include "placement/placement.h"
 
 struct ext_recover;
+struct ext_top_choice;
 
 struct ext_service {
 	struct cache *cache;
@@ -33,6 +34,8 @@ struct ext_service {
 	struct gang_manager *gangs;             /* gang admission; NULL disables it */
 	struct ext_counters *counters;          /* request counters for /metrics; may be NULL */
 	struct ext_cycle *cycle;        /* filter's scores for prioritize (cycle.h); NULL: off */
+	struct ext_top_choice *top_choice;      /* prioritize's best nodes for bind
+						 * (top_choice.h); NULL: off */
 	/* Leader election (cache/lease.h): only the holder serves the verbs and
 	 * answers ready; NULL without leader election. */
 	const struct cache_lease *lease;

@@ -67,7 +67,7 @@ class ExtenderConfig:
     filter_verb: str = "filter"
     prioritize_verb: str = "prioritize"
     bind_verb: str = "bind"
-    weight: int = 5
+    weight: int = 15           # config/scheduler-config.yaml's
     node_cache_capable: bool = True
     http_timeout: float = 30.0
     ignorable: bool = False

@@ -143,7 +143,11 @@ scheduler name, troupe's address, the client connection and leader election.
     "percentageOfNodesToScore" (int .Values.extender.percentageOfNodesToScore)
     "extenders" (list $ext) -}}
 {{- if $sidecar -}}
-{{- $_ := set $cfg "profiles" (list (dict "schedulerName" .Values.scheduler.name)) -}}
+{{- $profile := dict "schedulerName" .Values.scheduler.name -}}
+{{- if .Values.scheduler.pluginConfig -}}
+{{- $_ := set $profile "pluginConfig" .Values.scheduler.pluginConfig -}}
+{{- end -}}
+{{- $_ := set $cfg "profiles" (list $profile) -}}
 {{- /* In the pod: the service account's token, no kubeconfig. */ -}}
 {{- $_ := set $cfg "clientConnection" (dict "kubeconfig" "") -}}
 {{- $_ := set $cfg "leaderElection" (dict
