@@ -49,8 +49,8 @@ enum {
 	SIM_MAX_JOBS = 2000000,
 	SIM_MAX_MIX = 32,
 	/* The extender weight of config/scheduler-config.yaml, for the kube
-	 * rankers (tests/unit/extender/test_simulate.c holds them equal). */
-	SIM_EXTENDER_WEIGHT = 5,
+	 * rankers (tests/unit/extender/test_config.c holds them equal). */
+	SIM_EXTENDER_WEIGHT = 15,
 	SIM_MAX_EXTENDER_WEIGHT = 1000000,
 };
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "extender/simulate.h"
 
 static void assert_config_defaults(const struct ext_config *c)
 {
@@ -526,6 +527,8 @@ static void test_ext_config_shipped_scheduler_config_matches_troupe(void **state
 	assert_true(cJSON_IsTrue(child(ext, "nodeCacheCapable")));
 	assert_true(cJSON_IsFalse(child(ext, "ignorable")));
 	assert_true(child(ext, "weight")->valuedouble > 0);
+	/* troupe simulate's kube rankers model the shipped weight by default. */
+	assert_int_equal((int)child(ext, "weight")->valuedouble, SIM_EXTENDER_WEIGHT);
 	timeout = child(ext, "httpTimeout")->valuestring;
 	assert_non_null(timeout);
 	/* A Go duration in seconds, at least kube-scheduler's 5 s default. */
