@@ -9,8 +9,9 @@ each seed, `troupe simulate --compare troupe's policy,baseline,... -o json`
 replays the trace with every `seed:` line set to the seed; each measure
 (overall and by job size) is averaged over the seeds with its standard error,
 and troupe's policy is judged against the best baseline on that measure:
-"leads" or "behind" only when the difference of the means exceeds two standard
-errors of the difference, sqrt(se_a^2 + se_b^2), else "tie". It prints
+"leads" or "behind" only when the mean of the per-seed differences exceeds two
+standard errors of those differences (the seeds pair the policies: each
+replays the same trace), else "tie". It prints
 Markdown tables (docs/benchmarks.md, "Placement quality") and ends with one
 summary line and the measures troupe is behind on. Python standard library
 only; the numbers are bench/sim_quality_stats.py's, the tables
@@ -65,8 +66,6 @@ BASELINES = {
         "most-allocated+besteffort",    # kube-scheduler MostAllocated + device plugin
         "least-allocated+besteffort",   # kube-scheduler's default LeastAllocated
         "best-fit+besteffort",          # fewest free GPUs left on the node
-        "kube",                         # kube-scheduler's score + troupe's, troupe's chooser
-        "kube+besteffort",              # the same with the device plugin's choice
     ],
     "gangs": [
         # The planner picks each member's node; the ranker orders a member's
@@ -78,6 +77,12 @@ BASELINES = {
         "least-allocated+besteffort@kube-tas:spine",    # the same keyed on the spine
     ],
 }
+
+# troupe as kube-scheduler runs it, shown beside the baselines but never one of
+# them (they are troupe): kube-scheduler's LeastAllocated plus troupe's rank
+# answer at the shipped extender weight, and plus the scaled answer troupe gave
+# before ranks.
+DEPLOYED = {"single": ["kube", "kube-scaled"], "gangs": []}
 
 # Every measure, its direction and where the simulator's JSON holds it
 # (docs/benchmarks.md defines them). Shares are shown in %, waits in minutes.
@@ -237,13 +242,14 @@ def run_studies(a, studies, measures, seeds, workdir):
     done = []
     for st in studies:
         bl = baselines_for(a, st["kind"])
-        pols = [a.troupe] + [b for b in bl if b != a.troupe]
+        deployed = [] if a.baselines else DEPLOYED.get(st["kind"], [])
+        pols = [a.troupe] + [b for b in bl + deployed if b != a.troupe]
         res = run.run_study(a.bin, st, pols, seeds, workdir, a.jobs, a.trace_jobs,
                             [*st["args"], *a.sim_arg])
         # Paths shown relative to the source root; "real" keeps the study to rerun.
         shown = dict(st, cluster=rel(st["cluster"]), trace=rel(st["trace"]), real=st)
         barred = report.ineligible(REFUSED, res, a.troupe, pols[1:], seeds,
-                                   f"study {st['name']}")
+                                   f"study {st['name']}") + deployed
         rows = report.study_rows(shown, measures, res, a.troupe, pols[1:], seeds,
                                  not a.overall_only, barred)
         done.append((dict(shown, barred=barred), pols[1:], res, rows))

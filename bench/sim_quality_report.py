@@ -6,8 +6,8 @@ docs/benchmarks.md, and the summary line that ends the output.
 import math
 import sys
 
-from sim_quality_stats import (MissingField, best_baseline, dig, mean_se, value_of,
-                               verdict)
+from sim_quality_stats import (MissingField, best_baseline, dig, mean_se,
+                               paired_verdict, value_of)
 
 # gang_default_levels' order, coarsest first: the order of the in-one rows.
 LEVELS = ("zone", "datacenter", "spine", "block", "clique")
@@ -36,14 +36,15 @@ def sizes_in(results, where):
 def make_row(m, size, level, results, troupe, baselines, seeds, where, eligible=None):
     """One row: every policy's (mean, se, n), the best baseline (of <eligible>,
     default all) and the verdict."""
-    stats, seen = {}, set()
+    stats, seen, per_seed = {}, set(), {}
     for p in [troupe, *baselines]:
         vals = [value_of(m, obj, size, level, f"{where} policy {p} seed {s}")
                 for s, obj in zip(seeds, results[p])]
         stats[p] = mean_se(vals)
+        per_seed[p] = vals
         seen.update(v for v in vals if v is not None)
     best = best_baseline(stats, baselines if eligible is None else eligible, m.better)
-    v = verdict(stats[troupe], stats[best], m.better) if best else "n/a"
+    v = paired_verdict(per_seed[troupe], per_seed[best], m.better) if best else "n/a"
     # One value for every policy on every seed (a bucket of gangs has no
     # single-pod arrival to fragment; every pair of an NVL72 tray is NVLinked):
     # the measure cannot tell policies apart there, so it is not counted.
@@ -52,7 +53,7 @@ def make_row(m, size, level, results, troupe, baselines, seeds, where, eligible=
     label = m.label.format(level=level) if level else m.label
     return {"measure": m.name + (f".{level}" if level else ""), "label": label,
             "size": size, "better": m.better, "scale": m.scale, "key": m.key,
-            "stats": stats, "best": best, "verdict": v}
+            "stats": stats, "best": best, "verdict": v, "per_seed": per_seed}
 
 
 def ineligible(gate, results, troupe, baselines, seeds, where):
@@ -64,7 +65,8 @@ def ineligible(gate, results, troupe, baselines, seeds, where):
     leave no baseline."""
     row = make_row(gate, None, None, results, troupe, baselines, seeds, where)
     out = [b for b in baselines
-           if verdict(row["stats"][troupe], row["stats"][b], gate.better) == "leads"]
+           if paired_verdict(row["per_seed"][troupe], row["per_seed"][b],
+                             gate.better) == "leads"]
     return out if len(out) < len(baselines) else []
 
 

@@ -148,6 +148,28 @@ def verdict(ours, theirs, better):
     return "tie"
 
 
+def paired_verdict(xs, ys, better):
+    """troupe's verdict from per-seed values: every policy replays the same
+    trace of a seed, so the seeds pair troupe's value with the baseline's and
+    the difference is judged against the standard error of the per-seed
+    differences (common random numbers: the seed's own noise cancels).
+    "leads" when the mean difference favours troupe by more than two of those
+    standard errors, "behind" when it disfavours it by as much, else "tie";
+    "n/a" with no seed where both have a value; "tie" with one."""
+    d = [(x - y if better == HIGHER else y - x)
+         for x, y in zip(xs, ys) if x is not None and y is not None]
+    if not d:
+        return "n/a"
+    m, se, n = mean_se(d)
+    if n < 2 or math.isnan(se):
+        return "tie"
+    if m > 2 * se:
+        return "leads"
+    if m < -2 * se:
+        return "behind"
+    return "tie"
+
+
 def dominates(p, q, betters):
     """True when point <p> is at least as good as <q> on every coordinate and
     strictly better on one; <betters>: each coordinate's direction."""
