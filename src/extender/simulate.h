@@ -134,7 +134,7 @@ struct sim_settings {
 	bool per_job;                   /* keep each pod's start */
 	bool log_refusals;              /* say on stderr why the first jobs are refused */
 	/* The time averages end at the last arrival (a steady state, as
-	 * bench/sim_placement measures) instead of the last departure. */
+	 * bench/sim_quality.py measures) instead of the last departure. */
 	bool until_last_arrival;
 	/* The order the waiting jobs are tried in at every retry. false: the
 	 * gang manager's fair order, gang_fair_precedes over each job's

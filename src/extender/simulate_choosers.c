@@ -3,7 +3,7 @@
  * A policy named "binpack+lowest" ranks nodes with the "binpack" score and
  * then takes devices with the "lowest" chooser; a policy with no "+CHOOSER"
  * uses placement_node_choose, the daemon's bind. The baselines are the obvious
- * ways to do without troupe's chooser, bench/sim_placement's (sim_choosers.c),
+ * ways to do without troupe's chooser (bench/sim_quality.py runs them),
  * and the one NVIDIA's device plugin ships:
  *   lowest      the lowest free indices (what a device plugin's default does);
  *   random      a uniformly random free subset;

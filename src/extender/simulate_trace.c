@@ -30,9 +30,9 @@
  *          duration: {mean: 4h}}
  *
  * The generator's order of draws (shape, interarrival, duration, from one
- * splitmix64 stream seeded with seed ^ "trace") is bench/sim_placement's, so
- * its trace and a generate block with the same mix and seed are the same
- * arrivals. Bad input is refused with the job and field named; nothing is
+ * splitmix64 stream seeded with seed ^ "trace") is the one the retired
+ * bench/sim_placement drew in, so a seed gives the arrivals its figures came
+ * from (test_simulate_trace.c holds them). Bad input is refused with the job and field named; nothing is
  * half-loaded.
  */
 #include <errno.h>
@@ -421,7 +421,7 @@ static int generate(struct sim_trace *t, size_t *cap, const cJSON *g, unsigned c
 		unsigned s = 0;
 		int rc;
 
-		/* The shape is drawn before the interarrival, as sim_trace.c does. */
+		/* The shape is drawn before the interarrival (the order above). */
 		u = rng_unit(&r);
 		at += -log1p(-rng_unit(&r)) / rate;
 		while (s + 1 < n_mix && u >= acc + share[s])
