@@ -17,7 +17,7 @@
  *     gpu: [nvidia.com/gpu]
  *   scoring:
  *     policy: topology
- *     weights: {fit: 100, topology: 2, fragmentation: 3, packing: 0}
+ *     weights: {fit: 100, topology: 3, fragmentation: 2, packing: 0}
  *   api:                            # live API server only
  *     bind_timeout_seconds: 10
  *     page_size: 500
@@ -93,8 +93,8 @@ void ext_config_defaults(struct ext_config *cfg)
 	 * the islands it leaves (fragmentation); packing's share of the node
 	 * would send small pods to break whole boards, so it is off. */
 	cfg->weights.packing = 0.0;
-	cfg->weights.topology = 2.0;
-	cfg->weights.fragmentation = 3.0;
+	cfg->weights.topology = 3.0;
+	cfg->weights.fragmentation = 2.0;
 	cfg->weights.fit = 100.0;
 	cfg->bind_timeout_s = 10;
 	cfg->unconfirmed_bind_s = 300;

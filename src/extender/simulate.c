@@ -72,7 +72,7 @@ static void usage(FILE *f)
 "                      gang manager does (not under a peer's @GANG planner).\n", SIM_MAX_POLICIES, SIM_EXTENDER_WEIGHT);
 	fprintf(f,
 "  --weights P,T,F[,B] scoring weights packing,topology,fragmentation and fit (B;\n"
-"                      0 when left out) (default: the config's, 0,2,3,100).\n"
+"                      0 when left out) (default: the config's, 0,3,2,100).\n"
 "  --seed N            seed for ties between equally scored nodes (default: the\n"
 "                      trace's seed, else 1). The same seed gives the same run.\n"
 "  --order ORDER       the order waiting jobs are retried in: fair (default), the\n"

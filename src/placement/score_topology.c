@@ -19,7 +19,7 @@
  *                  out of an empty NVSwitch board scores 0.75;
  *   packing        GPU utilisation after placement (as binpack).
  *
- * The default weights (fit 100, topology 2, fragmentation 3, packing 0) make
+ * The default weights (fit 100, topology 3, fragmentation 2, packing 0) make
  * the order lexicographic: one GPU less left is worth about 30 fine points,
  * all of topology and fragmentation together at most 12, so the best fit
  * always wins and the set's links and islands decide between equal fits.

@@ -36,8 +36,8 @@ static void assert_config_defaults(const struct ext_config *c)
 	assert_string_equal(c->cache.gpu_resources[0], "nvidia.com/gpu");
 	assert_string_equal(c->score_policy, "topology");
 	assert_true(c->weights.packing == 0.0);
-	assert_true(c->weights.topology == 2.0);
-	assert_true(c->weights.fragmentation == 3.0);
+	assert_true(c->weights.topology == 3.0);
+	assert_true(c->weights.fragmentation == 2.0);
 	assert_true(c->weights.fit == 100.0);
 	assert_int_equal(c->informer.access_check_s, 60);
 	assert_int_equal(c->unconfirmed_bind_s, 300);
