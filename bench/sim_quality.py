@@ -252,7 +252,7 @@ def run_studies(a, studies, measures, seeds, workdir):
                                    f"study {st['name']}") + deployed
         rows = report.study_rows(shown, measures, res, a.troupe, pols[1:], seeds,
                                  not a.overall_only, barred)
-        done.append((dict(shown, barred=barred), pols[1:], res, rows))
+        done.append((dict(shown, barred=barred, deployed=deployed), pols[1:], res, rows))
     return done
 
 
@@ -302,7 +302,8 @@ def emit(a, studies, measures, seeds, workdir):
     done = run_studies(a, studies, measures, seeds, workdir)
     named = []
     for st, bl, _, rows in done:
-        print(report.study_markdown(st, rows, a.troupe, bl, seeds, st["barred"]) + "\n")
+        print(report.study_markdown(st, rows, a.troupe, bl, seeds, st["barred"],
+                                    st["deployed"]) + "\n")
         named += [(st["name"], r) for r in rows]
     front = None
     if a.front:

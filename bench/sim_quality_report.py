@@ -133,15 +133,19 @@ def markdown(rows, troupe, baselines, by_size):
     return "\n".join(out)
 
 
-def study_markdown(study, rows, troupe, baselines, seeds, barred=()):
+def study_markdown(study, rows, troupe, baselines, seeds, barred=(), deployed=()):
     """A study's heading, its overall table and its by-size table."""
     out = [f"### {study['name']}: {study['cluster']}, {study['trace']}, "
            f"{len(seeds)} seeds ({seeds[0]}-{seeds[-1]})", "",
            "Mean ± standard error over seeds; verdict: troupe against the best "
-           "baseline, decided only beyond 2 SE of the difference.", ""]
-    if barred:
+           "baseline, decided only beyond 2 SE of the per-seed differences.", ""]
+    refusing = [b for b in barred if b not in deployed]
+    if refusing:
         out += [f"Never the best baseline, since they refuse more jobs than troupe "
-                f"(beyond 2 SE): {', '.join(barred)}.", ""]
+                f"(beyond 2 SE): {', '.join(refusing)}.", ""]
+    if deployed:
+        out += [f"troupe under kube-scheduler, shown beside the baselines but not one: "
+                f"{', '.join(deployed)}.", ""]
     overall = [r for r in rows if r["size"] is None]
     sized = [r for r in rows if r["size"] is not None]
     out.append(markdown(overall, troupe, baselines, False))
