@@ -117,6 +117,34 @@ class HandChecked(unittest.TestCase):
         starts = sorted(pod["start"] for pod in jobs["gang"]["pods"])
         self.assertEqual(starts, [60, 600])
 
+    def test_holds_keep_freed_gpus_for_a_starving_gang(self):
+        # n0 and n1 are full (for 1 h and 2 h); a 2x8 gang arrives at one
+        # minute, then a 1-GPU pod every minute from 50 min on, each for 2 h.
+        # Without holds (the default) the small pods take n0 as it frees and
+        # the gang waits for them; with gang.starvation_holds (after 0 s) both
+        # nodes are kept for the gang, which starts when n1 frees at 2 h.
+        trace = {"jobs": [
+            {"name": "a", "arrival": 0, "duration": "1h", "gpus": 8},
+            {"name": "b", "arrival": 0, "duration": "2h", "gpus": 8},
+            {"name": "gang", "arrival": "1m", "duration": "1h", "pods": 2, "gpus": 8,
+             "gang": 2},
+            {"name": "s", "arrival": "50m", "every": "1m", "count": 60, "duration": "2h",
+             "gpus": 1}]}
+        snap = cluster(["nvswitch", "nvswitch"])
+        sim = Sim(self)
+        free = by_name(sim.json(snap, trace)["policies"][0])["gang"]["start"]
+        cfg = os.path.join(sim.dir.name, "holds.yaml")
+        with open(cfg, "w") as f:
+            f.write("gang:\n  starvation_holds: true\n  starvation_seconds: 0\n")
+        held = by_name(sim.json(snap, trace, "--config", cfg)["policies"][0])["gang"]["start"]
+        self.assertEqual(held, 7200)
+        self.assertGreater(free, 7200)
+        # --no-holds overrides the config; a peer's planner never holds.
+        out = sim.json(snap, trace, "--config", cfg, "--no-holds")
+        self.assertEqual(by_name(out["policies"][0])["gang"]["start"], free)
+        out = sim.json(snap, trace, "--config", cfg, "--policy", "topology@kueue-bestfit")
+        self.assertGreater(by_name(out["policies"][0])["gang"]["start"], 7200)
+
     def test_topology_keeps_nvlink_where_binpack_fills_the_fuller_node(self):
         # n0, a PCIe server, has 2 GPUs free (PIX, no NVLink); n1, an NVSwitch
         # board, is empty. binpack sends a 2-GPU pod to the fuller n0; the
