@@ -88,7 +88,7 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->cache.gpu_resources[0] = cfg->gpu_names[0];
 	cfg->cache.n_gpu_resources = 1;
 	snprintf(cfg->score_policy, sizeof(cfg->score_policy), "topology");
-	/* Chosen with bench/sim_quality.py over ten seeds (docs/benchmarks.md):
+	/* Chosen with bench/sim_quality.py over ten seeds (docs/placement-quality.md):
 	 * best fit by GPUs decides (fit), then the set's links (topology) and
 	 * the islands it leaves (fragmentation); packing's share of the node
 	 * would send small pods to break whole boards, so it is off. */

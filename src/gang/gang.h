@@ -128,7 +128,7 @@ struct gang_config {
 	 * waited this long gets capacity held for it as it frees (30; 0: at
 	 * once). Holds are off by default (false): in troupe simulate's gang
 	 * studies they cost every other job more waiting than they saved the
-	 * held-for gang (docs/benchmarks.md). */
+	 * held-for gang (docs/placement-quality.md). */
 	bool starvation_holds;
 	unsigned starvation_s;
 	/* A gang naming no quorum counts the members that exist once none has

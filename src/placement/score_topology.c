@@ -24,8 +24,8 @@
  * all of topology and fragmentation together at most 12, so the best fit
  * always wins and the set's links and islands decide between equal fits.
  * They were chosen by `bench/sim_quality.py` over ten seeds against every
- * baseline (docs/benchmarks.md: the trade-off between waits and links, and
- * why this point of it).
+ * baseline (docs/placement-quality.md: the trade-off between waits and
+ * islands, and why this point of it).
  *
  * prioritize answers the rank of the node's score among the request's nodes
  * (placement_rank), which kube-scheduler multiplies by the extender's weight
