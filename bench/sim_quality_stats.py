@@ -138,7 +138,12 @@ def verdict(ours, theirs, better):
     if na == 0 or nb == 0:
         return "n/a"
     diff = ma - mb if better == HIGHER else mb - ma     # > 0: troupe better
-    se = math.sqrt(sa * sa + sb * sb)
+    return classify(diff, math.sqrt(sa * sa + sb * sb))
+
+
+def classify(diff, se):
+    """"leads" when <diff> (> 0: troupe better) exceeds two <se>, "behind"
+    when it falls below minus two, else "tie" (also when <se> is NaN)."""
     if math.isnan(se):
         return "tie"
     if diff > 2 * se:
@@ -161,13 +166,7 @@ def paired_verdict(xs, ys, better):
     if not d:
         return "n/a"
     m, se, n = mean_se(d)
-    if n < 2 or math.isnan(se):
-        return "tie"
-    if m > 2 * se:
-        return "leads"
-    if m < -2 * se:
-        return "behind"
-    return "tie"
+    return classify(m, se)
 
 
 def dominates(p, q, betters):

@@ -296,6 +296,8 @@ void sim_wait_stats(const struct sim_result *r, const struct sim_trace *t, bool 
 void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_trace *t,
 		     const struct sim_cluster *c, const struct sim_settings *s,
 		     const char *cluster_path, const char *trace_path);
+/* {"n", "mean", "p50", "p95", "max"} of <st>, or NULL when out of memory. */
+struct cJSON *sim_stats_json(const struct sim_stats *st);
 /* Run <r>'s measures by job size, and those of the whole run they add up
  * to, into the JSON object <p> (simulate_sizes.c). 0 or -ENOMEM. */
 int sim_sizes_json(struct cJSON *p, const struct sim_result *r, const struct sim_trace *t,

@@ -201,7 +201,7 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 	sim_sizes_text(rs, n, t, s);
 }
 
-static cJSON *stats_json(const struct sim_stats *st)
+cJSON *sim_stats_json(const struct sim_stats *st)
 {
 	cJSON *o = cJSON_CreateObject();
 
@@ -288,9 +288,9 @@ int sim_report_json(const struct sim_result *rs, unsigned n, const struct sim_tr
 		cJSON_AddNumberToObject(p, "jobs_done", r->jobs_done);
 		cJSON_AddNumberToObject(p, "jobs_refused", r->jobs_refused);
 		job_stats(r, t, false, -1, &st);
-		cJSON_AddItemToObject(p, "wait_s", stats_json(&st));
+		cJSON_AddItemToObject(p, "wait_s", sim_stats_json(&st));
 		job_stats(r, t, true, -1, &st);
-		cJSON_AddItemToObject(p, "completion_s", stats_json(&st));
+		cJSON_AddItemToObject(p, "completion_s", sim_stats_json(&st));
 		cJSON_AddNumberToObject(p, "gpu_utilisation", utilisation(r, c) / 100);
 		cJSON_AddNumberToObject(p, "fragmentation", fragmentation(r) / 100);
 		nv = cJSON_AddObjectToObject(p, "nvlink_complete");
@@ -316,7 +316,7 @@ int sim_report_json(const struct sim_result *rs, unsigned n, const struct sim_tr
 			cJSON_AddNumberToObject(qo, "share",
 						total > 0 ? r->queue_gpu_s[q] / total : 0.0);
 			job_stats(r, t, false, (int)q, &st);
-			cJSON_AddItemToObject(qo, "wait_s", stats_json(&st));
+			cJSON_AddItemToObject(qo, "wait_s", sim_stats_json(&st));
 		}
 		if (sim_sizes_json(p, r, t, s) < 0)
 			goto oom;

@@ -62,20 +62,6 @@ static double wait_gpu_hours(const struct sim_result *r, const struct sim_trace 
 	return sum / 3600;
 }
 
-static cJSON *stats_obj(const struct sim_stats *st)
-{
-	cJSON *o = cJSON_CreateObject();
-
-	if (!o)
-		return NULL;
-	cJSON_AddNumberToObject(o, "n", (double)st->n);
-	cJSON_AddNumberToObject(o, "mean", st->mean);
-	cJSON_AddNumberToObject(o, "p50", st->p50);
-	cJSON_AddNumberToObject(o, "p95", st->p95);
-	cJSON_AddNumberToObject(o, "max", st->max);
-	return o;
-}
-
 /* {"<level>": share, ...} of <gangs> gangs, <in_one> of them in one domain. */
 static cJSON *in_one_obj(const struct gang_levels *lv, const unsigned long *in_one,
 			 unsigned long gangs)
@@ -127,7 +113,7 @@ int sim_sizes_json(cJSON *p, const struct sim_result *r, const struct sim_trace 
 					ratio((double)z->topo_frag, (double)z->frag_jobs));
 		cJSON_AddNumberToObject(o, "node_fragmentation",
 					ratio((double)z->node_frag, (double)z->frag_jobs));
-		cJSON_AddItemToObject(o, "wait_s", stats_obj(&st));
+		cJSON_AddItemToObject(o, "wait_s", sim_stats_json(&st));
 		cJSON_AddNumberToObject(o, "wait_gpu_hours", wait_gpu_hours(r, t, (int)b));
 		cJSON_AddNumberToObject(o, "gangs", (double)z->gangs);
 		if (z->gangs)
