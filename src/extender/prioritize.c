@@ -18,9 +18,11 @@
 #include "extender/cycle.h"
 #include "extender/top_choice.h"
 
-/* A node's answer, kept until every node is scored: its name in the names
- * buffer, and its fine score (ranked) or its final score (not ranked). */
+/* A node's answer, kept until every node is scored: its name (the request's
+ * own, or in the names buffer when the request's copy dies with the call), and
+ * its fine score (ranked) or its final score (not ranked). */
 struct prio_item {
+	const char *name;               /* NULL: at name_at in the names buffer */
 	size_t name_at, name_len;
 	unsigned score;
 	bool ranked;
@@ -37,7 +39,11 @@ struct prio_ctx {
 	bool keep;                      /* false: write each answer as it comes */
 	struct prio_item *items;
 	size_t n, cap;
-	struct strbuf names;            /* the kept items' names */
+	/* Full node objects: a name dies with its node's callback, so kept
+	 * names are copied here; names from NodeNames live as long as the
+	 * request and are pointed at. */
+	bool copy_names;
+	struct strbuf names;
 	struct placement_rank rank;
 	bool oom;
 	/* The answer's best nodes, for bind's troupe_bind_top_choice_total
@@ -59,9 +65,8 @@ static void write_score(struct strbuf *out, size_t i, const char *name, size_t l
 	strbuf_putc(out, '}');
 }
 
-/* One node's answer: written now when nothing is ranked, else kept (with a
- * copy of its name: a request node object's name dies with the call). A
- * ranked score is a fine one for placement_rank. */
+/* One node's answer: written now when nothing is ranked, else kept. A ranked
+ * score is a fine one for placement_rank. */
 static void put_score(struct prio_ctx *pc, const char *name, size_t len, unsigned score,
 		      bool ranked)
 {
@@ -80,8 +85,12 @@ static void put_score(struct prio_ctx *pc, const char *name, size_t len, unsigne
 		pc->items = p;
 		pc->cap = cap;
 	}
-	pc->items[pc->n++] = (struct prio_item){ pc->names.len, len, score, ranked };
-	strbuf_append(&pc->names, name, len);
+	if (pc->copy_names) {
+		pc->items[pc->n++] = (struct prio_item){ NULL, pc->names.len, len, score, ranked };
+		strbuf_append(&pc->names, name, len);
+	} else {
+		pc->items[pc->n++] = (struct prio_item){ name, 0, len, score, ranked };
+	}
 	if (ranked)
 		placement_rank_add(&pc->rank, score);
 }
@@ -92,7 +101,8 @@ static void write_kept(struct prio_ctx *pc)
 	placement_rank_finish(&pc->rank);
 	for (size_t i = 0; i < pc->n; i++) {
 		const struct prio_item *it = &pc->items[i];
-		const char *name = it->name_len ? pc->names.buf + it->name_at : "";
+		const char *name = it->name ? it->name
+					    : it->name_len ? pc->names.buf + it->name_at : "";
 		unsigned score = it->ranked ? placement_rank_score(&pc->rank, it->score) : it->score;
 
 		write_score(pc->out, i, name, it->name_len, score);
@@ -184,6 +194,7 @@ void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 	strbuf_putc(&r->body, '[');
 	/* Scores to rank are kept until the last node; none, written at once. */
 	pc.keep = pod->demand.gpus > 0 || pc.gang;
+	pc.copy_names = a.full_nodes;
 	if ((pc.top_on = svc->top_choice && pod->demand.gpus > 0 && !pc.gang))
 		ext_top_choice_begin(&pc.top, pod->uid);
 	if (!pc.keep) {
