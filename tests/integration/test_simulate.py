@@ -117,6 +117,25 @@ class HandChecked(unittest.TestCase):
         starts = sorted(pod["start"] for pod in jobs["gang"]["pods"])
         self.assertEqual(starts, [60, 600])
 
+    def test_each_ranker_makes_its_own_choice(self):
+        # n0 has 2 of 8 GPUs free, n1 all 8; a 2-GPU pod. Best fit, MostAllocated
+        # and troupe's default take n0; LeastAllocated spreads to n1; under
+        # kube-scheduler troupe's rank (10 against 9, x weight x 10) outweighs
+        # LeastAllocated's 75 points at the shipped weight 15, not at weight 1.
+        snap = cluster(["nvswitch", "nvswitch"], pods=[(0, [0, 1, 2, 3, 4, 5])])
+        trace = {"jobs": [{"name": "pair", "arrival": 0, "duration": "1h", "gpus": 2}]}
+        pols = ["topology", "best-fit", "most-allocated", "least-allocated", "kube",
+                "kube-scaled", "binpack+besteffort"]
+
+        def nodes(*args):
+            out = Sim(self).json(snap, trace, "--compare", ",".join(pols), *args)
+            return {p["policy"]: by_name(p)["pair"]["pods"][0]["node"]
+                    for p in out["policies"]}
+        self.assertEqual(nodes(), {"topology": "n0", "best-fit": "n0", "most-allocated": "n0",
+                                   "least-allocated": "n1", "kube": "n0",
+                                   "kube-scaled": "n0", "binpack+besteffort": "n0"})
+        self.assertEqual(nodes("--extender-weight", "1")["kube"], "n1")
+
     def test_holds_keep_freed_gpus_for_a_starving_gang(self):
         # n0 and n1 are full (for 1 h and 2 h); a 2x8 gang arrives at one
         # minute, then a 1-GPU pod every minute from 50 min on, each for 2 h.
