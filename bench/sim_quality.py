@@ -20,6 +20,7 @@ sim_quality_plot.py's. Exit status: 0 done, 1 a run failed or a field is
 missing, 2 bad usage.
 """
 import argparse
+import dataclasses
 import glob
 import json
 import os
@@ -158,12 +159,17 @@ def parse_args(argv):
                     help="a policy family for a Pareto-front plot, {x} replaced by "
                     "each --front-values value, e.g. 'topology{x}'")
     ap.add_argument("--front-values", metavar="A,B,...",
-                    help="the values of {x} for --front")
+                    help="the values of {x} for --front, each VALUE or LABEL=VALUE "
+                    "(LABEL names the point)")
     ap.add_argument("--front-arg", action="append", default=[], metavar="ARG",
                     help="a simulate argument for the family's runs only, {x} replaced "
                     "too, e.g. --front-arg=--weights --front-arg=6,{x},2")
     ap.add_argument("--front-measures", default="wait_mean,nvlink_rate", metavar="X,Y",
-                    help="the front's two overall measures (default wait_mean,nvlink_rate)")
+                    help="the front's two overall measures, a level of in_one as "
+                    "in_one.LEVEL (default wait_mean,nvlink_rate)")
+    ap.add_argument("--front-study", metavar="NAME",
+                    help="the study the front is drawn on (default the first run, "
+                    "e.g. gangs/cluster-gang-nvl72)")
     ap.add_argument("--work-dir", metavar="DIR",
                     help="where the per-seed traces go (default a temporary directory, "
                     "removed at the end)")
@@ -256,26 +262,55 @@ def run_studies(a, studies, measures, seeds, workdir):
     return done
 
 
+def front_measure(name):
+    """The Measure a --front-measures name stands for: an overall one, or
+    NAME.LEVEL for one level of a {level: share} measure (in_one.spine)."""
+    base, _, level = name.partition(".")
+    m = next((m for m in MEASURES if m.name == base and m.path), None)
+    if m is None or bool(level) != m.levels:
+        return None
+    if not level:
+        return m
+    return dataclasses.replace(m, name=name, label=m.label.format(level=level),
+                               path=(*m.path, level), bucket_path=None, levels=False)
+
+
+def front_values(text):
+    """--front-values as (label, value) pairs: each is VALUE or LABEL=VALUE."""
+    out = []
+    for v in text.split(","):
+        label, sep, value = v.partition("=")
+        out.append((label, value) if sep and label and value else (v, v))
+    return out
+
+
 def front_points(a, study, baselines, results, seeds, workdir):
     """The front's points: (label, is-family, {measure: (mean, se, n)}) for the
-    family's members, troupe's policy and each baseline of <study>."""
+    family's members, troupe's policy and each baseline of <study>. A point
+    that refuses more jobs than troupe (by the 2-SE rule), baseline or member,
+    is drawn but never on the front: it had an easier cluster."""
     names = a.front_measures.split(",")
-    ms = [m for m in MEASURES if m.name in names]
-    if len(names) != 2 or len(ms) != 2 or any(m.path is None for m in ms):
+    ms = [front_measure(n) for n in names]
+    if len(names) != 2 or None in ms:
         raise SystemExit("sim_quality: --front-measures takes two overall measures of "
-                         + ", ".join(m.name for m in MEASURES if m.path))
-    ms.sort(key=lambda m: names.index(m.name))
+                         + ", ".join(m.name + (".LEVEL" if m.levels else "")
+                                     for m in MEASURES if m.path))
     fam = []
-    for x in a.front_values.split(","):
+    for label, x in front_values(a.front_values):
         pol = a.front.replace("{x}", x)
         extra = [*study["real"]["args"], *a.sim_arg,
                  *(s.replace("{x}", x) for s in a.front_arg)]
         st = dict(study["real"], name=f"front-{len(fam)}")
-        fam.append((pol if "{x}" in a.front else f"{pol} x={x}",
+        fam.append((a.front.replace("{x}", label) if "{x}" in a.front
+                    else f"{pol} x={label}",
                     run.run_study(a.bin, st, [pol], seeds, workdir, a.jobs, a.trace_jobs,
                                   extra)[pol]))
     others = [(p, results[p]) for p in [a.troupe, *baselines]]
-    return plot.front_stats(ms, fam, others, seeds, study["name"]), ms
+    res = dict(fam + others)
+    barred = set(report.ineligible(REFUSED, res, a.troupe,
+                                   [p for p in res if p != a.troupe], seeds,
+                                   f"front of {study['name']}"))
+    return plot.front_stats(ms, fam, others, seeds, study["name"], barred), ms
 
 
 def main(argv=None):
@@ -307,7 +342,12 @@ def emit(a, studies, measures, seeds, workdir):
         named += [(st["name"], r) for r in rows]
     front = None
     if a.front:
-        st, bl, res, _ = done[0]
+        pick = [d for d in done if d[0]["name"] == a.front_study] if a.front_study \
+            else done[:1]
+        if not pick:
+            raise SystemExit(f"sim_quality: --front-study {a.front_study}: not a study "
+                             f"of this run ({', '.join(d[0]['name'] for d in done)})")
+        st, bl, res, _ = pick[0]
         pts, ms = front_points(a, st, bl, res, seeds, workdir)
         front = {"study": st["name"], "measures": [m.name for m in ms], "points": pts}
         print(plot.front_markdown(pts, ms) + "\n")

@@ -71,6 +71,13 @@ static void usage(FILE *f)
 "                      its members kept from other jobs until it starts, as troupe's\n"
 "                      gang manager does (not under a peer's @GANG planner).\n", SIM_MAX_POLICIES, SIM_EXTENDER_WEIGHT);
 	fprintf(f,
+"  --gang-topology V   every gang as if its pods carried the annotation\n"
+"                      troupe.io/gang-topology=V: required:LABEL-KEY keeps each\n"
+"                      gang inside one domain of that node label or it waits (and\n"
+"                      one larger than every such domain is refused); none, the\n"
+"                      default, lets troupe's planner pick the finest level that\n"
+"                      holds it. troupe's planner only: not with a @GANG policy.\n");
+	fprintf(f,
 "  --weights P,T,F[,B] scoring weights packing,topology,fragmentation and fit (B;\n"
 "                      0 when left out) (default: the config's, 0,3,2,100).\n"
 "  --seed N            seed for ties between equally scored nodes (default: the\n"
@@ -173,7 +180,7 @@ static int split_policies(char *buf, const char **names, unsigned *n, char *err,
 
 enum { OPT_COMPARE = 256, OPT_WEIGHTS, OPT_SEED, OPT_FRAG, OPT_PLOT, OPT_PLOT_DATA,
        OPT_PER_JOB, OPT_CONFIG, OPT_POLICY, OPT_UNTIL, OPT_ORDER, OPT_EXT_WEIGHT,
-       OPT_NO_HOLDS };
+       OPT_NO_HOLDS, OPT_GANG_TOPOLOGY };
 
 int ext_simulate_main(int argc, char **argv)
 {
@@ -187,6 +194,7 @@ int ext_simulate_main(int argc, char **argv)
 		{ "order", required_argument, NULL, OPT_ORDER },
 		{ "extender-weight", required_argument, NULL, OPT_EXT_WEIGHT },
 		{ "no-holds", no_argument, NULL, OPT_NO_HOLDS },
+		{ "gang-topology", required_argument, NULL, OPT_GANG_TOPOLOGY },
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "frag-gpus", required_argument, NULL, OPT_FRAG },
 		{ "plot", required_argument, NULL, OPT_PLOT },
@@ -272,6 +280,16 @@ int ext_simulate_main(int argc, char **argv)
 		case OPT_PER_JOB: s.per_job = true; break;
 		case OPT_UNTIL: s.until_last_arrival = true; break;
 		case OPT_NO_HOLDS: no_holds = true; s.starvation_s = -1; break;
+		case OPT_GANG_TOPOLOGY:
+			s.gang_required_key = NULL;
+			if (strcmp(optarg, "none") != 0 &&
+			    (gang_topology_parse(optarg, &s.gang_required_key, err,
+						 sizeof(err)) < 0 || !s.gang_required_key)) {
+				fprintf(stderr, "troupe simulate: --gang-topology takes none or "
+					"required:<node-label-key>, not \"%s\"\n", optarg);
+				return 2;
+			}
+			break;
 		case OPT_ORDER:
 			if (strcmp(optarg, "fair") != 0 && strcmp(optarg, "fifo") != 0) {
 				fprintf(stderr, "troupe simulate: --order takes fair or fifo\n");
@@ -321,10 +339,18 @@ int ext_simulate_main(int argc, char **argv)
 	if (!n_pol) {
 		names[0] = policy ? policy : cfg->score_policy;
 		n_pol = 1;
+	}
+	for (unsigned i = 0; i < n_pol; i++) {
 		struct sim_policy pol;
 
-		if (sim_policy_parse(names[0], &pol) < 0) {
-			fprintf(stderr, "troupe simulate: unknown policy \"%s\"\n", names[0]);
+		if (sim_policy_parse(names[i], &pol) < 0) {
+			fprintf(stderr, "troupe simulate: unknown policy \"%s\"\n", names[i]);
+			goto out;
+		}
+		if (pol.gang && s.gang_required_key) {
+			fprintf(stderr, "troupe simulate: --gang-topology is troupe's annotation, "
+				"for troupe's gang planner; policy \"%s\" names a peer's (@GANG)\n",
+				names[i]);
 			goto out;
 		}
 	}

@@ -129,6 +129,10 @@ struct sim_settings {
 	struct placement_weights w;
 	unsigned extender_weight;       /* kube rankers: config/scheduler-config.yaml's */
 	const struct gang_levels *levels;       /* NULL or n == 0: gang_default_levels */
+	/* Every gang as if its pods carried troupe.io/gang-topology
+	 * required:<key>: troupe's planner keeps it inside one domain of the
+	 * label or it waits (NULL: none). Not for a peer's @GANG planner. */
+	const char *gang_required_key;
 	uint64_t seed;
 	unsigned frag_gpus;             /* fragmentation: free GPUs no job of this size can use */
 	bool per_job;                   /* keep each pod's start */

@@ -151,10 +151,13 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 		warm += !t->jobs[i].measured;
 	printf("# troupe simulate: cluster %s (%u nodes, %u GPUs), trace %s (%zu jobs, %zu "
 	       "warm-up, %u queue%s), %s order, seed %llu, weights packing=%g topology=%g "
-	       "fragmentation=%g fit=%g; fragmentation counts free GPUs no %u-GPU pod can use\n\n",
+	       "fragmentation=%g fit=%g%s%s; fragmentation counts free GPUs no %u-GPU pod can "
+	       "use\n\n",
 	       cluster_path, c->n, c->gpus, trace_path, t->n, warm, t->n_queues,
 	       t->n_queues == 1 ? "" : "s", s->fifo ? "fifo" : "fair", (unsigned long long)s->seed,
-	       s->w.packing, s->w.topology, s->w.fragmentation, s->w.fit, s->frag_gpus);
+	       s->w.packing, s->w.topology, s->w.fragmentation, s->w.fit,
+	       s->gang_required_key ? ", every gang required in one " : "",
+	       s->gang_required_key ? s->gang_required_key : "", s->frag_gpus);
 	printf("| policy | jobs done / refused | wait, min (mean / p50 / p95) | completion, min "
 	       "(mean / p50 / p95) | GPU utilisation, %% | fragmentation, %% of free GPUs | "
 	       "NVLink-complete, %% of multi-GPU pods | mean link quality (0-1) | nodes with a "
@@ -275,6 +278,10 @@ int sim_report_json(const struct sim_result *rs, unsigned n, const struct sim_tr
 	cJSON_AddNumberToObject(o, "fit", s->w.fit);
 	cJSON_AddNumberToObject(o, "frag_gpus", s->frag_gpus);
 	cJSON_AddStringToObject(o, "order", s->fifo ? "fifo" : "fair");
+	if (s->gang_required_key)
+		cJSON_AddStringToObject(o, "gang_required_key", s->gang_required_key);
+	else
+		cJSON_AddNullToObject(o, "gang_required_key");
 	cJSON_AddItemToObject(root, "policies", pol);
 	for (unsigned i = 0; i < n; i++) {
 		const struct sim_result *r = &rs[i];

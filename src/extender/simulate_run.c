@@ -137,11 +137,18 @@ static int plan_gang(struct replay *r, const struct cache_node_view *views,
 	struct placement_request req = sim__job_request(j);
 	char why[TROUPE_MESSAGE_BUF];
 
+	struct gang_levels one;
+
 	memset(plan, 0, sizeof(*plan));
 	if (r->pol.gang)
 		return r->pol.gang(views, r->c->n, j->gang, &req, r->levels, r->pol.chooser,
 				   &r->rng, plan);
-	return gang_plan_make(views, r->c->n, j->gang, &req, r->levels, plan, why, sizeof(why));
+	/* troupe.io/gang-topology required:<key>: the gang manager's own
+	 * one-level strict plan (gang_admit). */
+	if (r->s->gang_required_key)
+		gang_levels_required(r->levels, r->s->gang_required_key, &one);
+	return gang_plan_make(views, r->c->n, j->gang, &req,
+			      r->s->gang_required_key ? &one : r->levels, plan, why, sizeof(why));
 }
 
 /* A measured gang placed by <plan>: count it, and at each level whether its

@@ -335,7 +335,7 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 		       char *reason, size_t reasonlen)
 {
 	struct gang_need needs[GANG_MAX_NEEDS];
-	struct gang_levels one = { .n = 1, .strict = true };
+	struct gang_levels one;
 	const struct gang_levels *levels = m->cfg.levels.n ? &m->cfg.levels : &gang_default_levels;
 	struct cache_node_view *own = NULL;
 	struct gang_plan plan = { 0 };
@@ -375,7 +375,8 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 					own[j].used &= ~g->holds[h].devices;
 		views = own;
 	}
-	one.keys[0][0] = mb->required_key;
+	if (mb->required_key)
+		gang_levels_required(levels, mb->required_key, &one);
 	if (gang_plan_mixed(views, n, needs, n_needs, mb->required_key ? &one : levels, &plan, why,
 			    sizeof(why)) < 0) {
 		snprintf(g->reason, sizeof(g->reason), "troupe: gang %s: %s", g->key, why);

@@ -31,8 +31,17 @@ enum { GANG_LABEL_BUF = 128 };
 struct gang_levels {
 	unsigned n;
 	const char *keys[GANG_MAX_LEVELS][GANG_MAX_KEYS];       /* NULL-terminated rows */
-	bool strict;                    /* one domain is required: no cluster-wide fallback */
+	bool strict;                    /* a level-0 domain is required: no cluster-wide
+					 * fallback (gang_levels_required) */
 };
+
+/* The levels of a gang whose pods ask troupe.io/gang-topology required:<key>:
+ * <key> as level 0, required (strict), then the levels of <lv> finer than the
+ * one <key> names, so the plan still takes the tightest rack or clique inside
+ * the required spine; just <key> when <lv> has no level with that key. <out>
+ * points into <lv> and <key>. */
+void gang_levels_required(const struct gang_levels *lv, const char *key,
+			  struct gang_levels *out);
 
 /* Node <n>'s domain at <level> of <lv>: the value of the level's first key
  * the node has a non-empty label for, NULL when none. The planner's rule; the

@@ -8,9 +8,13 @@
  *   2. Domain: from the finest network level to the coarsest, group the nodes
  *      by that level's label and fill each domain (step 3) to see whether it
  *      holds the whole gang; the first level with one wins, and within it the
- *      domain that needs the fewest nodes (ties: the one with the least
- *      capacity left over, so big domains stay whole). With no common domain
- *      at any level the cluster as a whole is tried.
+ *      tightest domain, the one with the fewest free GPUs (ties: the fewest
+ *      nodes, then the least capacity left over), so big domains stay whole.
+ *      With no common domain at any level the cluster as a whole is tried,
+ *      unless the levels are strict (troupe.io/gang-topology required:<key>,
+ *      gang_levels_required): then level 0 is the required one, a finer
+ *      level's domain counts only when all its nodes share one level-0
+ *      domain, and no domain at level 0 means no plan.
  *   3. Fill: the nodes that take the most GPUs first (ties: the fewest GPUs
  *      left over, then candidate order). A node whose step-1 sets fit in what
  *      is still to place gives them as they are; the node where a need runs
@@ -42,6 +46,23 @@ const struct gang_levels gang_default_levels = {
 		  "nvidia.com/gpu.clique" },
 	},
 };
+
+void gang_levels_required(const struct gang_levels *lv, const char *key,
+			  struct gang_levels *out)
+{
+	unsigned from = lv->n;
+
+	memset(out, 0, sizeof(*out));
+	out->strict = true;
+	out->n = 1;
+	out->keys[0][0] = key;
+	for (unsigned l = 0; l < lv->n && from == lv->n; l++)
+		for (unsigned k = 0; k < GANG_MAX_KEYS && lv->keys[l][k]; k++)
+			if (strcmp(lv->keys[l][k], key) == 0)
+				from = l + 1;
+	for (unsigned l = from; l < lv->n && out->n < GANG_MAX_LEVELS; l++)
+		memcpy(out->keys[out->n++], lv->keys[l], sizeof(lv->keys[l]));
+}
 
 /* What one node takes: up to 64 sets (a node has at most 64 GPUs). */
 struct pack {
@@ -119,6 +140,24 @@ const char *gang_domain_of(const struct cache_node *n, const struct gang_levels 
 			return v;
 	}
 	return NULL;
+}
+
+/* Whether every node of <dom> has one domain at level 0 of <lv>: a strict
+ * plan's finer domain must lie inside one required domain, even where the
+ * labels do not nest (a block value reused under two spines). */
+static bool inside_one(const struct planner *pl, const struct gang_levels *lv,
+		       struct cand *const *nodes, unsigned n)
+{
+	const char *d0 = NULL;
+
+	for (unsigned i = 0; i < n; i++) {
+		const char *d = gang_domain_of(pl->views[nodes[i]->idx].node, lv, 0);
+
+		if (!d || (d0 && strcmp(d, d0) != 0))
+			return false;
+		d0 = d;
+	}
+	return true;
 }
 
 static int by_capacity(const void *a, const void *b)
@@ -404,9 +443,13 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 		for (unsigned d = 0; d < ndom && !oom; d++) {
 			struct fill f;
 
-			/* Too few GPUs cannot hold it; the finest level of a strict
-			 * plan is filled all the same, to say how close it came. */
-			if (doms[d].gpus < pl.gpus && !(levels->strict && level == (int)levels->n - 1))
+			/* Too few GPUs cannot hold it; the required level of a
+			 * strict plan is filled all the same, to say how close it
+			 * came. */
+			if (doms[d].gpus < pl.gpus && !(levels->strict && level == 0))
+				continue;
+			if (levels->strict && level > 0 &&
+			    !inside_one(&pl, levels, doms[d].nodes, doms[d].n))
 				continue;
 			f = fill(&pl, doms[d].nodes, doms[d].n, NULL);
 			if (f.placed > most) {
@@ -437,10 +480,10 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 	if (best_level == -2 && levels->strict) {
 		if (most_where)
 			snprintf(why, whylen, "%s; largest free %s domain %s holds %u pods", what,
-				 levels->keys[levels->n - 1][0], most_where, most);
+				 levels->keys[0][0], most_where, most);
 		else
 			snprintf(why, whylen, "%s; no offered node has the label %s", what,
-				 levels->keys[levels->n - 1][0]);
+				 levels->keys[0][0]);
 		ret = -ENOSPC;
 		goto out;
 	}

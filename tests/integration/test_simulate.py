@@ -189,6 +189,39 @@ class HandChecked(unittest.TestCase):
         self.assertEqual((out["jobs_refused"], out["jobs_done"]), (1, 1))
         self.assertIn("huge: refused", p.stderr)
 
+    def test_gang_topology_required_keeps_each_gang_in_one_domain(self):
+        # Two racks of four 8-GPU nodes (rack-0: n0-n3, rack-1: n4-n7), some
+        # held whole by the snapshot's pods. --gang-topology models the pods'
+        # troupe.io/gang-topology annotation through the gang manager's planner.
+        key = "network.topology.nvidia.com/block"
+        gang = {"jobs": [{"name": "g", "duration": "1h", "pods": 2, "gpus": 8, "gang": 2}]}
+        every = list(range(8))
+        sim = Sim(self)
+        # n3 and n7 free, one in each rack: spread without the annotation,
+        # refused with it (no rack can ever hold both members).
+        snap = cluster(["nvswitch"] * 8, [(i, every) for i in (0, 1, 2, 4, 5, 6)])
+        free = sim.json(snap, gang)
+        self.assertIsNone(free["settings"]["gang_required_key"])
+        pods = by_name(free["policies"][0])["g"]["pods"]
+        self.assertEqual(sorted(p["node"] for p in pods), ["n3", "n7"])
+        req = sim.json(snap, gang, "--gang-topology", f"required:{key}")
+        self.assertEqual(req["settings"]["gang_required_key"], key)
+        self.assertEqual(req["policies"][0]["jobs_refused"], 1)
+        self.assertEqual(sim.json(snap, gang, "--gang-topology", "none")["policies"][0]
+                         ["jobs_refused"], 0)
+        # n2, n3 free in rack-0 and n5-n7 in rack-1: the tightest rack, whole.
+        snap = cluster(["nvswitch"] * 8, [(i, every) for i in (0, 1, 4)])
+        for _ in range(3):
+            pods = by_name(sim.json(snap, gang, "--gang-topology", f"required:{key}")
+                           ["policies"][0])["g"]["pods"]
+            self.assertEqual(sorted(p["node"] for p in pods), ["n2", "n3"])
+        # Bad values, and a peer's planner, which has rules of its own.
+        p = sim.run(snap, gang, "--gang-topology", "rack", expect=2)
+        self.assertIn("--gang-topology takes none or required:<node-label-key>", p.stderr)
+        p = sim.run(snap, gang, "--gang-topology", f"required:{key}", "--compare",
+                    "topology,topology@kai", expect=2)
+        self.assertIn('policy "topology@kai" names a peer', p.stderr)
+
     def test_bad_input_is_refused_with_the_field_named(self):
         sim = Sim(self)
         snap = cluster(["nvswitch"])
@@ -221,7 +254,7 @@ class HandChecked(unittest.TestCase):
         self.assertEqual(h.returncode, 0)
         for flag in ("--cluster", "--workload", "--config", "--policy", "--compare",
                      "--weights", "--seed", "--order", "--frag-gpus", "--plot", "--plot-data",
-                     "--output", "--per-job"):
+                     "--output", "--per-job", "--gang-topology"):
             self.assertIn(flag, h.stdout)
 
     def test_plot_data(self):

@@ -249,6 +249,63 @@ static void test_gang_plan_required_topology_keeps_the_gang_in_one_domain(void *
 	cluster_free(&c);
 }
 
+/* required:<spine key> keeps the default levels finer than the spine: the gang
+ * takes the tightest rack inside one spine, as an unconstrained gang would,
+ * and never a rack whose nodes straddle two spines (labels that do not nest);
+ * with no spine holding it, it is refused rather than spread. */
+static void test_gang_plan_required_level_keeps_the_finer_levels(void **state)
+{
+	struct cluster c = { 0 };
+	struct gang_levels lv;
+	struct gang_plan p;
+	char why[256] = "";
+	struct placement_request r = gpus(8);
+	const char *spine = "network.topology.nvidia.com/spine";
+
+	(void)state;
+	gang_levels_required(&gang_default_levels, spine, &lv);
+	assert_true(lv.strict);
+	assert_int_equal(lv.n, 3);             /* spine, block, NVLink domain */
+	assert_string_equal(lv.keys[0][0], spine);
+	assert_null(lv.keys[0][1]);
+	assert_string_equal(lv.keys[1][0], "network.topology.nvidia.com/block");
+	assert_string_equal(lv.keys[2][2], "nvidia.com/gpu.clique");
+	/* spine-a: rack-0 with three empty nodes, rack-1 with two; spine-b:
+	 * rack-x, one node in spine-a and one in spine-b, both empty. */
+	add_node(&c, "a0", 8, "spine-a", "rack-0", 0, true);
+	add_node(&c, "a1", 8, "spine-a", "rack-0", 0, true);
+	add_node(&c, "a2", 8, "spine-a", "rack-0", 0, true);
+	add_node(&c, "b0", 8, "spine-a", "rack-1", 0, true);
+	add_node(&c, "b1", 8, "spine-a", "rack-1", 0, true);
+	add_node(&c, "x0", 8, "spine-a", "rack-x", 0, true);
+	add_node(&c, "x1", 8, "spine-b", "rack-x", 0, true);
+	/* 2 x 8: the tightest rack that lies in one spine is rack-1 (rack-x
+	 * has as few free GPUs but straddles the spines). */
+	assert_int_equal(gang_plan_make(c.views, c.n, 2, &r, &lv, &p, why, sizeof(why)), 0);
+	assert_int_equal(p.level, 1);
+	assert_string_equal(p.domain, "rack-1");
+	for (unsigned s = 0; s < p.n_slots; s++)
+		assert_string_equal(cache_node_label(c.nodes[p.slots[s].node],
+						     "network.topology.nvidia.com/block"), "rack-1");
+	gang_plan_fini(&p);
+	/* 4 x 8: no rack holds them; spine-a does, whole. */
+	assert_int_equal(gang_plan_make(c.views, c.n, 4, &r, &lv, &p, why, sizeof(why)), 0);
+	assert_int_equal(p.level, 0);
+	assert_string_equal(p.domain, "spine-a");
+	for (unsigned s = 0; s < p.n_slots; s++)
+		assert_string_equal(cache_node_label(c.nodes[p.slots[s].node], spine), "spine-a");
+	gang_plan_fini(&p);
+	/* 7 x 8 fit the cluster but no spine: refused, naming the closest. */
+	assert_int_equal(gang_plan_make(c.views, c.n, 7, &r, &lv, &p, why, sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "7 pods x 8 GPUs; largest free network.topology.nvidia.com/spine "
+			    "domain spine-a holds 6 pods");
+	/* A key no level names: that key alone. */
+	gang_levels_required(&gang_default_levels, "example.com/pod", &lv);
+	assert_int_equal(lv.n, 1);
+	assert_true(lv.strict);
+	cluster_free(&c);
+}
+
 /* Random clusters: any plan satisfies the invariants, and a refusal only
  * happens when the free GPUs really are too few. */
 static void test_gang_plan_random_clusters_keep_the_invariants(void **state)
@@ -460,6 +517,7 @@ int main(void)
 		cmocka_unit_test(test_gang_plan_prefers_the_domain_needing_fewest_nodes),
 		cmocka_unit_test(test_gang_plan_refuses_with_a_reason_and_skips_unusable_nodes),
 		cmocka_unit_test(test_gang_plan_required_topology_keeps_the_gang_in_one_domain),
+		cmocka_unit_test(test_gang_plan_required_level_keeps_the_finer_levels),
 		cmocka_unit_test(test_gang_plan_random_clusters_keep_the_invariants),
 		cmocka_unit_test(test_gang_plan_mixed_needs_share_nodes),
 		cmocka_unit_test(test_gang_plan_mixed_fills_every_member_into_the_finest_domain),
