@@ -81,9 +81,10 @@ def bar_chart(outdir, study, rows, troupe, baselines, n_seeds):
     return gnuplot("\n".join(s) + "\n", png)
 
 
-def front_stats(ms, family, others, seeds, where):
+def front_stats(ms, family, others, seeds, where, barred=()):
     """The front's points: {label, family, values: {measure: [mean, se, n]},
-    front}. <family> and <others>: (label, [JSON object per seed]) pairs."""
+    front, barred}. <family> and <others>: (label, [JSON object per seed])
+    pairs; the <barred> labels are drawn but never on the front."""
     pts = []
     for fam, group in ((True, family), (False, others)):
         for label, runs in group:
@@ -91,10 +92,12 @@ def front_stats(ms, family, others, seeds, where):
                                                    f"seed {s}")
                                           for s, o in zip(seeds, runs)]))
                     for m in ms}
-            pts.append({"label": label, "family": fam, "values": vals, "front": False})
-    coords = [tuple(p["values"][m.name][0] for m in ms) for p in pts]
+            pts.append({"label": label, "family": fam, "values": vals, "front": False,
+                        "barred": label in barred})
+    ok = [p for p in pts if not p["barred"]]
+    coords = [tuple(p["values"][m.name][0] for m in ms) for p in ok]
     for i in non_dominated(coords, [m.better for m in ms]):
-        pts[i]["front"] = True
+        ok[i]["front"] = True
     return pts
 
 
@@ -108,15 +111,17 @@ def front_markdown(pts, ms):
             mean, se, n = p["values"][m.name]
             cells.append("-" if not n else f"{mean * m.scale:.3g} ± "
                          f"{(0 if math.isnan(se) else se) * m.scale:.2g}")
-        cells.append("yes" if p["front"] else "")
+        cells.append("yes" if p["front"] else
+                     "refuses more jobs than troupe" if p["barred"] else "")
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
 def front_chart(outdir, front, ms, n_seeds):
-    """DIR/sim_quality_front.png: every point with 2-SE bars both ways; the
-    family joined by a line, the non-dominated points ringed."""
-    png = os.path.join(outdir, "sim_quality_front.png")
+    """DIR/sim_quality_front_<study>.png: every point with 2-SE bars both
+    ways; the family joined by a line, the non-dominated points ringed."""
+    slug = front["study"].replace("/", "-")
+    png = os.path.join(outdir, f"sim_quality_front_{slug}.png")
     rows = []
     for p in front["points"]:
         (mx, sx, _), (my, sy, _) = (p["values"][m.name] for m in ms)
@@ -129,14 +134,30 @@ def front_chart(outdir, front, ms, n_seeds):
          f"set xlabel {quote(ms[0].label + ' (' + ms[0].better + ' is better)')}",
          f"set ylabel {quote(ms[1].label + ' (' + ms[1].better + ' is better)')}",
          "set grid", "set key outside right"]
-    for name, keep in (("fam", lambda p: p["family"]), ("oth", lambda p: not p["family"]),
-                       ("nd", lambda p: p["front"])):
-        s += [f"${name} << EOD", *(t for p, t in rows if keep(p)), "EOD"]
-    s.append("plot $fam using 1:2 with lines lc rgb '#1f77b4' title 'family', "
-             "$fam using 1:2:3:4 with xyerrorbars pt 7 lc rgb '#1f77b4' notitle, "
-             "$oth using 1:2:3:4 with xyerrorbars pt 5 lc rgb '#d62728' "
-             "title 'troupe and baselines', "
-             "$nd using 1:2 with points pt 6 ps 3 lc rgb 'black' title 'non-dominated', "
-             "$fam using 1:2:5 with labels offset 1,1 font ',8' notitle, "
-             "$oth using 1:2:5 with labels offset 1,-1 font ',8' notitle")
+    # A point that refuses jobs is grey and outside the family's line. A
+    # block with no point is left out of the plot command (gnuplot fails, or
+    # crashes, on an empty or NaN-only one).
+    blocks = {name: [t for p, t in rows if keep(p)] for name, keep in (
+        ("fam", lambda p: p["family"] and not p["barred"]),
+        ("oth", lambda p: not p["family"] and not p["barred"]),
+        ("bar", lambda p: p["barred"]), ("nd", lambda p: p["front"]))}
+    clauses = {
+        "fam": ["$fam using 1:2 with lines lc rgb '#1f77b4' title 'family'",
+                "$fam using 1:2:3:4 with xyerrorbars pt 7 lc rgb '#1f77b4' notitle",
+                "$fam using 1:2:5 with labels offset 1,1 font ',8' notitle"],
+        "oth": ["$oth using 1:2:3:4 with xyerrorbars pt 5 lc rgb '#d62728' "
+                "title 'troupe and baselines'",
+                "$oth using 1:2:5 with labels offset 1,-1 font ',8' notitle"],
+        "bar": ["$bar using 1:2:3:4 with xyerrorbars pt 4 lc rgb '#999999' "
+                "title 'refuses more jobs than troupe'",
+                "$bar using 1:2:5 with labels offset 1,-1 font ',8' tc rgb '#999999' "
+                "notitle"],
+        "nd": ["$nd using 1:2 with points pt 6 ps 3 lc rgb 'black' title 'non-dominated'"],
+    }
+    plots = []
+    for name, block in blocks.items():
+        if block:
+            s += [f"${name} << EOD", *block, "EOD"]
+            plots += clauses[name]
+    s.append("plot " + ", ".join(plots))
     return gnuplot("\n".join(s) + "\n", png)

@@ -169,8 +169,35 @@ def tally(named_rows):
     return t
 
 
+# The stated objective the default is chosen by (docs/placement-quality.md):
+# size-weighted waiting. A row troupe is behind on first looks here for the
+# trade-off it is part of.
+OBJECTIVE = "wait_gpu_hours"
+
+
+def trade_off(named_rows, study, behind, troupe):
+    """Why row <behind> of <study> is a trade-off: the first row of the same
+    study where troupe leads <behind>'s best baseline by the paired 2-SE rule,
+    looked for in this order: the objective overall, the same measure at
+    another size, any overall row, any row. None: that baseline is at least as
+    good as troupe on every row (troupe is dominated there)."""
+    b = behind["best"]
+    mine = [r for name, r in named_rows if name == study and r is not behind
+            and b in r["per_seed"] and r["verdict"] != "same"]
+    base = behind["measure"]
+    tiers = ([r for r in mine if r["measure"] == OBJECTIVE and r["size"] is None],
+             [r for r in mine if r["measure"] == base],
+             [r for r in mine if r["size"] is None], mine)
+    for tier in tiers:
+        for r in tier:
+            if paired_verdict(r["per_seed"][troupe], r["per_seed"][b], r["better"]) == "leads":
+                return r
+    return None
+
+
 def summary(named_rows, troupe, n_seeds):
-    """The closing lines: the counts, then what troupe is behind on."""
+    """The closing lines: the counts, what troupe is behind on, and whether
+    each of those is a measured trade-off (trade_off) or not."""
     t = tally(named_rows)
     total = sum(len(v) for v in t.values())
     same = sum(1 for _, r in named_rows if r["verdict"] == "same")
@@ -180,4 +207,24 @@ def summary(named_rows, troupe, n_seeds):
     if same:
         line += f" ({same} more the same for every policy, not counted)"
     behind = ("behind on: " + "; ".join(t["behind"])) if t["behind"] else "behind on none"
-    return line + "\n" + behind
+    objective, other, dominated = 0, 0, []
+    for name, r in named_rows:
+        if r["verdict"] != "behind":
+            continue
+        why = trade_off(named_rows, name, r, troupe)
+        if why is None:
+            dominated.append(f"{row_name(name, r)} (by {r['best']})")
+        elif why["measure"] == OBJECTIVE and why["size"] is None:
+            objective += 1
+        else:
+            other += 1
+    out = [line, behind]
+    if t["behind"]:
+        out.append(f"trade-offs: of the {len(t['behind'])} rows behind, {objective} are "
+                   f"against a policy troupe leads on the objective ({OBJECTIVE}), {other} "
+                   f"against one troupe leads on another row; {len(dominated)} against a "
+                   "policy as good as troupe on every row" +
+                   (": " + "; ".join(dominated) if dominated else ""))
+    out.append("goal (lead or tie on every row, or each row behind a measured trade-off): " +
+               ("met" if not dominated else "not met"))
+    return "\n".join(out)

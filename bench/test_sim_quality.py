@@ -20,6 +20,7 @@ from sim_quality_stats import (HIGHER, LOWER, Measure, MissingField,  # noqa: E4
                                best_baseline, mean_se, non_dominated, paired_verdict,
                                value_of, verdict)
 import sim_quality  # noqa: E402
+import sim_quality_plot as plot  # noqa: E402
 import sim_quality_report as report  # noqa: E402
 import sim_quality_run as run  # noqa: E402
 
@@ -107,6 +108,47 @@ class Stats(unittest.TestCase):
         pts = [(1, 5), (2, 4), (3, 9), (1, 5), (3, 8)]
         self.assertEqual(non_dominated(pts, [LOWER, HIGHER]), [0, 2, 3])
         self.assertEqual(non_dominated(pts, [HIGHER, HIGHER]), [2])
+
+
+class Front(unittest.TestCase):
+    def test_measures_values_and_barred_points(self):
+        m = sim_quality.front_measure("in_one.spine")
+        self.assertEqual((m.name, m.label, m.path, m.better),
+                         ("in_one.spine", "all pods in one spine, % of gangs",
+                          ("in_one", "spine"), HIGHER))
+        self.assertEqual(value_of(m, {"in_one": {"spine": 0.75}}, None, None, "h"), 0.75)
+        for bad in ("in_one", "wait_mean.spine", "nope", "refused.x"):
+            self.assertIsNone(sim_quality.front_measure(bad), bad)
+        self.assertEqual(sim_quality.front_values("none,spine=required:a/b"),
+                         [("none", "none"), ("spine", "required:a/b")])
+        # A point that refused jobs is drawn, never on the front, even when
+        # it waits least: the point it would have pushed off stays on.
+        w = Measure("w", "w", LOWER, ("w",), None)
+        q = Measure("q", "q", HIGHER, ("q",), None)
+        fam = [("f", [{"w": 5, "q": 5}, {"w": 5, "q": 5}])]
+        others = [("easy", [{"w": 1, "q": 9}, {"w": 1, "q": 9}])]
+        pts = plot.front_stats([w, q], fam, others, [1, 2], "h", {"easy"})
+        self.assertEqual([(p["label"], p["front"], p["barred"]) for p in pts],
+                         [("f", True, False), ("easy", False, True)])
+        self.assertIn("refuses more jobs than troupe", plot.front_markdown(pts, [w, q]))
+        pts = plot.front_stats([w, q], fam, others, [1, 2], "h")
+        self.assertEqual([p["front"] for p in pts], [False, True])
+
+    @unittest.skipUnless(shutil.which("gnuplot"), "no gnuplot")
+    def test_the_front_is_drawn_with_and_without_barred_points(self):
+        # gnuplot fails (or crashes) on an empty data block: a front with no
+        # barred point, and one with only barred points besides the family.
+        w = Measure("w", "w", LOWER, ("w",), None)
+        q = Measure("q", "q", HIGHER, ("q",), None)
+        fam = [("f", [{"w": 5, "q": 5}, {"w": 6, "q": 5}])]
+        others = [("easy", [{"w": 1, "q": 9}, {"w": 1, "q": 8}])]
+        with tempfile.TemporaryDirectory() as d:
+            for i, barred in enumerate(((), {"easy"})):
+                front = {"study": f"s/{i}", "points": plot.front_stats(
+                    [w, q], fam, others, [1, 2], "h", barred)}
+                png = plot.front_chart(d, front, [w, q], 2)
+                self.assertEqual(png, os.path.join(d, f"sim_quality_front_s-{i}.png"))
+                self.assertGreater(os.path.getsize(png), 1000)
 
 
 class Fields(unittest.TestCase):
@@ -197,6 +239,52 @@ class Fields(unittest.TestCase):
         self.assertIn("behind on: s: q", text)
 
 
+class TradeOffs(unittest.TestCase):
+    """A row behind is a measured trade-off only where troupe leads that row's
+    best baseline on another row, beyond 2 SE of the paired differences."""
+    W = Measure("wait_gpu_hours", "w", LOWER, ("wait_gpu_hours",), None)
+    Q = Measure("q", "q", HIGHER, ("q",), None)
+    R = Measure("r", "r", HIGHER, ("r",), None)
+
+    def rows(self, res):
+        return [("s", r) for r in report.study_rows(
+            {"name": "s", "kind": "single"}, [self.W, self.Q, self.R], res, "t", ["a"],
+            [1, 2, 3])]
+
+    @staticmethod
+    def runs(w, q, r):
+        return [{"wait_gpu_hours": a, "q": b, "r": c} for a, b, c in zip(w, q, r)]
+
+    def test_led_on_the_objective(self):
+        res = {"t": self.runs([10, 11, 12], [1, 2, 3], [5, 5, 5]),
+               "a": self.runs([20, 21, 22], [5, 6, 7], [5, 5, 5])}
+        named = self.rows(res)
+        q = next(r for _, r in named if r["measure"] == "q")
+        self.assertEqual(q["verdict"], "behind")
+        self.assertEqual(report.trade_off(named, "s", q, "t")["measure"], "wait_gpu_hours")
+        self.assertTrue(report.summary(named, "t", 3).endswith("): met"))
+
+    def test_led_on_another_row(self):
+        res = {"t": self.runs([10, 11, 12], [1, 2, 3], [9, 9, 10]),
+               "a": self.runs([10, 12, 11], [5, 6, 7], [5, 5, 5])}
+        named = self.rows(res)
+        q = next(r for _, r in named if r["measure"] == "q")
+        self.assertEqual(report.trade_off(named, "s", q, "t")["measure"], "r")
+        self.assertIn("0 are against a policy troupe leads on the objective "
+                      "(wait_gpu_hours), 1 against one", report.summary(named, "t", 3))
+
+    def test_dominated(self):
+        # a ties troupe on waiting and on r (within 2 SE), and beats it on q.
+        res = {"t": self.runs([10, 11, 12], [1, 2, 3], [5, 6, 5]),
+               "a": self.runs([10, 12, 11], [5, 6, 7], [5, 5, 6])}
+        named = self.rows(res)
+        q = next(r for _, r in named if r["measure"] == "q")
+        self.assertIsNone(report.trade_off(named, "s", q, "t"))
+        text = report.summary(named, "t", 3)
+        self.assertIn("1 against a policy as good as troupe on every row: s: q (by a)", text)
+        self.assertTrue(text.endswith("): not met"), text)
+
+
 class Traces(unittest.TestCase):
     def test_every_seed_line_and_the_job_count(self):
         text = "seed: 1\nwarmup: 0.1\ngenerate:\n  jobs: 50000\n  seed: 1\n"
@@ -268,10 +356,16 @@ class Command(unittest.TestCase):
         # Utilisation: troupe 0.001 above every baseline on every seed, the
         # seeds themselves 0.01 apart: a lead only because the seeds pair the
         # runs (unpaired, the seeds' spread would make it a tie).
-        self.assertEqual(last[-2], "troupe (topology) vs best baseline over 3 seeds: "
+        self.assertEqual(last[-4], "troupe (topology) vs best baseline over 3 seeds: "
                          "leads on 3, ties on 0, behind on 3 of 6 measures")
-        self.assertEqual(last[-1], "behind on: single: mean wait, min; "
+        self.assertEqual(last[-3], "behind on: single: mean wait, min; "
                          "single: mean wait, min (size 1); single: mean wait, min (size 8)")
+        # The baseline that waits less has the worse NVLink rate: a trade-off.
+        self.assertEqual(last[-2], "trade-offs: of the 3 rows behind, 0 are against a "
+                         "policy troupe leads on the objective (wait_gpu_hours), 3 against "
+                         "one troupe leads on another row; 0 against a policy as good as "
+                         "troupe on every row")
+        self.assertTrue(last[-1].endswith(": met"), last[-1])
         with open(js) as f:
             doc = json.load(f)
         rows = {(r["measure"], r["size"]): r for r in doc["studies"][0]["rows"]}
