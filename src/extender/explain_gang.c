@@ -33,6 +33,7 @@ struct members {
 	bool have_req;                  /* req is a pending member's */
 	struct placement_request req;
 	uint32_t pod_min_member;
+	char gang_topology[K8S_NAME_BUF];       /* the first member's troupe.io/gang-topology */
 };
 
 static void member_fn(const struct cache_pod_info *p, const char *uid, void *arg)
@@ -46,6 +47,8 @@ static void member_fn(const struct cache_pod_info *p, const char *uid, void *arg
 		return;
 	if (p->min_member > m->pod_min_member)
 		m->pod_min_member = p->min_member;
+	if (!m->gang_topology[0] && p->gang_topology[0])
+		snprintf(m->gang_topology, sizeof(m->gang_topology), "%s", p->gang_topology);
 	if (!m->have_req && p->demand_valid && p->demand.gpus > 0 &&
 	    placement_policy_parse(p->topology[0] ? p->topology : NULL, &req.policy, err,
 				   sizeof(err)) == 0) {
@@ -189,17 +192,27 @@ out:
 }
 
 /* "planNow": what gang_plan_make says over every node troupe knows for the
- * <need> members still to place, then "closestDomain". */
+ * <need> members still to place, then "closestDomain". With a member's
+ * troupe.io/gang-topology <topology> ("" none), over the levels the gang
+ * manager plans such a gang on (gang_levels_required), as filter does. */
 static void put_plan_now(const struct ext_service *svc, const struct placement_request *req,
-			 unsigned need, struct strbuf *sb)
+			 unsigned need, const char *topology, struct strbuf *sb)
 {
 	const struct gang_levels *lv = svc->cfg->gang.levels.n ? &svc->cfg->gang.levels
 							       : &gang_default_levels;
+	struct gang_levels required;
+	const char *key = NULL;
 	struct views vs = { 0 };
 	struct gang_plan plan;
 	char why[EXT_GANG_REASON_BUF], ids[EXT_DEVICE_IDS_BUF];
 	int rc;
 
+	/* A bad value: filter refuses the member with the parse error, which
+	 * explain's pod part shows; the plan is then the unconstrained one. */
+	if (gang_topology_parse(topology, &key, why, sizeof(why)) == 0 && key) {
+		gang_levels_required(lv, key, &required);
+		lv = &required;
+	}
 	cache_read_begin(svc->cache);
 	cache_node_foreach(svc->cache, collect_view, &vs);
 	if (vs.oom) {
@@ -209,8 +222,9 @@ static void put_plan_now(const struct ext_service *svc, const struct placement_r
 		return;
 	}
 	rc = gang_plan_make(vs.v, (unsigned)vs.n, need, req, lv, &plan, why, sizeof(why));
-	strbuf_printf(sb, ",\"planNow\":{\"members\":%u,\"possible\":%s", need,
-		      rc == 0 ? "true" : "false");
+	strbuf_printf(sb, ",\"planNow\":{\"members\":%u,\"possible\":%s,\"requiredKey\":",
+		      need, rc == 0 ? "true" : "false");
+	ext__explain_put_str(sb, key);
 	if (rc == 0) {
 		strbuf_puts(sb, ",\"levelKey\":");
 		ext__explain_put_str(sb, plan.level >= 0 ? lv->keys[plan.level][0] : NULL);
@@ -332,7 +346,7 @@ void ext__explain_put_gang(const struct ext_service *svc, const char *ns, const 
 	if (!req && (m.have_req || m.req.demand.gpus))
 		req = &m.req;
 	if (need && req && req->demand.gpus) {
-		put_plan_now(svc, req, need, sb);
+		put_plan_now(svc, req, need, m.gang_topology, sb);
 	} else {
 		strbuf_puts(sb, ",\"planNow\":null,\"closestDomain\":null");
 	}

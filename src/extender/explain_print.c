@@ -154,6 +154,9 @@ static void print_gang(FILE *out, const cJSON *g, bool first)
 		fprintf(out, "  no plan now for %.0f members: %s\n", num(plan, "members"),
 			str_or(plan, "why", "?"));
 	}
+	if (plan && json_str(plan, "requiredKey"))
+		fprintf(out, "  its pods require one %s domain (troupe.io/gang-topology)\n",
+			json_str(plan, "requiredKey"));
 	if (cd)
 		fprintf(out, "  closest %s domain: %s, holds %.0f of %.0f members (lacks %.0f)\n",
 			str_or(cd, "levelKey", "?"), str_or(cd, "domain", "?"), num(cd, "holds"),

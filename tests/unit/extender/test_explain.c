@@ -592,6 +592,62 @@ static void test_held_nodes_are_filters(void **state)
 	free(args);
 }
 
+/* A gang whose pods ask troupe.io/gang-topology required:<key>: planNow is
+ * the plan filter would make under it (none, when no node has the label, with
+ * filter's words), and names the key. */
+static void test_gang_topology_required_in_the_plan(void **state)
+{
+	struct gfx *g = *state;
+	char err[CACHE_ERR_LEN];
+	unsigned status;
+	cJSON *ex, *fr;
+	const cJSON *plan;
+
+	for (unsigned i = 0; i < 2; i++) {
+		char name[16];
+		cJSON *o;
+		struct cache_pod *pod;
+
+		snprintf(name, sizeof(name), "pin-%u", i);
+		o = gang_pod(name, "pinned", 2, 8,
+			     ",\"troupe.io/gang-topology\":\"required:example.com/none\"");
+		pod = cache_pod_parse(o, cache_get_opts(g->fx.cache), err, sizeof(err));
+		cJSON_Delete(o);
+		assert_non_null(pod);
+		assert_int_equal(cache_pod_remember(g->fx.cache, pod), 0);
+	}
+	ex = explain((struct rfx *)NULL, &g->fx.svc, NULL, "ml/pinned", NULL, &status);
+	assert_int_equal(status, 200);
+	plan = item(item(ex, "gang"), "planNow");
+	assert_false(cJSON_IsTrue(item(plan, "possible")));
+	assert_string_equal(item(plan, "requiredKey")->valuestring, "example.com/none");
+	assert_non_null(strstr(item(plan, "why")->valuestring,
+			       "no offered node has the label example.com/none"));
+	/* Filter agrees: the member is refused everywhere. */
+	{
+		cJSON *pod = gang_pod("pin-0", "pinned", 2, 8, ",\"troupe.io/gang-topology\":"
+				      "\"required:example.com/none\"");
+		char *args = names_args(pod, gpu_nodes), *text;
+
+		fr = call(ext_filter, &g->fx, args, &status);
+		assert_int_equal(status, 200);
+		text = cJSON_PrintUnformatted(fr);
+		if (!strstr(text, "no offered node has the label example.com/none"))
+			fail_msg("filter did not refuse as explain said: %s", text);
+		free(text);
+		free(args);             /* names_args took <pod> */
+	}
+	cJSON_Delete(fr);
+	cJSON_Delete(ex);
+	/* Without the annotation (the test cluster's own gang): requiredKey null. */
+	ex = explain((struct rfx *)NULL, &g->fx.svc, NULL, "ml/llm", NULL, &status);
+	assert_int_equal(status, 200);
+	plan = item(item(ex, "gang"), "planNow");
+	assert_true(cJSON_IsTrue(item(plan, "possible")));
+	assert_true(cJSON_IsNull(item(plan, "requiredKey")));
+	cJSON_Delete(ex);
+}
+
 /* A planned gang: the manager's view (state, its plan's slots) is in the
  * answer, and its queue; its open slots are the nodes filter passes to the
  * member still to come. */
@@ -642,6 +698,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_held_nodes_are_filters, gfx_setup,
 						gfx_teardown),
 		cmocka_unit_test_setup_teardown(test_planned_gang_shows_the_managers_plan,
+						gfx_setup, gfx_teardown),
+		cmocka_unit_test_setup_teardown(test_gang_topology_required_in_the_plan,
 						gfx_setup, gfx_teardown),
 	};
 
