@@ -600,3 +600,17 @@ out:
 	free(buf);
 	return a;
 }
+
+int cache_api_call(struct cache_api *api, const char *method, const char *path,
+		   const char *content_type, const char *body, unsigned timeout_ms,
+		   struct strbuf *answer, long *status, char *err, size_t errlen)
+{
+	struct cache__api_call call = {
+		.method = method, .path = path, .content_type = body ? content_type : NULL,
+		.body = body, .timeout_ms = timeout_ms, .max_answer = 4u << 20,
+	};
+	int ret = cache__api_request(api, &call, answer, err, errlen);
+
+	*status = call.status;
+	return ret;
+}

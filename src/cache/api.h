@@ -43,6 +43,17 @@ void cache_api_free(struct cache_api *api);
 /* "https://10.0.0.1:443 (in-cluster service account)", for logs. */
 const char *cache_api_describe(const struct cache_api *api);
 
+/* One blocking request for a program beside the daemon (troupe-node's GET and
+ * PATCH of its own Node): <method> <path> with <body> (NULL: none) sent as
+ * <content_type>, waiting at most <timeout_ms>. The answer's status goes to
+ * <status> and its body (at most 4 MiB) to <answer>. Returns 0 once the server
+ * answered (any status); -EIO / -ETIMEDOUT / -ENOMEM with <err> saying why.
+ * Thread: any. */
+struct strbuf;
+int cache_api_call(struct cache_api *api, const char *method, const char *path,
+		   const char *content_type, const char *body, unsigned timeout_ms,
+		   struct strbuf *answer, long *status, char *err, size_t errlen);
+
 /* ---- Permissions ----------------------------------------------------------- */
 
 /* What troupe must be allowed to do, one verb on one resource each, as the

@@ -1,0 +1,275 @@
+/* troupe-node's main(): flags, then the publishing loop.
+ *
+ * Every --interval seconds (and once at start) it reads the GPUs (NVML, else
+ * nvidia-smi, node.h) and writes them onto its Node when they changed. A node
+ * where neither source works is said so once, each time the reason changes,
+ * and nothing is published: troupe then falls back to its profiles or treats
+ * the topology as unknown, as before. --print shows what would be published
+ * without an API server; --once publishes once and exits (status 1 when that
+ * failed), for a Job or a test.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache/api.h"
+#include "common/log.h"
+#include "common/strbuf.h"
+#include "node/node.h"
+#include "troupe_version.h"
+
+static volatile sig_atomic_t stopping;
+
+/* Both sources' reasons, and the words around them. */
+enum { READ_ERR_BUF = 2 * NODE_ERR_BUF + 64 };
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stopping = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: troupe-node [--node NAME] [--kubeconfig FILE | --api-server URL] [options]\n"
+		"       troupe-node --print [--nvml LIB] [--nvidia-smi PATH]\n"
+		"\n"
+		"troupe's node agent: publishes this node's GPU topology (troupe.io/gpu-topology,\n"
+		"the matrix nvidia-smi topo -m prints) and GPU UUIDs (troupe.io/gpu-uuids) on its\n"
+		"own Node, read from NVML, else from nvidia-smi, and only when they change.\n"
+		"\n"
+		"Options:\n"
+		"  --node NAME          the Node it runs on (default $NODE_NAME, which the\n"
+		"                       DaemonSet sets from spec.nodeName).\n"
+		"  --kubeconfig FILE    the API server of a kubeconfig's current context.\n"
+		"  --api-server URL     the API server at URL (http:// for tests, https://\n"
+		"                       checked against the system CAs), with --token-file.\n"
+		"  --token-file FILE    with --api-server: the bearer token to send.\n"
+		"                       Default (none of the three): in-cluster, the pod's\n"
+		"                       service account.\n"
+		"  --nvml LIB           the NVML library to dlopen (default libnvidia-ml.so.1,\n"
+		"                       from the driver; a path for a fake in tests).\n"
+		"  --nvidia-smi PATH    the fallback where NVML cannot be loaded (default\n"
+		"                       nvidia-smi, searched in $PATH); \"\" for none.\n"
+		"  --interval SECONDS   how often to look again (default 60, 5 to 86400).\n"
+		"  --once               publish once and exit: 0 published or unchanged, 1 not.\n"
+		"  --print              print the annotations it would write and exit (no API\n"
+		"                       server): 0, or 1 when no GPU source works.\n"
+		"  --log-level LEVEL    error, warn, info (default) or debug.\n"
+		"  --log-format FORMAT  text (default) or json, one object per line.\n"
+		"  --version            print the version.\n"
+		"  -h, --help           this text.\n");
+}
+
+/* The GPUs from NVML, else nvidia-smi; -ENOENT with both reasons in <err>
+ * when neither works. */
+static int read_gpus(const char *nvml, const char *smi, struct node_gpus *g, char *err,
+		     size_t errlen)
+{
+	char nerr[NODE_ERR_BUF], serr[NODE_ERR_BUF];
+	int rc = node_nvml_read(nvml, g, nerr, sizeof(nerr));
+
+	if (rc == 0)
+		return 0;
+	if (!smi[0]) {
+		snprintf(err, errlen, "%s; no nvidia-smi fallback (--nvidia-smi \"\")", nerr);
+		return rc;
+	}
+	if (node_smi_read(smi, g, serr, sizeof(serr)) == 0) {
+		log_info("node", "NVML unavailable (%s); read the topology from %s topo -m", nerr,
+			 smi);
+		return 0;
+	}
+	snprintf(err, errlen, "%s; and %s", nerr, serr);
+	return -ENOENT;
+}
+
+static int print_once(const char *nvml, const char *smi)
+{
+	struct node_gpus *g = calloc(1, sizeof(*g));
+	struct strbuf topo, uuids;
+	char err[READ_ERR_BUF];
+	int ret = 1;
+
+	if (!g) {
+		fprintf(stderr, "troupe-node: out of memory\n");
+		return 1;
+	}
+	strbuf_init(&topo);
+	strbuf_init(&uuids);
+	if (read_gpus(nvml, smi, g, err, sizeof(err)) < 0) {
+		fprintf(stderr, "troupe-node: no GPU topology: %s\n", err);
+		goto out;
+	}
+	node_topo_render(g, &topo);
+	node_uuids_render(g, &uuids);
+	printf("%s: %s\n%s: %s\n%s:\n%s", NODE_ANN_SOURCE, g->source, NODE_ANN_UUIDS,
+	       uuids.buf ? uuids.buf : "", NODE_ANN_TOPOLOGY, topo.buf ? topo.buf : "");
+	ret = 0;
+out:
+	strbuf_fini(&topo);
+	strbuf_fini(&uuids);
+	free(g);
+	return ret;
+}
+
+/* One round: read and publish. 0 done (written or unchanged), -1 not. Logs
+ * what happened; a failure is logged again only when its words change. */
+static int round_once(struct cache_api *api, const char *node, const char *nvml,
+		      const char *smi, char *last_err, size_t last_len)
+{
+	struct node_gpus *g = calloc(1, sizeof(*g));
+	char err[READ_ERR_BUF];
+	bool changed = false;
+	int ret = -1;
+
+	if (!g) {
+		log_error("node", "out of memory");
+		return -1;
+	}
+	if (read_gpus(nvml, smi, g, err, sizeof(err)) < 0) {
+		if (strcmp(err, last_err) != 0)
+			log_warn("node", "publishing no GPU topology for node %s: %s", node, err);
+		snprintf(last_err, last_len, "%s", err);
+		goto out;
+	}
+	if (node_publish(api, node, g, &changed, err, sizeof(err)) < 0) {
+		if (strcmp(err, last_err) != 0)
+			log_warn("node", "cannot publish the GPU topology of node %s: %s", node, err);
+		snprintf(last_err, last_len, "%s", err);
+		goto out;
+	}
+	if (changed)
+		log_info("node", "published the topology of %u GPUs on node %s (from %s)", g->n,
+			 node, g->source);
+	else
+		log_debug("node", "node %s: the topology of its %u GPUs is unchanged", node, g->n);
+	last_err[0] = '\0';
+	ret = 0;
+out:
+	free(g);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "node", required_argument, NULL, 'n' },
+		{ "kubeconfig", required_argument, NULL, 'k' },
+		{ "api-server", required_argument, NULL, 'a' },
+		{ "token-file", required_argument, NULL, 't' },
+		{ "nvml", required_argument, NULL, 'L' },
+		{ "nvidia-smi", required_argument, NULL, 'S' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "once", no_argument, NULL, 'o' },
+		{ "print", no_argument, NULL, 'p' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "log-format", required_argument, NULL, 'F' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *node = getenv("NODE_NAME"), *kubeconfig = NULL, *url = NULL;
+	const char *token = NULL, *nvml = "libnvidia-ml.so.1", *smi = "nvidia-smi";
+	char err[NODE_ERR_BUF], last_err[READ_ERR_BUF] = "";
+	struct cache_api *api = NULL;
+	bool once = false, print = false;
+	enum log_level level;
+	enum log_format format;
+	long interval = 60;
+	int opt, ret = 1;
+
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		char *end = NULL;
+
+		switch (opt) {
+		case 'n': node = optarg; break;
+		case 'k': kubeconfig = optarg; break;
+		case 'a': url = optarg; break;
+		case 't': token = optarg; break;
+		case 'L': nvml = optarg; break;
+		case 'S': smi = optarg; break;
+		case 'o': once = true; break;
+		case 'p': print = true; break;
+		case 'i':
+			interval = strtol(optarg, &end, 10);
+			if (!*optarg || *end || interval < 5 || interval > 86400) {
+				fprintf(stderr, "troupe-node: --interval takes 5 to 86400 seconds\n");
+				return 2;
+			}
+			break;
+		case 'l':
+			if (log_level_parse(optarg, &level) < 0) {
+				fprintf(stderr, "troupe-node: --log-level takes error, warn, info or "
+					"debug\n");
+				return 2;
+			}
+			log_set_level(level);
+			break;
+		case 'F':
+			if (log_format_parse(optarg, &format) < 0) {
+				fprintf(stderr, "troupe-node: --log-format takes text or json\n");
+				return 2;
+			}
+			log_set_format(format);
+			break;
+		case 'V': printf("troupe-node %s\n", TROUPE_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "troupe-node: unexpected argument \"%s\"; see --help\n",
+			argv[optind]);
+		return 2;
+	}
+	if (print)
+		return print_once(nvml, smi);
+	if (!node || !*node) {
+		fprintf(stderr, "troupe-node: which node? give --node NAME or set NODE_NAME\n");
+		return 2;
+	}
+	if (kubeconfig && url) {
+		fprintf(stderr, "troupe-node: give --kubeconfig or --api-server, not both\n");
+		return 2;
+	}
+	if (token && !url) {
+		fprintf(stderr, "troupe-node: --token-file goes with --api-server\n");
+		return 2;
+	}
+	cache_api_global_init();
+	api = kubeconfig ? cache_api_from_kubeconfig(kubeconfig, NULL, err, sizeof(err))
+	      : url ? cache_api_from_url(url, token, err, sizeof(err))
+		    : cache_api_in_cluster(err, sizeof(err));
+	if (!api) {
+		fprintf(stderr, "troupe-node: %s\n", err);
+		goto out;
+	}
+	log_info("node", "troupe-node %s for node %s, API server %s, every %lds", TROUPE_VERSION,
+		 node, cache_api_describe(api), interval);
+	if (once) {
+		ret = round_once(api, node, nvml, smi, last_err, sizeof(last_err)) == 0 ? 0 : 1;
+		goto out;
+	}
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	while (!stopping) {
+		struct timespec ts = { 1, 0 };
+
+		round_once(api, node, nvml, smi, last_err, sizeof(last_err));
+		/* Sleep a second at a time so SIGTERM ends it at once. */
+		for (long s = 0; s < interval && !stopping; s++)
+			nanosleep(&ts, NULL);
+	}
+	log_info("node", "troupe-node stopping");
+	ret = 0;
+out:
+	cache_api_free(api);
+	cache_api_global_cleanup();
+	return ret;
+}

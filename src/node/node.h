@@ -1,0 +1,92 @@
+/* troupe-node: the program troupe runs on every GPU node (a DaemonSet). This
+ * round it is the topology publisher: it reads the node's GPUs from NVML
+ * (nvml.c, loaded at run time), or from `nvidia-smi topo -m` where NVML is
+ * missing (smi.c), renders what it found as the `nvidia-smi topo -m` matrix
+ * troupe's cache already reads (render.c), and writes it with the GPUs' UUIDs
+ * onto its own Node's annotations when they change (publish.c).
+ *
+ * The module sits beside gang, above placement: it sees common, cache (the
+ * API client) and placement (the matrix parser, so what it publishes is
+ * checked with the very code troupe reads it with), never gang or extender.
+ *
+ * Errors: 0 or a negative errno, with a message naming what failed in <err>.
+ * Thread: one; troupe-node is single-threaded.
+ */
+#ifndef TROUPE_NODE_NODE_H
+#define TROUPE_NODE_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "placement/topology.h"
+
+struct strbuf;
+
+/* The node annotations troupe-node owns. */
+#define NODE_ANN_TOPOLOGY "troupe.io/gpu-topology"
+#define NODE_ANN_UUIDS "troupe.io/gpu-uuids"
+#define NODE_ANN_SOURCE "troupe.io/gpu-topology-source"
+
+enum {
+	NODE_UUID_BUF = 96,             /* NVML_DEVICE_UUID_V2_BUFFER_SIZE */
+	NODE_BUS_ID_BUF = 32,           /* NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE */
+	NODE_CPUS_BUF = 256,            /* "0-71,144-215", cut with "..." past that */
+	NODE_ERR_BUF = 400,
+};
+
+struct node_gpu {
+	char uuid[NODE_UUID_BUF];       /* "GPU-6f1c..." ("" when unknown) */
+	char bus_id[NODE_BUS_ID_BUF];   /* "00000000:07:00.0" ("" when unknown) */
+	char cpus[NODE_CPUS_BUF];       /* the CPUs close to it, as a list; "" unknown */
+	int numa;                       /* its NUMA node, -1 unknown */
+};
+
+/* What a node's GPUs are and how they connect. link[i][j] is a
+ * PLACEMENT_LINK_* level (topology.h), symmetric, 0 on the diagonal. */
+struct node_gpus {
+	unsigned n;
+	struct node_gpu gpu[PLACEMENT_TOPO_MAX];
+	uint8_t link[PLACEMENT_TOPO_MAX][PLACEMENT_TOPO_MAX];
+	char source[32];                /* "nvml" or "nvidia-smi" */
+};
+
+/* Read the GPUs through the NVML library at <library> (dlopen: a path, or a
+ * name the loader searches, "libnvidia-ml.so.1"): UUIDs, PCI bus ids, NUMA
+ * node and CPU affinity, the PCIe common ancestor of every pair, and the
+ * active NVLinks, counted per peer GPU (direct links) or through NVSwitches
+ * (a pair both linked to the switch fabric has the fewer of their switch
+ * links, as nvidia-smi prints NV12 on a DGX A100). -ENOENT when the library
+ * cannot be loaded; -EIO when an NVML call fails (the call and NVML's message
+ * in <err>); -E2BIG over PLACEMENT_TOPO_MAX GPUs. */
+int node_nvml_read(const char *library, struct node_gpus *out, char *err, size_t errlen);
+
+/* The same from the text `nvidia-smi topo -m` printed (where NVML is
+ * missing): parsed with troupe's own parser; no UUIDs or bus ids. -EINVAL
+ * with the parser's message. */
+int node_smi_parse(const char *text, size_t len, struct node_gpus *out, char *err,
+		   size_t errlen);
+/* Run <nvidia_smi> topo -m and parse it: -ENOENT when it cannot be run or
+ * fails, else as node_smi_parse. */
+int node_smi_read(const char *nvidia_smi, struct node_gpus *out, char *err, size_t errlen);
+
+/* Append <g> as the matrix `nvidia-smi topo -m` prints: a header row, then
+ * one row per GPU with its links ("X" on the diagonal), its CPU affinity and
+ * NUMA node ("N/A" when unknown; the columns left out when no GPU has one),
+ * tab-separated. placement_topo_parse reads it back to the same links and
+ * NUMA nodes (tests/unit/node/test_render.c holds it to that). */
+void node_topo_render(const struct node_gpus *g, struct strbuf *out);
+/* The UUIDs in index order, comma-separated ("" when any is unknown). */
+void node_uuids_render(const struct node_gpus *g, struct strbuf *out);
+
+/* Write <g> onto Node <node> through <api>: NODE_ANN_TOPOLOGY (the matrix),
+ * NODE_ANN_UUIDS and NODE_ANN_SOURCE (where it came from), by one merge patch,
+ * only when one of them differs from what the Node has (<changed> says
+ * whether it wrote). -EIO with the HTTP status in <err> when the server
+ * refuses (404: no such node; 403: not allowed), -EPROTO on an answer that is
+ * not a Node, else as cache_api_call. */
+struct cache_api;
+int node_publish(struct cache_api *api, const char *node, const struct node_gpus *g,
+		 bool *changed, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""troupe-node, the topology publisher, against the fake API server.
+
+troupe-node reads the GPUs through the fake NVML (tests/node/fake_nvml.c,
+answering from a real machine's capture in tests/data/topo) and writes
+troupe.io/gpu-topology, troupe.io/gpu-uuids and troupe.io/gpu-topology-source
+onto its own Node by one merge patch, only when they change. Checked here:
+what lands on the Node (and that troupe's daemon reads it as the capture's
+topology), no write when nothing changed, a write when the GPUs change, other
+annotations kept, and the failures: no GPU source (nothing written), an
+unknown node, a refused write, bad flags; and the loop ending on SIGTERM.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from fake_apiserver import FakeAPIServer
+
+ROOT = os.environ.get("TROUPE_SOURCE_ROOT",
+                      os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+NODE_BIN = os.environ.get("TROUPE_NODE_BIN",
+                          os.path.join(ROOT, "build", "src", "node", "troupe-node"))
+FAKE_NVML = os.environ.get("FAKE_NVML_LIB",
+                           os.path.join(ROOT, "build", "tests", "node", "libfake_nvml.so"))
+TOPO = os.path.join(ROOT, "tests", "data", "topo")
+TOKEN = "node-agent-token"
+
+
+def node(name, annotations=None):
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
+                         "annotations": dict(annotations or {})},
+            "status": {"capacity": {"nvidia.com/gpu": "8"},
+                       "allocatable": {"nvidia.com/gpu": "8"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+class NodeAgent(unittest.TestCase):
+    def setUp(self):
+        self.api = FakeAPIServer(token=TOKEN).start()
+        self.addCleanup(self.api.stop)
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        self.token = os.path.join(self.dir.name, "token")
+        with open(self.token, "w") as f:
+            f.write(TOKEN)
+        self.api.create("nodes", node("gpu-0", {"example.com/owner": "team-a"}))
+
+    def run_node(self, *args, capture="dgx-a100.txt", expect=0, extra_env=None):
+        env = dict(os.environ)
+        env.pop("FAKE_NVML_TOPO", None)
+        if capture:
+            env["FAKE_NVML_TOPO"] = os.path.join(TOPO, capture)
+        env.update(extra_env or {})
+        p = subprocess.run([NODE_BIN, "--api-server", self.api.url, "--token-file", self.token,
+                            "--nvml", FAKE_NVML, "--nvidia-smi", "", *args],
+                           capture_output=True, text=True, env=env, timeout=60)
+        if p.returncode != expect:
+            self.fail(f"troupe-node exit {p.returncode}, wanted {expect}\n"
+                      f"stdout: {p.stdout}\nstderr: {p.stderr}")
+        return p
+
+    def annotations(self, name="gpu-0"):
+        return self.api.get("nodes", "", name)["metadata"].get("annotations", {})
+
+    def patches(self):
+        return [r for r in self.api.requests if r[0] == "PATCH"]
+
+    def printed_topology(self, capture):
+        env = dict(os.environ, FAKE_NVML_TOPO=os.path.join(TOPO, capture))
+        p = subprocess.run([NODE_BIN, "--print", "--nvml", FAKE_NVML, "--nvidia-smi", ""],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.split("troupe.io/gpu-topology:\n", 1)[1]
+
+    def test_publishes_once_and_only_when_changed(self):
+        self.run_node("--once", "--node", "gpu-0")
+        ann = self.annotations()
+        self.assertEqual(ann["troupe.io/gpu-topology"], self.printed_topology("dgx-a100.txt"))
+        self.assertEqual(ann["troupe.io/gpu-uuids"].split(","),
+                         [f"GPU-fake-0000-{i:04d}" for i in range(8)])
+        self.assertEqual(ann["troupe.io/gpu-topology-source"], "nvml")
+        self.assertEqual(ann["example.com/owner"], "team-a")      # a merge patch
+        self.assertEqual(len(self.patches()), 1)
+        # Nothing changed: a GET, no write.
+        self.run_node("--once", "--node", "gpu-0")
+        self.assertEqual(len(self.patches()), 1)
+        # Other GPUs (an H100 board now): written again.
+        self.run_node("--once", "--node", "gpu-0", capture="dgx-h100.txt")
+        self.assertEqual(len(self.patches()), 2)
+        self.assertEqual(self.annotations()["troupe.io/gpu-topology"],
+                         self.printed_topology("dgx-h100.txt"))
+
+    def test_troupe_reads_what_it_published(self):
+        # troupe's daemon, from a snapshot of the Node as published, says the
+        # node's topology came from the annotation with the capture's links.
+        self.run_node("--once", "--node", "gpu-0", capture="dgx1-v100.txt")
+        snap = os.path.join(self.dir.name, "snap.json")
+        with open(snap, "w") as f:
+            json.dump({"apiVersion": "v1", "kind": "List", "metadata": {},
+                       "items": [self.api.get("nodes", "", "gpu-0")]}, f)
+        troupe = os.environ.get("TROUPE_BIN", os.path.join(ROOT, "build", "src", "extender",
+                                                           "troupe"))
+        p = subprocess.run([troupe, "simulate", "--cluster", snap, "--workload", "/dev/stdin",
+                            "-o", "json", "--per-job"],
+                           input=json.dumps({"jobs": [{"name": "four", "duration": 60,
+                                                       "gpus": 4}]}),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = json.loads(p.stdout)["policies"][0]
+        # DGX-1's hybrid cube mesh has all-NVLink 4-GPU sets (0-3): troupe,
+        # reading the published matrix, gives the pod one.
+        self.assertEqual(out["nvlink_complete"]["rate"], 1.0)
+
+    def test_no_gpu_source_publishes_nothing(self):
+        p = self.run_node("--once", "--node", "gpu-0", capture=None, expect=1)
+        self.assertIn("publishing no GPU topology for node gpu-0", p.stderr)
+        self.assertIn("nvmlInit_v2 failed: Driver Not Loaded", p.stderr)
+        self.assertIn("no nvidia-smi fallback", p.stderr)
+        self.assertEqual(self.patches(), [])
+        self.assertNotIn("troupe.io/gpu-topology", self.annotations())
+        p = subprocess.run([NODE_BIN, "--print", "--nvml", "/nonexistent.so", "--nvidia-smi",
+                            "/nonexistent/nvidia-smi"], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("cannot load the NVML library /nonexistent.so", p.stderr)
+        self.assertIn("could not be run", p.stderr)
+
+    def test_unknown_node_and_refused_write(self):
+        p = self.run_node("--once", "--node", "gpu-9", expect=1)
+        self.assertIn("GET node gpu-9: HTTP 404 (no such node: is --node right?)", p.stderr)
+        self.api.deny("patch", "nodes")
+        p = self.run_node("--once", "--node", "gpu-0", expect=1)
+        self.assertIn("PATCH node gpu-0: HTTP 403", p.stderr)
+        self.assertNotIn("troupe.io/gpu-topology", self.annotations())
+
+    def test_bad_flags(self):
+        for args, words in ((["--interval", "1"], "--interval takes 5 to 86400"),
+                            (["--bogus"], "Usage: troupe-node"),
+                            (["--once"], "which node?"),
+                            (["--node", "x", "--kubeconfig", "k", "--api-server", "u"],
+                             "not both")):
+            env = dict(os.environ)
+            env.pop("NODE_NAME", None)
+            p = subprocess.run([NODE_BIN, *args], capture_output=True, text=True, env=env,
+                               timeout=60)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(words, p.stderr)
+        h = subprocess.run([NODE_BIN, "--help"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(h.returncode, 0)
+        for flag in ("--node", "--kubeconfig", "--api-server", "--token-file", "--nvml",
+                     "--nvidia-smi", "--interval", "--once", "--print", "--log-level", "--log-format"):
+            self.assertIn(flag, h.stdout)
+
+    def test_the_loop_publishes_and_stops_on_sigterm(self):
+        env = dict(os.environ, FAKE_NVML_TOPO=os.path.join(TOPO, "pcie-2s.txt"),
+                   NODE_NAME="gpu-0")
+        p = subprocess.Popen([NODE_BIN, "--api-server", self.api.url, "--token-file",
+                              self.token, "--nvml", FAKE_NVML, "--nvidia-smi", "",
+                              "--interval", "5"], env=env, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while "troupe.io/gpu-topology" not in self.annotations():
+                self.assertLess(time.monotonic(), deadline, "never published")
+                time.sleep(0.05)
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(timeout=10), 0)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        err = p.stderr.read()
+        p.stderr.close()
+        self.assertIn("published the topology of", err)
+        self.assertIn("troupe-node stopping", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
