@@ -130,8 +130,15 @@ struct cache_pod {
 	const char *node;               /* spec.nodeName, NULL when unbound */
 	enum cache_pod_phase phase;
 	bool deleting;                  /* metadata.deletionTimestamp is set */
-	bool has_devices;               /* annotation troupe.io/gpu-ids was valid */
-	uint64_t devices;               /* device mask from that annotation */
+	bool has_devices;               /* devices are known: from one of the two below */
+	uint64_t devices;               /* the devices the pod holds */
+	/* troupe.io/gpu-ids-actual, what the node agent read back from the kubelet
+	 * (the devices the containers really got), wins over troupe.io/gpu-ids,
+	 * troupe's choice: devices_actual says which one <devices> is. <planned>
+	 * is troupe's choice when both are valid (0 otherwise), so a difference
+	 * can be told. */
+	bool devices_actual;
+	uint64_t planned;
 	struct cache_demand demand;
 	const char *demand_error;       /* non-NULL: the GPU request is invalid (why) */
 	const char *topology;           /* annotation troupe.io/topology, or NULL */
@@ -190,7 +197,8 @@ bool cache_node_uuids(const struct cache_node *node, uint64_t mask, char *buf, s
 
 /* Parse "0,3,5" into a device mask. Returns 0 or -EINVAL. */
 int cache_devices_parse(const char *s, uint64_t *mask);
-/* Write a mask as "0,3,5" into buf. */
+/* Write a mask as "0,3,5" into buf; CACHE_DEVICES_BUF holds any mask ("0,1,...,63"). */
+enum { CACHE_DEVICES_BUF = 192 };
 void cache_devices_format(uint64_t mask, char *buf, size_t len);
 
 /* ---- The store -------------------------------------------------------- */
@@ -420,6 +428,10 @@ struct cache_stats {
 	uint64_t ready_gpus;
 	int64_t ready_cpu_milli;
 	int64_t ready_mem_bytes;
+	/* Pods whose devices the node agent read back (troupe.io/gpu-ids-actual),
+	 * and of those, the ones that did not get troupe's choice. */
+	size_t pods_read_back;
+	size_t pods_read_back_differ;
 };
 void cache_get_stats(struct cache *c, struct cache_stats *out);
 

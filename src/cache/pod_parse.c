@@ -19,6 +19,9 @@
 #include "common/util.h"
 
 #define TROUPE_GPU_IDS_ANNOTATION "troupe.io/gpu-ids"
+/* Written by troupe-node from the kubelet's PodResources: the devices the
+ * containers really got. */
+#define TROUPE_GPU_IDS_ACTUAL_ANNOTATION "troupe.io/gpu-ids-actual"
 #define TROUPE_POLICY_ANNOTATION "troupe.io/topology"
 
 /* ---- Demand --------------------------------------------------------------- */
@@ -286,6 +289,8 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	const char *uid = json_str(meta, "uid");
 	const char *node = json_str(spec, "nodeName");
 	const char *ids = json_str(ann, TROUPE_GPU_IDS_ANNOTATION);
+	const char *actual = json_str(ann, TROUPE_GPU_IDS_ACTUAL_ANNOTATION);
+	uint64_t mask = 0;
 	const char *topo = json_str(ann, TROUPE_POLICY_ANNOTATION);
 	const char *gtopo = json_str(ann, "troupe.io/gang-topology");
 	const char *group = cache_pod_group_name(obj);
@@ -402,6 +407,15 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 		p->has_devices = true;
 	else
 		p->devices = 0;
+	/* The read-back, as valid as troupe.io/gpu-ids must be, wins: the kubelet
+	 * gave the containers these, whatever troupe chose. */
+	if (actual && cache_devices_parse(actual, &mask) == 0 &&
+	    (uint32_t)__builtin_popcountll(mask) == p->demand.gpus && mask) {
+		p->planned = p->has_devices ? p->devices : 0;
+		p->devices = mask;
+		p->has_devices = true;
+		p->devices_actual = true;
+	}
 	return p;
 }
 

@@ -269,6 +269,19 @@ static int entry_occupy_fact(struct cache *c, struct pod_entry *e, const struct 
 	if (p->has_devices) {
 		devices = p->devices;
 		unattr = 0;
+		/* The node says the containers got other devices than troupe
+		 * holds for the pod (its choice, or an earlier read-back): the
+		 * node is right, and troupe's choice is free again. */
+		if (p->devices_actual && e->node_entry && e->occupied_devices &&
+		    e->occupied_devices != devices) {
+			char had[CACHE_DEVICES_BUF], got[CACHE_DEVICES_BUF];
+
+			cache_devices_format(e->occupied_devices, had, sizeof(had));
+			cache_devices_format(devices, got, sizeof(got));
+			log_info("cache", "pod %s/%s on %s: the node reports devices %s "
+				 "(troupe.io/gpu-ids-actual) where troupe held %s; counting the "
+				 "node's", p->ns, p->name, p->node, got, had);
+		}
 	} else if (e->node_entry && e->node_entry == ne &&
 		   (uint32_t)__builtin_popcountll(e->occupied_devices) + e->occupied_unattr ==
 			   p->demand.gpus) {
@@ -294,7 +307,8 @@ static int entry_occupy_fact(struct cache *c, struct pod_entry *e, const struct 
 	if (devices && cache__usage_change(c, ne, devices, 0, 1) == -EBUSY) {
 		log_warn("cache", "pod %s/%s: devices in %s are held by another pod on %s; "
 			 "counting its %u GPUs as unattributed", p->ns, p->name,
-			 "troupe.io/gpu-ids", p->node, p->demand.gpus);
+			 p->devices_actual ? "troupe.io/gpu-ids-actual" : "troupe.io/gpu-ids", p->node,
+			 p->demand.gpus);
 		devices = 0;
 		unattr = p->demand.gpus;
 	}

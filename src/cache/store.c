@@ -141,6 +141,10 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
 			out->pods++;
 			if (e->node_entry)
 				out->pods_holding++;
+			if (e->pod && e->pod->devices_actual) {
+				out->pods_read_back++;
+				out->pods_read_back_differ += e->pod->planned != e->pod->devices;
+			}
 		}
 		pthread_mutex_unlock(&c->pods[i].lock);
 	}

@@ -196,6 +196,13 @@ static void cache_metrics(struct strbuf *sb, const struct ext_service *svc,
 	       st.gpus_allocatable);
 	metric(sb, "troupe_gpus_held", "gauge", "GPUs held by bound or assumed pods",
 	       st.gpus_held);
+	metric(sb, "troupe_pods_devices_read_back", "gauge",
+	       "Pods whose devices the node agent read back from the kubelet "
+	       "(troupe.io/gpu-ids-actual), which troupe counts over its own choice",
+	       st.pods_read_back);
+	metric(sb, "troupe_pods_devices_read_back_differ", "gauge",
+	       "Of those, pods whose containers did not get the devices troupe chose",
+	       st.pods_read_back_differ);
 }
 
 static void verb_metrics(struct strbuf *sb, const struct ext_service *svc)

@@ -78,7 +78,13 @@ def differences(troupe, srv):
             diffs.append(f"pod {uid}: server holds={holds(p)}, troupe holds={held}")
         elif held and c["node"] != p["spec"]["nodeName"]:
             diffs.append(f"pod {uid}: server node {p['spec']['nodeName']}, troupe {c['node']}")
-        ann = p["metadata"].get("annotations", {}).get("troupe.io/gpu-ids")
+        # The node agent's read-back, when valid (one device per GPU asked),
+        # is what troupe counts.
+        anns = p["metadata"].get("annotations", {})
+        ann = anns.get("troupe.io/gpu-ids")
+        actual = anns.get("troupe.io/gpu-ids-actual")
+        if actual and len(actual.split(",")) == gpu_count(p):
+            ann = actual
         if held and ann and c["devices"] != ann:
             diffs.append(f"pod {uid}: annotation {ann}, troupe devices {c['devices']}")
     groups = {(g["metadata"]["namespace"], g["metadata"]["name"]) for g in srv.list("podgroups")}

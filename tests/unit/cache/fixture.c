@@ -88,13 +88,15 @@ void add_node(struct cache *c, const char *name, int cap, int alloc)
 
 struct cache_pod *pod_make(struct podspec s)
 {
-	char ann[128] = "", del[80] = "", node[300] = "", text[2048];
+	char ann[256] = "", del[80] = "", node[300] = "", text[2048];
 	char err[CACHE_ERR_LEN] = "";
 	struct cache_pod *p;
 	cJSON *j;
 
-	if (s.ids)
-		snprintf(ann, sizeof(ann), ",'annotations':{'troupe.io/gpu-ids':'%s'}", s.ids);
+	if (s.ids || s.actual)
+		snprintf(ann, sizeof(ann), ",'annotations':{'troupe.io/gpu-ids':'%s'%s%s%s}",
+			 s.ids ? s.ids : "", s.actual ? ",'troupe.io/gpu-ids-actual':'" : "",
+			 s.actual ? s.actual : "", s.actual ? "'" : "");
 	if (s.deleting)
 		snprintf(del, sizeof(del), ",'deletionTimestamp':'2024-01-01T00:00:00Z'");
 	if (s.node)

@@ -38,6 +38,7 @@ struct podspec {
 	const char *phase;      /* NULL: Running when bound, else Pending */
 	const char *ids;        /* troupe.io/gpu-ids, or NULL */
 	bool deleting;
+	const char *actual;     /* troupe.io/gpu-ids-actual (the read-back), or NULL */
 };
 #define POD(...) pod_make((struct podspec){ __VA_ARGS__ })
 

@@ -59,6 +59,56 @@ static void test_cache_pod_apply_annotated_pod_holds_its_devices(void **state)
 	assert_int_equal(pod_info(c, "p").devices, 0x60);
 }
 
+/* The node agent's read-back (troupe.io/gpu-ids-actual) wins over troupe's
+ * choice (troupe.io/gpu-ids): the pod holds what its containers got, troupe's
+ * choice is free again, and the stats count the pod as read back and, when the
+ * two differ, as corrected. An invalid read-back is ignored. */
+static void test_cache_pod_apply_read_back_wins(void **state)
+{
+	struct cache *c = *state;
+	struct cache_stats st;
+
+	add_node(c, "n", 8, 8);
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "p", .node = "n", .gpus = 2, .ids = "0,1")),
+			 0);
+	assert_usage(c, "n", 0x03, 0);
+	cache_get_stats(c, &st);
+	assert_int_equal(st.pods_read_back, 0);
+	/* The kubelet gave it 2 and 3. */
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "p", .node = "n", .gpus = 2, .ids = "0,1",
+						.actual = "2,3")), 0);
+	assert_usage(c, "n", 0x0c, 0);
+	assert_int_equal(pod_info(c, "p").devices, 0x0c);
+	cache_get_stats(c, &st);
+	assert_int_equal(st.pods_read_back, 1);
+	assert_int_equal(st.pods_read_back_differ, 1);
+	/* Another pod may now take 0 and 1. */
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "q", .node = "n", .gpus = 2, .ids = "0,1")),
+			 0);
+	assert_usage(c, "n", 0x0f, 0);
+	/* A read-back that agrees: counted, not as a difference. */
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "q", .node = "n", .gpus = 2, .ids = "0,1",
+						.actual = "0,1")), 0);
+	assert_usage(c, "n", 0x0f, 0);
+	cache_get_stats(c, &st);
+	assert_int_equal(st.pods_read_back, 2);
+	assert_int_equal(st.pods_read_back_differ, 1);
+	/* Invalid read-backs (count wrong, not a list, out of range) are ignored:
+	 * troupe.io/gpu-ids counts. */
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "r", .node = "n", .gpus = 1, .ids = "4",
+						.actual = "5,6")), 0);
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "s", .node = "n", .gpus = 1, .ids = "5",
+						.actual = "x")), 0);
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "t", .node = "n", .gpus = 1, .ids = "6",
+						.actual = "64")), 0);
+	assert_usage(c, "n", 0x7f, 0);
+	/* A read-back naming devices another pod holds: counted unattributed, as a
+	 * clash of troupe.io/gpu-ids is. */
+	assert_int_equal(cache_pod_apply(c, POD(.uid = "u", .node = "n", .gpus = 1, .ids = "7",
+						.actual = "0")), 0);
+	assert_usage(c, "n", 0x7f, 1);
+}
+
 static void test_cache_pod_apply_unannotated_pod_counts_unattributed(void **state)
 {
 	struct cache *c = *state;
@@ -646,6 +696,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		CACHE_TEST(test_cache_pod_apply_annotated_pod_holds_its_devices),
+		CACHE_TEST(test_cache_pod_apply_read_back_wins),
 		CACHE_TEST(test_cache_pod_apply_unannotated_pod_counts_unattributed),
 		cmocka_unit_test(test_cache_pod_apply_non_running_pods_hold_nothing),
 		cmocka_unit_test(test_cache_pod_apply_finishing_releases),
