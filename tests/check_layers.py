@@ -33,7 +33,12 @@ def module_commands(build):
         entries = json.load(f)
     out = {}
     for e in entries:
-        parts = os.path.normpath(e["file"]).split(os.sep)
+        path = os.path.normpath(os.path.join(e["directory"], e["file"]))
+        parts = path.split(os.sep)
+        # Sources only: code generated into the build tree (src/node's
+        # protobuf-c files) is compiled apart, without the module's layers.
+        if path.startswith(os.path.abspath(build) + os.sep):
+            continue
         if len(parts) >= 3 and parts[-3] == "src" and parts[-2] in LAYERS:
             argv = e.get("arguments") or shlex.split(e["command"])
             out.setdefault(parts[-2], (e["directory"], argv, e["file"]))

@@ -5,6 +5,7 @@ TROUPE_DEPS=(
 	gcc pkg-config meson ninja-build python3 curl
 	libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libjemalloc-dev libck-dev
 	libcmocka-dev libyaml-dev wrk gnuplot-nox prometheus chromium
+	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
 )
 
 say() { printf '==> %s\n' "$*"; }

@@ -41,7 +41,8 @@ static void usage(FILE *f)
 		"\n"
 		"troupe's node agent: publishes this node's GPU topology (troupe.io/gpu-topology,\n"
 		"the matrix nvidia-smi topo -m prints) and GPU UUIDs (troupe.io/gpu-uuids) on its\n"
-		"own Node, read from NVML, else from nvidia-smi, and only when they change.\n"
+		"own Node, read from NVML, else from nvidia-smi, and only when they change; and\n"
+		"writes the devices the kubelet gave each pod (troupe.io/gpu-ids-actual).\n"
 		"\n"
 		"Options:\n"
 		"  --node NAME          the Node it runs on (default $NODE_NAME, which the\n"
@@ -56,6 +57,13 @@ static void usage(FILE *f)
 		"                       from the driver; a path for a fake in tests).\n"
 		"  --nvidia-smi PATH    the fallback where NVML cannot be loaded (default\n"
 		"                       nvidia-smi, searched in $PATH); \"\" for none.\n"
+		"  --pod-resources-socket PATH\n"
+		"                       the kubelet's PodResources API (default\n"
+		"                       /var/lib/kubelet/pod-resources/kubelet.sock): each pod's\n"
+		"                       devices as the kubelet gave them are written on the pod\n"
+		"                       as troupe.io/gpu-ids-actual, which troupe believes.\n"
+		"  --resource NAME      the device resource read back (default nvidia.com/gpu).\n"
+		"  --no-read-back       publish the topology only.\n"
 		"  --interval SECONDS   how often to look again (default 60, 5 to 86400).\n"
 		"  --once               publish once and exit: 0 published or unchanged, 1 not.\n"
 		"  --print              print the annotations it would write and exit (no API\n"
@@ -118,10 +126,47 @@ out:
 	return ret;
 }
 
-/* One round: read and publish. 0 done (written or unchanged), -1 not. Logs
- * what happened; a failure is logged again only when its words change. */
+/* What a round does beyond publishing: the read-back, and its last failure
+ * (logged again only when its words change). */
+struct readback_opts {
+	const char *socket;             /* NULL: no read-back */
+	const char *resource;
+	char last_err[READ_ERR_BUF];
+};
+
+/* The read-back part of a round. 0 or -1 (logged). */
+static int read_back(struct cache_api *api, const char *node, const struct node_gpus *g,
+		     struct readback_opts *rb)
+{
+	struct node_pod_devices *pods = NULL;
+	char err[READ_ERR_BUF];
+	unsigned written = 0, skipped = 0;
+	size_t n = 0;
+	int rc;
+
+	rc = node_podresources_list(rb->socket, rb->resource, &pods, &n, err, sizeof(err));
+	if (rc == 0)
+		rc = node_readback(api, node, g, pods, n, &written, &skipped, err, sizeof(err));
+	node_pod_devices_free(pods, n);
+	if (rc < 0) {
+		if (strcmp(err, rb->last_err) != 0)
+			log_warn("node", "reading devices back on node %s: %s", node, err);
+		snprintf(rb->last_err, sizeof(rb->last_err), "%s", err);
+		return -1;
+	}
+	if (rb->last_err[0])
+		log_info("node", "reading devices back on node %s again", node);
+	rb->last_err[0] = '\0';
+	log_debug("node", "node %s: %zu pods hold %s; %u written, %u skipped", node, n,
+		  rb->resource, written, skipped);
+	return 0;
+}
+
+/* One round: read and publish, then read back. 0 done (written or
+ * unchanged), -1 not. Logs what happened; a failure is logged again only when
+ * its words change. */
 static int round_once(struct cache_api *api, const char *node, const char *nvml,
-		      const char *smi, char *last_err, size_t last_len)
+		      const char *smi, char *last_err, size_t last_len, struct readback_opts *rb)
 {
 	struct node_gpus *g = calloc(1, sizeof(*g));
 	char err[READ_ERR_BUF];
@@ -150,7 +195,7 @@ static int round_once(struct cache_api *api, const char *node, const char *nvml,
 	else
 		log_debug("node", "node %s: the topology of its %u GPUs is unchanged", node, g->n);
 	last_err[0] = '\0';
-	ret = 0;
+	ret = rb->socket ? read_back(api, node, g, rb) : 0;
 out:
 	free(g);
 	return ret;
@@ -170,6 +215,9 @@ int main(int argc, char **argv)
 		{ "print", no_argument, NULL, 'p' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "log-format", required_argument, NULL, 'F' },
+		{ "pod-resources-socket", required_argument, NULL, 'P' },
+		{ "resource", required_argument, NULL, 'R' },
+		{ "no-read-back", no_argument, NULL, 'N' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -178,6 +226,10 @@ int main(int argc, char **argv)
 	const char *token = NULL, *nvml = "libnvidia-ml.so.1", *smi = "nvidia-smi";
 	char err[NODE_ERR_BUF], last_err[READ_ERR_BUF] = "";
 	struct cache_api *api = NULL;
+	struct readback_opts rb = {
+		.socket = "/var/lib/kubelet/pod-resources/kubelet.sock",
+		.resource = "nvidia.com/gpu",
+	};
 	bool once = false, print = false;
 	enum log_level level;
 	enum log_format format;
@@ -195,6 +247,9 @@ int main(int argc, char **argv)
 		case 'L': nvml = optarg; break;
 		case 'S': smi = optarg; break;
 		case 'o': once = true; break;
+		case 'P': rb.socket = optarg; break;
+		case 'R': rb.resource = optarg; break;
+		case 'N': rb.socket = NULL; break;
 		case 'p': print = true; break;
 		case 'i':
 			interval = strtol(optarg, &end, 10);
@@ -250,10 +305,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "troupe-node: %s\n", err);
 		goto out;
 	}
-	log_info("node", "troupe-node %s for node %s, API server %s, every %lds", TROUPE_VERSION,
-		 node, cache_api_describe(api), interval);
+	log_info("node", "troupe-node %s for node %s, API server %s, every %lds; read-back %s%s",
+		 TROUPE_VERSION, node, cache_api_describe(api), interval,
+		 rb.socket ? "from " : "off", rb.socket ? rb.socket : "");
 	if (once) {
-		ret = round_once(api, node, nvml, smi, last_err, sizeof(last_err)) == 0 ? 0 : 1;
+		ret = round_once(api, node, nvml, smi, last_err, sizeof(last_err), &rb) == 0 ? 0 : 1;
 		goto out;
 	}
 	signal(SIGTERM, on_signal);
@@ -261,7 +317,7 @@ int main(int argc, char **argv)
 	while (!stopping) {
 		struct timespec ts = { 1, 0 };
 
-		round_once(api, node, nvml, smi, last_err, sizeof(last_err));
+		round_once(api, node, nvml, smi, last_err, sizeof(last_err), &rb);
 		/* Sleep a second at a time so SIGTERM ends it at once. */
 		for (long s = 0; s < interval && !stopping; s++)
 			nanosleep(&ts, NULL);

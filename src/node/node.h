@@ -79,6 +79,45 @@ void node_topo_render(const struct node_gpus *g, struct strbuf *out);
 /* The UUIDs in index order, comma-separated ("" when any is unknown). */
 void node_uuids_render(const struct node_gpus *g, struct strbuf *out);
 
+/* ---- Read-back: what the kubelet really gave each pod --------------------- */
+
+#define NODE_ANN_ACTUAL "troupe.io/gpu-ids-actual"
+
+/* One pod's devices of one resource, as the kubelet's PodResources API lists
+ * them (the device plugin's ids: UUIDs for NVIDIA's plugin), over all its
+ * containers. */
+struct node_pod_devices {
+	char ns[64];                    /* K8S_NAMESPACE_BUF */
+	char name[254];                 /* K8S_NAME_BUF */
+	char **ids;
+	size_t n_ids;
+};
+
+/* List the pods holding devices of <resource> ("nvidia.com/gpu") through the
+ * PodResources socket <socket> (the kubelet's pod-resources/kubelet.sock).
+ * 0 with <*out> (<*n> pods; node_pod_devices_free) ; -ETIMEDOUT / -ENOSYS /
+ * -EIO / -EPROTO / -ENOMEM with <err> saying why. */
+int node_podresources_list(const char *socket, const char *resource,
+			   struct node_pod_devices **out, size_t *n, char *err, size_t errlen);
+void node_pod_devices_free(struct node_pod_devices *p, size_t n);
+
+/* The device indices <ids> name on the node <g> describes, as a mask: a
+ * UUID of <g>, or a plain index below g->n. -ENOENT (with the id in <err>)
+ * when one is neither (a MIG device, another plugin's naming); -EINVAL on a
+ * repeated device. */
+int node_ids_to_mask(const struct node_gpus *g, char *const *ids, size_t n, uint64_t *mask,
+		     char *err, size_t errlen);
+
+/* Write each listed pod's devices as NODE_ANN_ACTUAL ("0,3") on the pod,
+ * where it differs, and only on pods whose spec.nodeName is <node>: one GET
+ * and at most one merge patch per pod. <written> counts the pods patched,
+ * <skipped> those not written (not this node's, ids that name no GPU, gone).
+ * 0, or the first API failure as node_publish's. */
+struct cache_api;
+int node_readback(struct cache_api *api, const char *node, const struct node_gpus *g,
+		  const struct node_pod_devices *pods, size_t n, unsigned *written,
+		  unsigned *skipped, char *err, size_t errlen);
+
 /* Write <g> onto Node <node> through <api>: NODE_ANN_TOPOLOGY (the matrix),
  * NODE_ANN_UUIDS and NODE_ANN_SOURCE (where it came from), by one merge patch,
  * only when one of them differs from what the Node has (<changed> says

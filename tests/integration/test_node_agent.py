@@ -40,7 +40,9 @@ def node(name, annotations=None):
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-class NodeAgent(unittest.TestCase):
+class Base(unittest.TestCase):
+    """The fake API server with Node gpu-0, and running troupe-node against it."""
+
     def setUp(self):
         self.api = FakeAPIServer(token=TOKEN).start()
         self.addCleanup(self.api.stop)
@@ -57,8 +59,11 @@ class NodeAgent(unittest.TestCase):
         if capture:
             env["FAKE_NVML_TOPO"] = os.path.join(TOPO, capture)
         env.update(extra_env or {})
+        # The read-back (ReadBack below) is off unless a test asks for it.
+        rb = [] if any(a.startswith("--pod-resources-socket") for a in args) \
+            else ["--no-read-back"]
         p = subprocess.run([NODE_BIN, "--api-server", self.api.url, "--token-file", self.token,
-                            "--nvml", FAKE_NVML, "--nvidia-smi", "", *args],
+                            "--nvml", FAKE_NVML, "--nvidia-smi", "", *rb, *args],
                            capture_output=True, text=True, env=env, timeout=60)
         if p.returncode != expect:
             self.fail(f"troupe-node exit {p.returncode}, wanted {expect}\n"
@@ -78,6 +83,7 @@ class NodeAgent(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         return p.stdout.split("troupe.io/gpu-topology:\n", 1)[1]
 
+class NodeAgent(Base):
     def test_publishes_once_and_only_when_changed(self):
         self.run_node("--once", "--node", "gpu-0")
         ann = self.annotations()
@@ -162,7 +168,8 @@ class NodeAgent(unittest.TestCase):
                    NODE_NAME="gpu-0")
         p = subprocess.Popen([NODE_BIN, "--api-server", self.api.url, "--token-file",
                               self.token, "--nvml", FAKE_NVML, "--nvidia-smi", "",
-                              "--interval", "5"], env=env, stderr=subprocess.PIPE, text=True)
+                              "--no-read-back", "--interval", "5"], env=env,
+                             stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 30
             while "troupe.io/gpu-topology" not in self.annotations():
@@ -178,6 +185,102 @@ class NodeAgent(unittest.TestCase):
         p.stderr.close()
         self.assertIn("published the topology of", err)
         self.assertIn("troupe-node stopping", err)
+
+
+PODRESOURCES = os.environ.get("PODRESOURCES_BIN",
+                              os.path.join(ROOT, "build", "k8s", "v1.37.2", "podresources"))
+
+
+def pod(name, node_name, ids=None):
+    ann = {"troupe.io/gpu-ids": ids} if ids else {}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml", "uid": "uid-" + name,
+                         "annotations": ann},
+            "spec": {"nodeName": node_name, "containers": [{
+                "name": "c", "image": "x",
+                "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+            "status": {"phase": "Running"}}
+
+
+class ReadBack(Base):
+    """The devices the kubelet gave each pod, as the real kubelet's PodResources
+    server (k8s.io/kubernetes/pkg/kubelet/apis/podresources, run by
+    tests/e2e/cmd/podresources) lists them, written on the pods."""
+
+    def setUp(self):
+        super().setUp()
+        if not os.access(PODRESOURCES, os.X_OK):
+            self.fail(f"no PodResources server at {PODRESOURCES}: scripts/lib/k8s.sh builds it "
+                      "(ensure_podresources), as ./scripts/test does")
+        self.api.create("nodes", node("gpu-1"))
+        self.api.create("pods", pod("p", "gpu-0", "0,1"))
+        self.api.create("pods", pod("elsewhere", "gpu-1", "0,1"))
+        self.api.create("pods", pod("mig", "gpu-0"))
+        self.sock = os.path.join(self.dir.name, "kubelet.sock")
+        self.pods_file = os.path.join(self.dir.name, "pods.json")
+        self.listing({"p": ["GPU-fake-0000-0002", "GPU-fake-0000-0003"],
+                      "elsewhere": ["GPU-fake-0000-0004"], "mig": ["MIG-0000-aaaa"],
+                      "gone": ["GPU-fake-0000-0005"]})
+        self.server = subprocess.Popen([PODRESOURCES, "--socket", self.sock,
+                                        "--pods", self.pods_file],
+                                       stderr=subprocess.PIPE, text=True)
+        self.addCleanup(self.stop_server)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(self.sock):
+            self.assertIsNone(self.server.poll(), "the PodResources server exited")
+            self.assertLess(time.monotonic(), deadline, "the PodResources server never listened")
+            time.sleep(0.05)
+
+    def stop_server(self):
+        if self.server.poll() is None:
+            self.server.terminate()
+            self.server.wait(timeout=10)
+        self.server.stderr.close()
+
+    def listing(self, devices):
+        with open(self.pods_file, "w") as f:
+            json.dump({"pods": [{"namespace": "ml", "name": name, "uid": "uid-" + name,
+                                 "containers": [{"name": "c", "devices": [
+                                     {"resource": "nvidia.com/gpu", "ids": ids}]}]}
+                                for name, ids in devices.items()],
+                       "allocatable": [{"resource": "nvidia.com/gpu",
+                                        "ids": [f"GPU-fake-0000-{i:04d}" for i in range(8)]}]},
+                      f)
+
+    def actual(self, name):
+        return self.api.get("pods", "ml", name)["metadata"].get("annotations", {}).get(
+            "troupe.io/gpu-ids-actual")
+
+    def pod_patches(self):
+        return [r for r in self.api.requests if r[0] == "PATCH" and "/pods/" in r[1]]
+
+    def test_devices_are_written_on_the_pods_of_this_node(self):
+        p = self.run_node("--once", "--node", "gpu-0", "--pod-resources-socket", self.sock)
+        self.assertEqual(self.actual("p"), "2,3")
+        self.assertIn("pod ml/p got devices 2,3: written as troupe.io/gpu-ids-actual", p.stderr)
+        # Not this node's pod, an id that names no GPU here, a pod that is gone:
+        # nothing written, the first two said why.
+        self.assertIsNone(self.actual("elsewhere"))
+        self.assertIn('pod ml/elsewhere is on node "gpu-1", not gpu-0', p.stderr)
+        self.assertIsNone(self.actual("mig"))
+        self.assertIn('device id "MIG-0000-aaaa" is no GPU of this node', p.stderr)
+        self.assertEqual(len(self.pod_patches()), 1)
+        # Unchanged: read, not written.
+        self.run_node("--once", "--node", "gpu-0", "--pod-resources-socket", self.sock)
+        self.assertEqual(len(self.pod_patches()), 1)
+        # The kubelet's answer changes: written again.
+        self.listing({"p": ["GPU-fake-0000-0004", "5"]})
+        self.run_node("--once", "--node", "gpu-0", "--pod-resources-socket", self.sock)
+        self.assertEqual(self.actual("p"), "4,5")
+        self.assertEqual(len(self.pod_patches()), 2)
+
+    def test_no_kubelet_socket_is_a_failure_said_once(self):
+        p = self.run_node("--once", "--node", "gpu-0", "--pod-resources-socket",
+                          os.path.join(self.dir.name, "absent.sock"), expect=1)
+        self.assertIn("reading devices back on node gpu-0: gRPC /v1.PodResourcesLister/List",
+                      p.stderr)
+        # The topology is published all the same.
+        self.assertIn("troupe.io/gpu-topology", self.annotations())
 
 
 if __name__ == "__main__":

@@ -237,6 +237,35 @@ static void test_nvidia_smi_fallback(void **state)
 	free(g);
 }
 
+/* The kubelet's device ids to indices: NVML's UUIDs, or plain indices. */
+static void test_device_ids_to_mask(void **state)
+{
+	struct node_gpus *g = calloc(1, sizeof(*g));
+	char err[NODE_ERR_BUF];
+	char *uuids[] = { "GPU-fake-0000-0002", "GPU-fake-0000-0007" };
+	char *index[] = { "3", "GPU-fake-0000-0000" };
+	char *mig[] = { "MIG-4a1b" }, *high[] = { "8" }, *twice[] = { "1", "GPU-fake-0000-0001" };
+	char *junk[] = { "3x" };
+	uint64_t mask;
+
+	(void)state;
+	assert_non_null(g);
+	setenv("FAKE_NVML_TOPO", TOPO_DIR "/dgx-a100.txt", 1);
+	assert_int_equal(node_nvml_read(FAKE_NVML, g, err, sizeof(err)), 0);
+	assert_int_equal(node_ids_to_mask(g, uuids, 2, &mask, err, sizeof(err)), 0);
+	assert_int_equal(mask, 0x84);
+	assert_int_equal(node_ids_to_mask(g, index, 2, &mask, err, sizeof(err)), 0);
+	assert_int_equal(mask, 0x09);
+	assert_int_equal(node_ids_to_mask(g, mig, 1, &mask, err, sizeof(err)), -ENOENT);
+	assert_string_equal(err, "device id \"MIG-4a1b\" is no GPU of this node (no UUID NVML "
+			    "reported, no index below 8)");
+	assert_int_equal(node_ids_to_mask(g, high, 1, &mask, err, sizeof(err)), -ENOENT);
+	assert_int_equal(node_ids_to_mask(g, junk, 1, &mask, err, sizeof(err)), -ENOENT);
+	assert_int_equal(node_ids_to_mask(g, twice, 2, &mask, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "device 1 listed twice");
+	free(g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -244,6 +273,7 @@ int main(void)
 		cmocka_unit_test(test_switch_and_direct_links),
 		cmocka_unit_test(test_failures_say_what_failed),
 		cmocka_unit_test(test_nvidia_smi_fallback),
+		cmocka_unit_test(test_device_ids_to_mask),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
