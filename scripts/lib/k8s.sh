@@ -1,6 +1,7 @@
 # Build the real Kubernetes components troupe's end-to-end tests run against:
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd,
-# from their own Go modules through the module proxy, plus the rig's kubesim.
+# from their own Go modules through the module proxy, plus the rig's kubesim
+# and podresources (the kubelet's PodResources server, for troupe-node's tests).
 # Sourced after common.sh. Go is test tooling only; the daemon stays C.
 #
 # The binaries are cached in build/k8s/<release>/, keyed by the module's
@@ -84,6 +85,7 @@ ensure_k8s() {
 		say "built Kubernetes $version in $((SECONDS - start)) s"
 	fi
 	ensure_kubesim
+	ensure_podresources
 	ensure_helm
 }
 
@@ -93,6 +95,17 @@ ensure_kubesim() {
 	local out=$PWD/build/k8s/$K8S_RELEASE_DEFAULT/kubesim
 	if [ ! -x "$out" ] || [ -n "$(find tests/e2e/cmd/kubesim tests/e2e/go.mod -newer "$out" -print -quit)" ]; then
 		(cd tests/e2e && go build -trimpath -o "$out" ./cmd/kubesim) || die "building kubesim failed"
+	fi
+}
+
+# podresources, the kubelet's own PodResources gRPC server answering from a
+# file (tests/e2e/cmd/podresources), is rebuilt alone the same way: its
+# Kubernetes packages are in Go's build cache once the release is built.
+ensure_podresources() {
+	local out=$PWD/build/k8s/$K8S_RELEASE_DEFAULT/podresources
+	if [ ! -x "$out" ] || [ -n "$(find tests/e2e/cmd/podresources tests/e2e/go.mod tests/e2e/go.sum \
+		-newer "$out" -print -quit)" ]; then
+		(cd tests/e2e && go build -trimpath -o "$out" ./cmd/podresources) || die "building podresources failed"
 	fi
 }
 
