@@ -64,7 +64,10 @@ static void usage(FILE *f)
 		"                       as troupe.io/gpu-ids-actual, which troupe believes.\n"
 		"  --resource NAME      the device resource read back (default nvidia.com/gpu).\n"
 		"  --no-read-back       publish the topology only.\n"
-		"  --interval SECONDS   how often to look again (default 60, 5 to 86400).\n"
+		"  --interval SECONDS   how often to look again (default 60, 5 to 86400); in\n"
+		"                       between it waits for NVML's XID events, and a GPU that\n"
+		"                       raises a device fault is published at once in\n"
+		"                       troupe.io/gpu-unhealthy, which troupe never offers.\n"
 		"  --once               publish once and exit: 0 published or unchanged, 1 not.\n"
 		"  --print              print the annotations it would write and exit (no API\n"
 		"                       server): 0, or 1 when no GPU source works.\n"
@@ -166,7 +169,8 @@ static int read_back(struct cache_api *api, const char *node, const struct node_
  * unchanged), -1 not. Logs what happened; a failure is logged again only when
  * its words change. */
 static int round_once(struct cache_api *api, const char *node, const char *nvml,
-		      const char *smi, char *last_err, size_t last_len, struct readback_opts *rb)
+		      const char *smi, char *last_err, size_t last_len, struct readback_opts *rb,
+		      uint64_t unhealthy)
 {
 	struct node_gpus *g = calloc(1, sizeof(*g));
 	char err[READ_ERR_BUF];
@@ -183,6 +187,7 @@ static int round_once(struct cache_api *api, const char *node, const char *nvml,
 		snprintf(last_err, last_len, "%s", err);
 		goto out;
 	}
+	g->unhealthy = unhealthy & (g->n >= 64 ? ~0ULL : (1ULL << g->n) - 1);
 	if (node_publish(api, node, g, &changed, err, sizeof(err)) < 0) {
 		if (strcmp(err, last_err) != 0)
 			log_warn("node", "cannot publish the GPU topology of node %s: %s", node, err);
@@ -199,6 +204,41 @@ static int round_once(struct cache_api *api, const char *node, const char *nvml,
 out:
 	free(g);
 	return ret;
+}
+
+/* Between two rounds: wait <interval> seconds for device faults NVML reports
+ * (or just sleep where it reports none), ending early on a fault or SIGTERM.
+ * Returns the GPUs newly faulted, each logged; <last_err> keeps the last
+ * reason the watch could not run, logged once. */
+static uint64_t wait_for_faults(const char *nvml, unsigned interval, uint64_t known,
+				char *last_err, size_t last_len)
+{
+	struct node_xid seen[16];
+	unsigned n = sizeof(seen) / sizeof(seen[0]);
+	char err[NODE_ERR_BUF];
+	uint64_t fresh = 0;
+
+	if (node_nvml_watch(nvml, interval * 1000u, &stopping, seen, &n, err, sizeof(err)) < 0) {
+		struct timespec ts = { 1, 0 };
+
+		if (strcmp(err, last_err) != 0)
+			log_info("node", "not watching for GPU faults: %s", err);
+		snprintf(last_err, last_len, "%s", err);
+		/* Sleep a second at a time so SIGTERM ends it at once. */
+		for (unsigned s = 0; s < interval && !stopping; s++)
+			nanosleep(&ts, NULL);
+		return 0;
+	}
+	last_err[0] = '\0';
+	for (unsigned i = 0; i < n; i++) {
+		if (seen[i].gpu >= 64 || ((known | fresh) & (1ULL << seen[i].gpu)))
+			continue;
+		fresh |= 1ULL << seen[i].gpu;
+		log_warn("node", "GPU %u raised XID %llu, a device fault: published as unhealthy "
+			 "(" NODE_ANN_UNHEALTHY "), troupe offers it no more until troupe-node "
+			 "restarts", seen[i].gpu, seen[i].xid);
+	}
+	return fresh;
 }
 
 int main(int argc, char **argv)
@@ -231,6 +271,8 @@ int main(int argc, char **argv)
 		.resource = "nvidia.com/gpu",
 	};
 	bool once = false, print = false;
+	uint64_t unhealthy = 0;
+	char watch_err[NODE_ERR_BUF] = "";
 	enum log_level level;
 	enum log_format format;
 	long interval = 60;
@@ -309,18 +351,15 @@ int main(int argc, char **argv)
 		 TROUPE_VERSION, node, cache_api_describe(api), interval,
 		 rb.socket ? "from " : "off", rb.socket ? rb.socket : "");
 	if (once) {
-		ret = round_once(api, node, nvml, smi, last_err, sizeof(last_err), &rb) == 0 ? 0 : 1;
+		ret = round_once(api, node, nvml, smi, last_err, sizeof(last_err), &rb, 0) == 0 ? 0 : 1;
 		goto out;
 	}
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	while (!stopping) {
-		struct timespec ts = { 1, 0 };
-
-		round_once(api, node, nvml, smi, last_err, sizeof(last_err), &rb);
-		/* Sleep a second at a time so SIGTERM ends it at once. */
-		for (long s = 0; s < interval && !stopping; s++)
-			nanosleep(&ts, NULL);
+		round_once(api, node, nvml, smi, last_err, sizeof(last_err), &rb, unhealthy);
+		unhealthy |= wait_for_faults(nvml, (unsigned)interval, unhealthy, watch_err,
+					     sizeof(watch_err));
 	}
 	log_info("node", "troupe-node stopping");
 	ret = 0;

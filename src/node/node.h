@@ -15,6 +15,7 @@
 #ifndef TROUPE_NODE_NODE_H
 #define TROUPE_NODE_NODE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +28,7 @@ struct strbuf;
 #define NODE_ANN_TOPOLOGY "troupe.io/gpu-topology"
 #define NODE_ANN_UUIDS "troupe.io/gpu-uuids"
 #define NODE_ANN_SOURCE "troupe.io/gpu-topology-source"
+#define NODE_ANN_UNHEALTHY "troupe.io/gpu-unhealthy"
 
 enum {
 	NODE_UUID_BUF = 96,             /* NVML_DEVICE_UUID_V2_BUFFER_SIZE */
@@ -49,6 +51,10 @@ struct node_gpus {
 	struct node_gpu gpu[PLACEMENT_TOPO_MAX];
 	uint8_t link[PLACEMENT_TOPO_MAX][PLACEMENT_TOPO_MAX];
 	char source[32];                /* "nvml" or "nvidia-smi" */
+	/* Devices that raised a device-fault XID since troupe-node started
+	 * (node_nvml_watch; the caller keeps them): published as
+	 * NODE_ANN_UNHEALTHY, which troupe never offers. */
+	uint64_t unhealthy;
 };
 
 /* Read the GPUs through the NVML library at <library> (dlopen: a path, or a
@@ -60,6 +66,22 @@ struct node_gpus {
  * cannot be loaded; -EIO when an NVML call fails (the call and NVML's message
  * in <err>); -E2BIG over PLACEMENT_TOPO_MAX GPUs. */
 int node_nvml_read(const char *library, struct node_gpus *out, char *err, size_t errlen);
+
+/* A device fault NVML reported: GPU <gpu> (index) raised XID <xid>. */
+struct node_xid {
+	unsigned gpu;
+	unsigned long long xid;
+};
+
+/* Wait up to <timeout_ms> (ending early when *<stop> is set, checked every
+ * half second) for critical XID events of the node's GPUs through NVML at
+ * <library>, and put those that are device faults (not the XIDs an
+ * application causes: 13, 31, 43, 45, 68, 109) into <seen> (room for
+ * *<n_seen>; on return, how many came). Returns as soon as a fault came, else
+ * at the timeout, 0 either way. -ENOENT without the library, -ENOSYS when no
+ * GPU reports XIDs (the caller then just sleeps), -EIO when a call fails. */
+int node_nvml_watch(const char *library, unsigned timeout_ms, const volatile sig_atomic_t *stop,
+		    struct node_xid *seen, unsigned *n_seen, char *err, size_t errlen);
 
 /* The same from the text `nvidia-smi topo -m` printed (where NVML is
  * missing): parsed with troupe's own parser; no UUIDs or bus ids. -EINVAL

@@ -20,6 +20,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +42,10 @@ struct nvml {
 	nvmlReturn_t (*link_type)(nvmlDevice_t, unsigned int, nvmlIntNvLinkDeviceType_t *);
 	nvmlReturn_t (*cpu_affinity)(nvmlDevice_t, unsigned int, unsigned long *);
 	nvmlReturn_t (*numa)(nvmlDevice_t, unsigned int *);
+	nvmlReturn_t (*set_create)(nvmlEventSet_t *);
+	nvmlReturn_t (*register_events)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+	nvmlReturn_t (*set_wait)(nvmlEventSet_t, nvmlEventData_t *, unsigned int);
+	nvmlReturn_t (*set_free)(nvmlEventSet_t);
 };
 
 /* One symbol to look up: its name, where it goes, whether it must exist. */
@@ -65,6 +70,10 @@ static const struct sym syms[] = {
 	SYM(link_type, "nvmlDeviceGetNvLinkRemoteDeviceType", false),
 	SYM(cpu_affinity, "nvmlDeviceGetCpuAffinity", false),
 	SYM(numa, "nvmlDeviceGetNumaNodeId", false),
+	SYM(set_create, "nvmlEventSetCreate", false),
+	SYM(register_events, "nvmlDeviceRegisterEvents", false),
+	SYM(set_wait, "nvmlEventSetWait_v2", false),
+	SYM(set_free, "nvmlEventSetFree", false),
 };
 #undef SYM
 
@@ -272,6 +281,104 @@ int node_nvml_read(const char *library, struct node_gpus *out, char *err, size_t
 out:
 	if (ret < 0)
 		memset(out, 0, sizeof(*out));
+	dlclose(nv.lib);
+	return ret;
+}
+
+/* XIDs an application causes, not the device (NVIDIA's k8s-device-plugin
+ * skips the same): 13 graphics engine exception, 31 GPU memory page fault,
+ * 43 GPU stopped processing, 45 preemptive cleanup, 68 video processor
+ * exception, 109 context switch timeout. */
+static bool application_xid(unsigned long long xid)
+{
+	static const unsigned long long app[] = { 13, 31, 43, 45, 68, 109 };
+
+	for (size_t i = 0; i < sizeof(app) / sizeof(app[0]); i++)
+		if (xid == app[i])
+			return true;
+	return false;
+}
+
+int node_nvml_watch(const char *library, unsigned timeout_ms, const volatile sig_atomic_t *stop,
+		    struct node_xid *seen, unsigned *n_seen, char *err, size_t errlen)
+{
+	enum { SLICE_MS = 500 };
+	nvmlDevice_t dev[PLACEMENT_TOPO_MAX];
+	nvmlEventSet_t set = NULL;
+	unsigned count = 0, registered = 0, waited = 0, cap = *n_seen;
+	struct nvml nv;
+	nvmlReturn_t rc;
+	int ret;
+
+	*n_seen = 0;
+	ret = load(&nv, library, err, errlen);
+	if (ret < 0)
+		return ret;
+	if (!nv.set_create || !nv.register_events || !nv.set_wait || !nv.set_free) {
+		snprintf(err, errlen, "the NVML library %s has no event calls", library);
+		dlclose(nv.lib);
+		return -ENOSYS;
+	}
+	if ((rc = nv.init()) != NVML_SUCCESS) {
+		ret = fail(&nv, rc, "nvmlInit_v2", -1, err, errlen);
+		dlclose(nv.lib);
+		return ret;
+	}
+	ret = -EIO;
+	if ((rc = nv.count(&count)) != NVML_SUCCESS) {
+		ret = fail(&nv, rc, "nvmlDeviceGetCount_v2", -1, err, errlen);
+		goto out;
+	}
+	if ((rc = nv.set_create(&set)) != NVML_SUCCESS) {
+		ret = fail(&nv, rc, "nvmlEventSetCreate", -1, err, errlen);
+		goto out;
+	}
+	for (unsigned i = 0; i < count && i < PLACEMENT_TOPO_MAX; i++) {
+		if (nv.handle(i, &dev[i]) != NVML_SUCCESS)
+			continue;
+		/* A GPU that cannot report XIDs (older boards) is simply not
+		 * watched; the others still are. */
+		if (nv.register_events(dev[i], nvmlEventTypeXidCriticalError, set) == NVML_SUCCESS)
+			registered++;
+	}
+	if (!registered) {
+		snprintf(err, errlen, "no GPU of this node reports XID events");
+		ret = -ENOSYS;
+		goto out;
+	}
+	/* Wait in slices, so a stop is seen within half a second; return as
+	 * soon as a device fault came (and whatever came with it). */
+	while (waited < timeout_ms && !(stop && *stop) && *n_seen == 0) {
+		unsigned slice = timeout_ms - waited < SLICE_MS ? timeout_ms - waited : SLICE_MS;
+		nvmlEventData_t ev;
+
+		for (;;) {
+			memset(&ev, 0, sizeof(ev));
+			rc = nv.set_wait(set, &ev, slice);
+			if (rc != NVML_SUCCESS)
+				break;
+			slice = 0;      /* take what else is there, then stop waiting */
+			if (!(ev.eventType & nvmlEventTypeXidCriticalError) ||
+			    application_xid(ev.eventData))
+				continue;
+			for (unsigned i = 0; i < count && i < PLACEMENT_TOPO_MAX; i++)
+				if (dev[i] == ev.device && *n_seen < cap) {
+					seen[*n_seen].gpu = i;
+					seen[*n_seen].xid = ev.eventData;
+					(*n_seen)++;
+				}
+		}
+		if (rc != NVML_ERROR_TIMEOUT && rc != NVML_SUCCESS) {
+			ret = fail(&nv, rc, "nvmlEventSetWait_v2", -1, err, errlen);
+			goto out;
+		}
+		waited += slice ? slice : SLICE_MS;
+	}
+	ret = 0;
+out:
+	if (set)
+		nv.set_free(set);
+	nv.shutdown();
 	dlclose(nv.lib);
 	return ret;
 }

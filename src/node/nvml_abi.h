@@ -21,11 +21,25 @@ typedef enum {
 	NVML_ERROR_NOT_FOUND = 6,
 	NVML_ERROR_INSUFFICIENT_SIZE = 7,
 	NVML_ERROR_DRIVER_NOT_LOADED = 9,
+	NVML_ERROR_TIMEOUT = 10,
 	NVML_ERROR_GPU_IS_LOST = 15,
 	NVML_ERROR_UNKNOWN = 999,
 } nvmlReturn_t;
 
 typedef struct nvmlDevice_st *nvmlDevice_t;
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+
+/* One event of nvmlEventSetWait_v2. For nvmlEventTypeXidCriticalError,
+ * eventData is the XID. */
+typedef struct nvmlEventData_st {
+	nvmlDevice_t device;
+	unsigned long long eventType;
+	unsigned long long eventData;
+	unsigned int gpuInstanceId;
+	unsigned int computeInstanceId;
+} nvmlEventData_t;
+
+#define nvmlEventTypeXidCriticalError 0x0000000000000008LL
 
 typedef enum {
 	NVML_FEATURE_DISABLED = 0,
@@ -87,5 +101,11 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned i
 nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int cpu_set_size,
 				      unsigned long *cpu_set);
 nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int *node);
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set);
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long event_types,
+				      nvmlEventSet_t set);
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
+				 unsigned int timeout_ms);
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set);
 
 #endif

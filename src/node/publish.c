@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "cache/api.h"
+#include "cache/cache.h"
 #include "common/strbuf.h"
 
 enum { PUBLISH_TIMEOUT_MS = 10000 };
@@ -43,7 +44,7 @@ int node_publish(struct cache_api *api, const char *node, const struct node_gpus
 	struct strbuf path, answer, topo, uuids, patch;
 	cJSON *doc = NULL;
 	long status = 0;
-	char text[NODE_ERR_BUF];
+	char text[NODE_ERR_BUF], unhealthy[CACHE_DEVICES_BUF];
 	int ret = -ENOMEM;
 
 	*changed = false;
@@ -76,9 +77,13 @@ int node_publish(struct cache_api *api, const char *node, const struct node_gpus
 		ret = -EPROTO;
 		goto out;
 	}
+	cache_devices_format(g->unhealthy, unhealthy, sizeof(unhealthy));
+	/* No unhealthy GPU: the annotation is written only to clear one. */
 	if (same(annotation(doc, NODE_ANN_TOPOLOGY), topo.buf) &&
 	    same(annotation(doc, NODE_ANN_UUIDS), uuids.buf ? uuids.buf : "") &&
-	    same(annotation(doc, NODE_ANN_SOURCE), g->source)) {
+	    same(annotation(doc, NODE_ANN_SOURCE), g->source) &&
+	    (same(annotation(doc, NODE_ANN_UNHEALTHY), unhealthy) ||
+	     (!g->unhealthy && !annotation(doc, NODE_ANN_UNHEALTHY)))) {
 		ret = 0;
 		goto out;
 	}
@@ -88,6 +93,8 @@ int node_publish(struct cache_api *api, const char *node, const struct node_gpus
 	strbuf_put_json_str(&patch, uuids.buf ? uuids.buf : "", uuids.len);
 	strbuf_puts(&patch, ",\"" NODE_ANN_SOURCE "\":");
 	strbuf_put_json_str(&patch, g->source, strlen(g->source));
+	strbuf_puts(&patch, ",\"" NODE_ANN_UNHEALTHY "\":");
+	strbuf_put_json_str(&patch, unhealthy, strlen(unhealthy));
 	strbuf_puts(&patch, "}}}");
 	if (strbuf_failed(&patch))
 		goto nomem;

@@ -163,6 +163,59 @@ class NodeAgent(Base):
                      "--nvidia-smi", "--interval", "--once", "--print", "--log-level", "--log-format"):
             self.assertIn(flag, h.stdout)
 
+    def test_a_device_fault_is_published_at_once_and_troupe_skips_the_gpu(self):
+        # The fake NVML delivers the XIDs appended to this file while
+        # troupe-node waits between rounds (--interval 60: only the event can
+        # make it publish again within the test).
+        xids = os.path.join(self.dir.name, "xids")
+        open(xids, "w").close()
+        env = dict(os.environ, FAKE_NVML_TOPO=os.path.join(TOPO, "dgx-a100.txt"),
+                   FAKE_NVML_XIDS=xids)
+        p = subprocess.Popen([NODE_BIN, "--api-server", self.api.url, "--token-file",
+                              self.token, "--nvml", FAKE_NVML, "--nvidia-smi", "",
+                              "--no-read-back", "--node", "gpu-0", "--interval", "60"],
+                             env=env, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while "troupe.io/gpu-topology" not in self.annotations():
+                self.assertLess(time.monotonic(), deadline, "never published")
+                time.sleep(0.05)
+            self.assertEqual(self.annotations().get("troupe.io/gpu-unhealthy"), "")
+            with open(xids, "a") as f:
+                f.write("2 13\n3 79\n")       # an application's XID, then a device fault
+            deadline = time.monotonic() + 20
+            while self.annotations().get("troupe.io/gpu-unhealthy") != "3":
+                self.assertLess(time.monotonic(), deadline, "the fault was never published")
+                time.sleep(0.05)
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(timeout=10), 0)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        err = p.stderr.read()
+        p.stderr.close()
+        self.assertIn("GPU 3 raised XID 79, a device fault: published as unhealthy", err)
+        self.assertNotIn("GPU 2 raised", err)
+        # troupe, reading the Node as published, never offers GPU 3: an
+        # 8-GPU pod can never fit the 8-GPU node.
+        snap = os.path.join(self.dir.name, "snap.json")
+        with open(snap, "w") as f:
+            json.dump({"apiVersion": "v1", "kind": "List", "metadata": {},
+                       "items": [self.api.get("nodes", "", "gpu-0")]}, f)
+        troupe = os.environ.get("TROUPE_BIN", os.path.join(ROOT, "build", "src", "extender",
+                                                           "troupe"))
+        out = subprocess.run([troupe, "simulate", "--cluster", snap, "--workload", "/dev/stdin",
+                              "-o", "json"],
+                             input=json.dumps({"jobs": [{"name": "eight", "duration": 60,
+                                                         "gpus": 8},
+                                                        {"name": "seven", "duration": 60,
+                                                         "gpus": 7}]}),
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        pol = json.loads(out.stdout)["policies"][0]
+        self.assertEqual((pol["jobs_refused"], pol["jobs_done"]), (1, 1))
+
     def test_the_loop_publishes_and_stops_on_sigterm(self):
         env = dict(os.environ, FAKE_NVML_TOPO=os.path.join(TOPO, "pcie-2s.txt"),
                    NODE_NAME="gpu-0")

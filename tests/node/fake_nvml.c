@@ -8,6 +8,10 @@
  *   FAKE_NVML_TOPO   the capture to answer from (required; nvmlInit_v2 fails
  *                    with NVML_ERROR_DRIVER_NOT_LOADED without it)
  *   FAKE_NVML_FAIL   the name of one call that then fails (NVML_ERROR_UNKNOWN)
+ *   FAKE_NVML_XIDS   a file of injected XID events, one "GPU XID" per line
+ *                    ("2 79"): nvmlEventSetWait_v2 delivers each line once, in
+ *                    order, to an event set with that GPU registered, as the
+ *                    file grows (a test appends to it while troupe-node runs)
  *
  * How the capture becomes NVML's answers:
  *   - GPU i: UUID "GPU-fake-0000-<i>", bus id "00000000:<0x10+i>:00.0",
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "node/nvml_abi.h"
 #include "placement/topology.h"
@@ -304,5 +309,117 @@ EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t d, unsigned int *node)
 	if (topo.numa[g->index] < 0)
 		return NVML_ERROR_NOT_SUPPORTED;
 	*node = (unsigned)topo.numa[g->index];
+	return NVML_SUCCESS;
+}
+
+/* ---- Events: injected XIDs ------------------------------------------------ */
+
+struct nvmlEventSet_st {
+	uint64_t registered;            /* GPUs whose XIDs this set gets */
+};
+
+/* Lines of FAKE_NVML_XIDS already delivered, kept in FAKE_NVML_XIDS.seen: the
+ * library is loaded and unloaded around every wait, and an event, as on
+ * real GPUs, comes once. */
+static long delivered(const char *path, long set_to)
+{
+	char seen[512];
+	long n = 0;
+	FILE *f;
+
+	snprintf(seen, sizeof(seen), "%s.seen", path);
+	if (set_to >= 0) {
+		if ((f = fopen(seen, "w"))) {
+			fprintf(f, "%ld\n", set_to);
+			fclose(f);
+		}
+		return set_to;
+	}
+	if ((f = fopen(seen, "r"))) {
+		if (fscanf(f, "%ld", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	return n;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
+{
+	if (!ready)
+		return NVML_ERROR_UNINITIALIZED;
+	*set = calloc(1, sizeof(**set));
+	return *set ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types,
+					     nvmlEventSet_t set)
+{
+	struct fake_gpu *g = dev_of(d);
+
+	if (!g || !set)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (failing("nvmlDeviceRegisterEvents"))
+		return NVML_ERROR_NOT_SUPPORTED;
+	if (types & nvmlEventTypeXidCriticalError)
+		set->registered |= 1ULL << g->index;
+	return NVML_SUCCESS;
+}
+
+/* The next undelivered line of the XID file for a registered GPU. */
+static bool next_xid(nvmlEventSet_t set, unsigned *gpu, unsigned long long *xid)
+{
+	const char *path = getenv("FAKE_NVML_XIDS");
+	char line[128];
+	long at = 0, done;
+	bool found = false;
+	FILE *f;
+
+	if (!path || !(f = fopen(path, "r")))
+		return false;
+	done = delivered(path, -1);
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned g;
+		unsigned long long x;
+
+		if (at++ < done)
+			continue;
+		delivered(path, at);
+		if (sscanf(line, "%u %llu", &g, &x) == 2 && g < topo.n &&
+		    (set->registered & (1ULL << g))) {
+			*gpu = g;
+			*xid = x;
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
+					unsigned int timeout_ms)
+{
+	struct timespec ts = { 0, 50 * 1000000L };
+	unsigned gpu;
+	unsigned long long xid;
+
+	if (!set || !data)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (unsigned waited = 0;; waited += 50) {
+		if (next_xid(set, &gpu, &xid)) {
+			memset(data, 0, sizeof(*data));
+			data->device = (nvmlDevice_t)&gpus[gpu];
+			data->eventType = nvmlEventTypeXidCriticalError;
+			data->eventData = xid;
+			return NVML_SUCCESS;
+		}
+		if (waited >= timeout_ms)
+			return NVML_ERROR_TIMEOUT;
+		nanosleep(&ts, NULL);
+	}
+}
+
+EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
+{
+	free(set);
 	return NVML_SUCCESS;
 }

@@ -266,6 +266,64 @@ static void test_device_ids_to_mask(void **state)
 	free(g);
 }
 
+/* XIDs injected into the fake NVML: a device fault is reported (once), an
+ * application's XID is not, a GPU that cannot report is said so, and a stop
+ * ends the wait. */
+static void test_xid_watch(void **state)
+{
+	char dir[] = "/tmp/troupe-node-xid.XXXXXX", path[256], seen_path[300], err[NODE_ERR_BUF];
+	struct node_xid seen[8];
+	volatile sig_atomic_t stop = 0;
+	unsigned n;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/xids", dir);
+	snprintf(seen_path, sizeof(seen_path), "%s.seen", path);
+	setenv("FAKE_NVML_TOPO", TOPO_DIR "/dgx-a100.txt", 1);
+	setenv("FAKE_NVML_XIDS", path, 1);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "2 13\n3 79\n");
+	fclose(f);
+	n = 8;
+	assert_int_equal(node_nvml_watch(FAKE_NVML, 5000, &stop, seen, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(seen[0].gpu, 3);
+	assert_int_equal(seen[0].xid, 79);
+	/* Nothing new: the wait runs out. */
+	n = 8;
+	assert_int_equal(node_nvml_watch(FAKE_NVML, 300, &stop, seen, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+	f = fopen(path, "a");
+	assert_non_null(f);
+	fprintf(f, "5 48\n");
+	fclose(f);
+	n = 8;
+	assert_int_equal(node_nvml_watch(FAKE_NVML, 5000, &stop, seen, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(seen[0].gpu, 5);
+	/* A stop ends the wait at once. */
+	stop = 1;
+	n = 8;
+	assert_int_equal(node_nvml_watch(FAKE_NVML, 60000, &stop, seen, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+	stop = 0;
+	setenv("FAKE_NVML_FAIL", "nvmlDeviceRegisterEvents", 1);
+	n = 8;
+	assert_int_equal(node_nvml_watch(FAKE_NVML, 100, &stop, seen, &n, err, sizeof(err)),
+			 -ENOSYS);
+	assert_string_equal(err, "no GPU of this node reports XID events");
+	unsetenv("FAKE_NVML_FAIL");
+	unsetenv("FAKE_NVML_XIDS");
+	assert_int_equal(node_nvml_watch("/nonexistent.so", 100, &stop, seen, &n, err, sizeof(err)),
+			 -ENOENT);
+	unlink(path);
+	unlink(seen_path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -274,6 +332,7 @@ int main(void)
 		cmocka_unit_test(test_failures_say_what_failed),
 		cmocka_unit_test(test_nvidia_smi_fallback),
 		cmocka_unit_test(test_device_ids_to_mask),
+		cmocka_unit_test(test_xid_watch),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
