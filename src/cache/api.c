@@ -614,3 +614,8 @@ int cache_api_call(struct cache_api *api, const char *method, const char *path,
 	*status = call.status;
 	return ret;
 }
+
+void cache_api_status_text(long status, const char *body, size_t len, char *out, size_t outlen)
+{
+	cache__api_status_text(status, body, len, out, outlen);
+}

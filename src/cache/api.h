@@ -54,6 +54,10 @@ int cache_api_call(struct cache_api *api, const char *method, const char *path,
 		   const char *content_type, const char *body, unsigned timeout_ms,
 		   struct strbuf *answer, long *status, char *err, size_t errlen);
 
+/* "HTTP <status>", then ": " and the message of the v1 Status in <body> when
+ * there is one (an admission policy's refusal, say), cut to <outlen>. */
+void cache_api_status_text(long status, const char *body, size_t len, char *out, size_t outlen);
+
 /* ---- Permissions ----------------------------------------------------------- */
 
 /* What troupe must be allowed to do, one verb on one resource each, as the

@@ -105,9 +105,9 @@ int node_publish(struct cache_api *api, const char *node, const struct node_gpus
 	if (ret < 0)
 		goto out;
 	if (status != 200) {
-		snprintf(text, sizeof(text), "%.*s", (int)(answer.len < 200 ? answer.len : 200),
-			 answer.buf ? answer.buf : "");
-		snprintf(err, errlen, "PATCH node %s: HTTP %ld: %s", node, status, text);
+		cache_api_status_text(status, answer.buf ? answer.buf : "", answer.len, text,
+				      sizeof(text));
+		snprintf(err, errlen, "PATCH node %s: %s", node, text);
 		ret = -EIO;
 		goto out;
 	}

@@ -118,8 +118,11 @@ static int pod_patch(struct cache_api *api, const char *ns, const char *name, co
 		: cache_api_call(api, "PATCH", path.buf, "application/merge-patch+json", body.buf,
 				 READBACK_TIMEOUT_MS, &answer, &status, err, errlen);
 	if (ret == 0 && status != 200) {
-		snprintf(err, errlen, "PATCH pod %s/%s: HTTP %ld: %.*s", ns, name, status,
-			 (int)(answer.len < 200 ? answer.len : 200), answer.buf ? answer.buf : "");
+		char text[NODE_ERR_BUF];
+
+		cache_api_status_text(status, answer.buf ? answer.buf : "", answer.len, text,
+				      sizeof(text));
+		snprintf(err, errlen, "PATCH pod %s/%s: %s", ns, name, text);
 		ret = status == 404 ? -ENOENT : -EIO;
 	}
 	strbuf_fini(&path);

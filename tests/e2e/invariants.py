@@ -1,8 +1,10 @@
 """troupe's two safety invariants, checked from the API server's state alone.
 
-  1. No device is promised twice: no (node, GPU index) appears in the
-     troupe.io/gpu-ids of two live pods (bound, not Succeeded or Failed;
-     a terminating pod still holds its devices).
+  1. No device is promised twice: no (node, GPU index) is held by two live
+     pods (bound, not Succeeded or Failed; a terminating pod still holds its
+     devices). A pod holds its troupe.io/gpu-ids-actual when valid (the
+     devices the node agent read back from the kubelet: what troupe counts),
+     else its troupe.io/gpu-ids.
   2. No gang is left partly bound: every gang has no member bound, or at least
      its minimum bound (members that ran and Succeeded count as bound).
 
@@ -69,7 +71,11 @@ def violations(cluster):
     for p in pods:
         if not _live(p):
             continue
-        ids = (p["metadata"].get("annotations") or {}).get("troupe.io/gpu-ids")
+        ann = p["metadata"].get("annotations") or {}
+        ids = ann.get("troupe.io/gpu-ids")
+        actual = ann.get("troupe.io/gpu-ids-actual")
+        if actual and ids and len(actual.split(",")) == len(ids.split(",")):
+            ids = actual
         if not ids:
             continue
         for i in ids.split(","):
@@ -77,7 +83,7 @@ def violations(cluster):
                 "%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]))
     for (node, dev), who in sorted(holders.items()):
         if len(who) > 1:
-            out.append("GPU %s of node %s is in the troupe.io/gpu-ids of %d live pods: %s"
+            out.append("GPU %s of node %s is held by %d live pods: %s"
                        % (dev, node, len(who), ", ".join(who)))
     mins = minimums(cluster)
     bound = collections.Counter()
