@@ -335,6 +335,14 @@ class NodeAdmissionPolicy(E2E):
     # ---- tests --------------------------------------------------------------
 
     def test_own_node_published(self):
+        # The API server type-checked every expression against Node's schema:
+        # a misspelt field would be a warning here (and an error at request time).
+        policy = wait_until(lambda: (lambda p: p if p.get("status", {}).get(
+            "observedGeneration") else None)(self.c.get(
+                "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/"
+                "troupe-node-annotations")), what="the node policy type-checked")
+        self.assertFalse(policy["status"].get("typeChecking", {}).get("expressionWarnings"),
+                         policy["status"])
         # The API server put the pod's node into the token, as the policy needs.
         user = self.whoami(self.token)
         self.assertEqual(user["username"], "system:serviceaccount:kube-system:troupe-node")
@@ -359,6 +367,7 @@ class NodeAdmissionPolicy(E2E):
         r = self.run_node(OTHER_NODE, self.token)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("PATCH node %s: HTTP 403" % OTHER_NODE, r.stderr)
+        self.assertIn("ValidatingAdmissionPolicy 'troupe-node-annotations'", r.stderr)
         # The same write by hand, with the policy's reason.
         self.assert_refused(self.patch_node(self.token, OTHER_NODE, {"metadata": {
             "annotations": {"troupe.io/gpu-topology": "forged"}}}), NOT_OWN_NODE,

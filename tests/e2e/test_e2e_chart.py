@@ -404,6 +404,8 @@ class Chart(E2E):
         shipped = {(o["kind"], o["metadata"]["name"]): o for o in self.dry_run(
             read(os.path.join(DEPLOY, "troupe-node.yaml")) + "\n---\n"
             + read(os.path.join(DEPLOY, "node-admission-policy.yaml")))}
+        r = helm("lint", "--strict", CHART, "--set", "node.enabled=true")
+        self.assertIn("0 chart(s) failed", r.stdout)
         objs = self.install("node.enabled=true")
         node_kinds = ("DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
                       "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
