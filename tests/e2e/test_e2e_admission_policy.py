@@ -271,11 +271,17 @@ class NodeAdmissionPolicy(E2E):
         super().setUp()
         for n in (TROUPE_NODE_BIN, FAKE_NVML_LIB):
             self.assertTrue(os.path.exists(n), "%s is missing: build it (ninja -C build)" % n)
-        # What the nodes say now, put back afterwards (as the admin).
+        # What the nodes say now, put back afterwards (as the admin), along with
+        # whatever a refusal that failed to happen let through.
         for node in (OWN_NODE, OTHER_NODE):
-            ann = self.node(node)["metadata"].get("annotations") or {}
-            self.addCleanup(self.c.request, "PATCH", "/api/v1/nodes/" + node, {"metadata": {
-                "annotations": {k: ann.get(k) for k in NODE_KEYS}}}, MERGE)
+            n = self.node(node)
+            ann = n["metadata"].get("annotations") or {}
+            self.addCleanup(self.c.request, "PATCH", "/api/v1/nodes/" + node, {
+                "metadata": {"labels": {"example.com/x": None},
+                             "annotations": dict({k: ann.get(k) for k in NODE_KEYS},
+                                                 **{"example.com/x": None})},
+                "spec": {"taints": n["spec"].get("taints"),
+                         "unschedulable": n["spec"].get("unschedulable")}}, MERGE)
         # troupe-node's pod, bound to OWN_NODE as the scheduler would (it must be
         # in the service account's namespace for the token to be bound to it).
         name = "troupe-node-" + self.ns[len("e2e-"):][:30].strip("-")
