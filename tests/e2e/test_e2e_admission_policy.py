@@ -297,7 +297,6 @@ class NodeAdmissionPolicy(E2E):
             "create", "token", "troupe-node", "-n", "kube-system", "--bound-object-kind", "Pod",
             "--bound-object-name", name, "--bound-object-uid", pod["metadata"]["uid"]
         ).stdout.strip()
-        self.pod_name = name
 
     # ---- helpers ------------------------------------------------------------
 
