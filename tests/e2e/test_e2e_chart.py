@@ -22,6 +22,12 @@ helm is the one scripts/lib/k8s.sh (ensure_helm) builds from tests/tools/helm.
   test_admission_policy  the chart's policy is config/deploy/admission-policy.yaml
                          for the release's identity
   test_tls               TLS from a Secret and from cert-manager
+  test_node              node.enabled: troupe-node's DaemonSet renders the pod
+                         config/deploy/troupe-node.yaml does, its ClusterRole
+                         is exactly get and patch on nodes, its policy is
+                         config/deploy/node-admission-policy.yaml for the
+                         release's identity; values reach the pod; off by
+                         default, and bad node.* values fail the schema
   test_sidecar_schedules the sidecar model for real, but for the pod: the
                          chart's service account, RBAC and scheduler
                          configuration applied, the real kube-scheduler run
@@ -51,6 +57,10 @@ TROUPE_RULES = {("", "nodes"): {"list", "watch"},
                 ("", "pods"): {"list", "watch", "delete"},   # delete: a gang rolled back
                 ("", "pods/binding"): {"create"},
                 ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"}}
+
+# What troupe-node does (src/node/publish.c): read its Node, patch its annotations.
+NODE_RULES = {("", "nodes"): {"get", "patch"}}
+NODE_IDENTITY = "system:serviceaccount:kube-system:troupe-node"
 
 # Nodes and troupe for test_sidecar_schedules; the rest needs only the API server.
 setUpModule, tearDownModule = module_cluster("chart", nodes=2)
@@ -389,6 +399,96 @@ class Chart(E2E):
         dep = objs[("Deployment", "troupe")]
         vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
         self.assertEqual(vols["tls"]["secret"]["secretName"], "troupe-tls")
+
+    def test_node(self):
+        shipped = {(o["kind"], o["metadata"]["name"]): o for o in self.dry_run(
+            read(os.path.join(DEPLOY, "troupe-node.yaml")) + "\n---\n"
+            + read(os.path.join(DEPLOY, "node-admission-policy.yaml")))}
+        r = helm("lint", "--strict", CHART, "--set", "node.enabled=true")
+        self.assertIn("0 chart(s) failed", r.stdout)
+        objs = self.install("node.enabled=true")
+        node_kinds = ("DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                      "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+        mine = {k for k in objs if k[0] in node_kinds and k[1].startswith("troupe-node")}
+        self.assertEqual(mine, set(shipped), "the chart's troupe-node objects are not the "
+                         "plain manifests'")
+        # RBAC: exactly get and patch on nodes, for troupe-node's account only.
+        role = objs[("ClusterRole", "troupe-node")]
+        self.assertEqual(rules(role), NODE_RULES)
+        self.assertEqual(rules(shipped[("ClusterRole", "troupe-node")]), NODE_RULES)
+        crb = objs[("ClusterRoleBinding", "troupe-node")]
+        self.assertEqual(crb["roleRef"]["name"], "troupe-node")
+        self.assertEqual(crb["subjects"], [{"kind": "ServiceAccount", "name": "troupe-node",
+                                            "namespace": self.ns}])
+        self.assertEqual(objs[("ServiceAccount", "troupe-node")]["metadata"]["namespace"],
+                         self.ns)
+        # The policy: the shipped one, word for word, for this release's identity.
+        policy = objs[("ValidatingAdmissionPolicy", "troupe-node-annotations")]
+        want = json.loads(json.dumps(
+            shipped[("ValidatingAdmissionPolicy", "troupe-node-annotations")]["spec"]).replace(
+            NODE_IDENTITY, "system:serviceaccount:%s:troupe-node" % self.ns))
+        self.assertEqual(policy["spec"], want)
+        self.assertEqual(policy["spec"]["failurePolicy"], "Fail")
+        binding = objs[("ValidatingAdmissionPolicyBinding", "troupe-node-annotations")]
+        self.assertEqual(binding["spec"], shipped[("ValidatingAdmissionPolicyBinding",
+                                                    "troupe-node-annotations")]["spec"])
+        # The DaemonSet: hardened, and the same pod as the plain manifest's.
+        ds = objs[("DaemonSet", "troupe-node")]
+        self.assert_hardened(ds)
+        pod = ds["spec"]["template"]["spec"]
+        self.assertEqual(pod, shipped[("DaemonSet", "troupe-node")]["spec"]["template"]["spec"])
+        self.assertEqual(ds["spec"]["updateStrategy"],
+                         shipped[("DaemonSet", "troupe-node")]["spec"]["updateStrategy"])
+        (c,) = pod["containers"]
+        self.assertEqual(c["command"], ["/troupe-node"])
+        self.assertEqual(c["image"], "registry.example/troupe:0.1.0")
+        self.assertEqual(c["args"], ["--interval=60",
+                                     "--nvml=/host/driver-lib/libnvidia-ml.so.1",
+                                     "--nvidia-smi="])
+        env = {e["name"]: e for e in c["env"]}
+        self.assertEqual(env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName")
+        self.assertEqual(pod["securityContext"]["runAsUser"], 65532)
+        self.assertEqual(c["volumeMounts"], [{"name": "driver-lib",
+                                              "mountPath": "/host/driver-lib", "readOnly": True}])
+        self.assertEqual(pod["volumes"][0]["hostPath"]["path"], "/usr/lib/x86_64-linux-gnu")
+        self.assertEqual(pod["nodeSelector"], {"nvidia.com/gpu.present": "true"})
+        self.assertIn("nvidia.com/gpu", [t["key"] for t in pod["tolerations"]])
+        self.assertEqual(pod["serviceAccountName"], "troupe-node")
+        # The values reach the pod and the policy.
+        objs = self.install("node.enabled=true", "fullnameOverride=gs",
+                            "node.serviceAccount.name=agent", "node.interval=300",
+                            "node.driver.hostPath=/run/nvidia/driver/usr/lib64",
+                            "node.driver.library=libnvidia-ml.so.550", "node.image.tag=0.2.0",
+                            "node.runtimeClassName=nvidia", "node.nodeSelector.gpu=yes",
+                            "node.resources.limits.memory=32Mi")
+        pod = objs[("DaemonSet", "gs-node")]["spec"]["template"]["spec"]
+        (c,) = pod["containers"]
+        self.assertEqual(c["image"], "registry.example/troupe:0.2.0")
+        self.assertEqual(c["args"][:2], ["--interval=300",
+                                         "--nvml=/host/driver-lib/libnvidia-ml.so.550"])
+        self.assertEqual(pod["volumes"][0]["hostPath"]["path"], "/run/nvidia/driver/usr/lib64")
+        self.assertEqual(pod["runtimeClassName"], "nvidia")
+        self.assertEqual(pod["nodeSelector"], {"nvidia.com/gpu.present": "true", "gpu": "yes"})
+        self.assertEqual(c["resources"]["limits"]["memory"], "32Mi")
+        self.assertEqual(pod["serviceAccountName"], "agent")
+        (cond,) = objs[("ValidatingAdmissionPolicy", "gs-node-annotations")]["spec"][
+            "matchConditions"]
+        self.assertEqual(cond["expression"], "request.userInfo.username == "
+                         "'system:serviceaccount:%s:agent'" % self.ns)
+        self.assertEqual(objs[("ClusterRoleBinding", "gs-node")]["subjects"][0]["name"], "agent")
+        # No policy where admission policies are off; nothing at all by default.
+        kinds = {k for k in self.install("node.enabled=true", "admissionPolicy.enabled=false")}
+        self.assertIn(("DaemonSet", "troupe-node"), kinds)
+        self.assertNotIn(("ValidatingAdmissionPolicy", "troupe-node-annotations"), kinds)
+        off = {k for k in self.install() if "node" in k[1]}
+        self.assertEqual(off, set(), "node.enabled=false renders troupe-node objects")
+        # Bad node.* values fail the schema, naming the value.
+        for bad, says in (("node.interval=1", "at '/node/interval': minimum"),
+                          ("node.enable=true", "at '/node': additional properties 'enable'"),
+                          ("node.driver.hostPath=lib", "at '/node/driver/hostPath'")):
+            r = helm("template", "t", CHART, "--set", bad, check=False)
+            self.assertNotEqual(r.returncode, 0, bad)
+            self.assertIn(says, r.stderr)
 
     def test_sidecar_schedules(self):
         # A fullname of its own: the rig's troupe keeps its ClusterRole troupe,

@@ -17,6 +17,22 @@ configurations (troupe.yaml, the KubeSchedulerConfiguration).
 system:serviceaccount:{{ .Release.Namespace }}:{{ include "troupe.serviceAccount" . }}
 {{- end -}}
 
+{{- /* troupe-node's service account and the user name its requests carry,
+       which its admission policy checks (node.enabled). */ -}}
+{{- define "troupe.nodeServiceAccount" -}}
+{{- default (printf "%s-node" (include "troupe.fullname" .)) .Values.node.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "troupe.nodeIdentity" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "troupe.nodeServiceAccount" . }}
+{{- end -}}
+
+{{- define "troupe.nodeSelector" -}}
+app.kubernetes.io/name: troupe
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: node
+{{- end -}}
+
 {{- define "troupe.mode" -}}
 {{- if not (has .Values.mode (list "sidecar" "service")) -}}
 {{- fail (printf "mode must be sidecar or service, not %q" .Values.mode) -}}
