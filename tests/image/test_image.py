@@ -482,6 +482,20 @@ class ImageContentTest(unittest.TestCase):
             again = json.load(f)
         self.assertEqual(again["manifests"][0]["digest"], IMG["index"]["manifests"][0]["digest"])
 
+    def test_refuses_a_node_agent_of_another_version(self):
+        # One tag names both programs: a troupe-node of another build is
+        # refused before anything is written.
+        other = os.path.join(IMG["tmp"], "troupe-node-other")
+        with open(other, "w") as f:
+            f.write("#!/bin/sh\necho troupe-node 0.0.0-other\n")
+        os.chmod(other, 0o755)
+        out = os.path.join(IMG["tmp"], "refused")
+        res = run([os.path.join(source_root(), "scripts", "image"), "--binary", binary(),
+                   "--node-binary", other, "--out", out], timeout=600)
+        self.assertEqual(res.returncode, 1, res.stdout + res.stderr)
+        self.assertIn(f"not 'troupe-node {IMG['tag']}' (the daemon's version)", res.stderr)
+        self.assertFalse(os.path.exists(out))
+
     def test_oci_archive_holds_the_same_image(self):
         res = run(["skopeo", "--insecure-policy", "inspect", "--raw", f"oci-archive:{IMG['archive']}"])
         self.assertEqual(res.returncode, 0, res.stderr)
