@@ -1,14 +1,23 @@
-"""troupe's container image, built by scripts/image from the binary under test
-and run the way a container runtime runs it, with no Docker engine.
+"""troupe's container image, built by scripts/image from the binaries under test
+(TROUPE_BIN, the daemon, and TROUPE_NODE_BIN, the node agent) and run the way a
+container runtime runs it, with no Docker engine.
 
 The image is checked as a registry and a scanner would see it (every blob
 matches its digest, every layer is a complete tar, its files are exactly the
-daemon, the libraries ldd names and four files in /etc, all owned by root) and
-then run as runc runs a pod with readOnlyRootFilesystem: unpacked by umoci,
-started by bubblewrap with the image config's Entrypoint, Cmd, User, Env and
-WorkingDir, the root filesystem bound read-only, a tmpfs /tmp, fresh /proc and
-/dev, every namespace new except the network (the test talks to it on
-127.0.0.1), and troupe as PID 1 of its namespace, stopped by SIGTERM.
+daemon, the node agent, the libraries ldd names for either, no NVIDIA library,
+and four files in /etc, all owned by root) and then run as runc runs a pod with
+readOnlyRootFilesystem: unpacked by umoci, started by bubblewrap with the image
+config's Entrypoint, Cmd, User, Env and WorkingDir, the root filesystem bound
+read-only, a tmpfs /tmp, fresh /proc and /dev, every namespace new except the
+network (the test talks to it on 127.0.0.1), and troupe as PID 1 of its
+namespace, stopped by SIGTERM.
+
+The node agent runs from the same image as the DaemonSet runs it, with
+/troupe-node as the command: with no driver in the sandbox it must fail
+clearly, and with the fake NVML (tests/node/fake_nvml.c, FAKE_NVML_LIB) and a
+topology capture bound in where the host's driver would be, it must read the
+GPUs and publish them to the fake API server: the packed libraries suffice for
+the whole NVML path, which dlopen() takes at run time, out of ldd's sight.
 
 bwrap runs as an unprivileged user (uid 65532 when the test runs as root), so
 the sandbox's user namespace is created without privilege, as rootless
@@ -35,18 +44,31 @@ import tempfile
 import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "apiserver"))
+from fake_apiserver import FakeAPIServer  # noqa: E402
 from troupe_proc import LISTEN_RE, binary, fixture_cluster, source_root  # noqa: E402
 
 TOOLS = ("umoci", "skopeo", "bwrap")
 IMAGE_UID = 65532
 SHA_RE = re.compile(r"packed /troupe: sha256 ([0-9a-f]{64})")
+NODE_SHA_RE = re.compile(r"packed /troupe-node: sha256 ([0-9a-f]{64})")
+PROGRAMS = {"/troupe", "/troupe-node"}
 # The files outside the libraries; everything else must be one ldd names.
 ETC_FILES = {"/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/ssl/certs/ca-certificates.crt"}
 CLUSTER_IN_IMAGE = "/etc/troupe/cluster.json"   # where a chart's ConfigMap would be
 POD4 = {"metadata": {"name": "p", "namespace": "ml", "uid": "uid-p"},
         "spec": {"containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}
 FILTER = {"Pod": POD4, "Nodes": None, "NodeNames": ["gpu-a100-1", "cpu-0"]}
+# Where the node tests bind the fake NVML and its capture: the place of the
+# host driver's files the DaemonSet mounts. The image itself has no /driver.
+DRIVER_DIR = "/driver"
+FAKE_NVML_IN_IMAGE = DRIVER_DIR + "/libfake_nvml.so"
+TOPO_IN_IMAGE = DRIVER_DIR + "/topo.txt"
+TOKEN_IN_IMAGE = "/etc/troupe/token"
+TOKEN = "node-agent-token"
+NO_DRIVER = "cannot load the NVML library libnvidia-ml.so.1"
 
 IMG = {}    # what setUpModule built: paths, config, the sandbox's mode
 
@@ -57,6 +79,18 @@ def sha256_file(path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def node_binary():
+    path = os.environ.get("TROUPE_NODE_BIN")
+    if not path or not os.access(path, os.X_OK):
+        raise RuntimeError("set TROUPE_NODE_BIN to the troupe-node binary (meson test does)")
+    return path
+
+
+def fake_nvml():
+    return os.environ.get("FAKE_NVML_LIB",
+                          os.path.join(source_root(), "build", "tests", "node", "libfake_nvml.so"))
 
 
 def blob(digest):
@@ -88,14 +122,18 @@ def make_traversable(path, stop):
         path = os.path.dirname(path)
 
 
+def image_script(out):
+    return [os.path.join(source_root(), "scripts", "image"), "--binary", binary(),
+            "--node-binary", node_binary(), "--out", out]
+
+
 def setUpModule():
     missing = [t for t in TOOLS if not shutil.which(t)]
     if missing:
         raise unittest.SkipTest(f"{', '.join(missing)} not installed")
     IMG["tmp"] = tempfile.mkdtemp(prefix="troupe-image-")
     out = os.path.join(IMG["tmp"], "out")
-    res = run([os.path.join(source_root(), "scripts", "image"), "--binary", binary(), "--out", out],
-              timeout=600)
+    res = run(image_script(out), timeout=600)
     if res.returncode != 0:
         raise AssertionError(f"scripts/image failed ({res.returncode}):\n{res.stdout}{res.stderr}")
     IMG["script_output"] = res.stdout + res.stderr
@@ -116,12 +154,23 @@ def setUpModule():
     if res.returncode != 0:
         raise AssertionError(f"umoci unpack --rootless failed:\n{res.stdout}{res.stderr}")
     rootfs = os.path.join(bundle, "rootfs")
-    for d in ("proc", "dev", "tmp", "etc/troupe"):
+    for d in ("proc", "dev", "tmp", "etc/troupe", DRIVER_DIR.lstrip("/")):
         os.makedirs(os.path.join(rootfs, d), exist_ok=True)
-    open(os.path.join(rootfs, CLUSTER_IN_IMAGE.lstrip("/")), "w").close()
+    for f in (CLUSTER_IN_IMAGE, FAKE_NVML_IN_IMAGE, TOPO_IN_IMAGE, TOKEN_IN_IMAGE):
+        open(os.path.join(rootfs, f.lstrip("/")), "w").close()
+    # Copies the sandbox's uid can read (the build tree may be 0700).
     IMG["fixture"] = os.path.join(IMG["tmp"], "cluster.json")
+    IMG["fake_nvml"] = os.path.join(IMG["tmp"], "libfake_nvml.so")
+    IMG["topo"] = os.path.join(IMG["tmp"], "dgx-a100.txt")
+    IMG["token"] = os.path.join(IMG["tmp"], "token")
     shutil.copy(fixture_cluster(), IMG["fixture"])
-    os.chmod(IMG["fixture"], 0o644)
+    shutil.copy(fake_nvml(), IMG["fake_nvml"])
+    shutil.copy(os.path.join(source_root(), "tests", "data", "topo", "dgx-a100.txt"), IMG["topo"])
+    with open(IMG["token"], "w") as f:
+        f.write(TOKEN)
+    for f in (IMG["fixture"], IMG["topo"], IMG["token"]):
+        os.chmod(f, 0o644)
+    os.chmod(IMG["fake_nvml"], 0o755)
     make_traversable(rootfs, IMG["tmp"])
     IMG["rootfs"] = rootfs
     IMG["mode"] = choose_mode()
@@ -159,7 +208,9 @@ def drop_to_image_uid():
     os.setuid(IMAGE_UID)
 
 
-def bwrap_argv(mode, argv, info_fd=None):
+def bwrap_argv(mode, argv, info_fd=None, binds=(), env=None):
+    """binds: (host path, path in the image) pairs bound read-only, as a pod's
+    volumes; env: variables set beside the config's, as a pod's env."""
     cfg = IMG["config"]["config"]
     uid, gid = image_user()
     cmd = ["bwrap", "--unshare-all", "--share-net", "--unshare-user", "--die-with-parent",
@@ -167,8 +218,12 @@ def bwrap_argv(mode, argv, info_fd=None):
            "--ro-bind", IMG["rootfs"], "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
            "--ro-bind", IMG["fixture"], CLUSTER_IN_IMAGE,
            "--uid", str(uid), "--gid", str(gid), "--chdir", cfg.get("WorkingDir") or "/", "--clearenv"]
+    for src, dest in binds:
+        cmd += ["--ro-bind", src, dest]
     for kv in cfg.get("Env") or []:
         k, _, v = kv.partition("=")
+        cmd += ["--setenv", k, v]
+    for k, v in (env or {}).items():
         cmd += ["--setenv", k, v]
     if info_fd is not None:
         cmd += ["--info-fd", str(info_fd)]
@@ -183,10 +238,13 @@ def popen_kwargs(mode):
     return {}
 
 
-def container_argv(args=None):
+def container_argv(args=None, command=None):
     """Entrypoint + Cmd, or Entrypoint + args when a pod gives args (they
-    replace Cmd, as in Kubernetes)."""
+    replace Cmd, as in Kubernetes); a pod's command replaces Entrypoint and,
+    as there, Cmd with it."""
     cfg = IMG["config"]["config"]
+    if command is not None:
+        return list(command) + list(args or [])
     return list(cfg.get("Entrypoint") or []) + list(cfg.get("Cmd") or [] if args is None else args)
 
 
@@ -212,22 +270,33 @@ def choose_mode():
     return "root"
 
 
-def run_container(args, timeout=60):
-    return run(bwrap_argv(IMG["mode"], container_argv(args)), timeout=timeout,
-               **popen_kwargs(IMG["mode"]))
+def run_container(args, timeout=60, command=None, binds=(), env=None):
+    return run(bwrap_argv(IMG["mode"], container_argv(args, command), binds=binds, env=env),
+               timeout=timeout, **popen_kwargs(IMG["mode"]))
+
+
+def driver_binds():
+    """The fake NVML and its capture where the host's driver would be mounted,
+    and the token the node agent sends to the fake API server."""
+    return [(IMG["fake_nvml"], FAKE_NVML_IN_IMAGE), (IMG["topo"], TOPO_IN_IMAGE),
+            (IMG["token"], TOKEN_IN_IMAGE)]
 
 
 class Container:
-    """The image's entry point serving in its sandbox. pid is troupe's PID in
-    this (the host's) namespace; inside its own it is PID 1."""
+    """The image's entry point (or a pod's command) running in its sandbox,
+    entered once its log matches <ready> (the daemon's listening line by
+    default). pid is the program's PID in this (the host's) namespace; inside
+    its own it is PID 1."""
 
-    def __init__(self, args):
-        self.args = args
+    def __init__(self, args, command=None, binds=(), env=None, ready=LISTEN_RE):
+        self.args, self.command, self.binds, self.env, self.ready = args, command, binds, env, ready
 
     def __enter__(self):
         self.log_file = tempfile.TemporaryFile(mode="w+")
         rfd, wfd = os.pipe()
-        self.proc = subprocess.Popen(bwrap_argv(IMG["mode"], container_argv(self.args), info_fd=wfd),
+        argv = bwrap_argv(IMG["mode"], container_argv(self.args, self.command), info_fd=wfd,
+                          binds=self.binds, env=self.env)
+        self.proc = subprocess.Popen(argv,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=self.log_file, pass_fds=[wfd], **popen_kwargs(IMG["mode"]))
         os.close(wfd)
@@ -239,15 +308,16 @@ class Container:
         self.pid = json.loads(info)["child-pid"]
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            m = LISTEN_RE.search(self.log())
+            m = self.ready.search(self.log())
             if m:
-                self.host, self.port = m.group(1) or m.group(2), int(m.group(3))
+                if self.ready is LISTEN_RE:
+                    self.host, self.port = m.group(1) or m.group(2), int(m.group(3))
                 return self
             if self.proc.poll() is not None:
                 raise AssertionError(f"the container exited with {self.proc.returncode}:\n{self.log()}")
             time.sleep(0.05)
         self.proc.kill()
-        raise AssertionError(f"troupe did not listen within 20 s:\n{self.log()}")
+        raise AssertionError(f"no {self.ready.pattern!r} in its log within 20 s:\n{self.log()}")
 
     def __exit__(self, *exc):
         if self.proc.poll() is None:
@@ -290,6 +360,35 @@ def ids_inside(pid, field):
     return inner, [int(v) for v in outer]
 
 
+def assert_confined(tc, pid):
+    """The container's PID 1 <pid> runs as uid and gid 65532 inside (and, when
+    bwrap is unprivileged, not as root outside) on a read-only root."""
+    with open(f"/proc/{pid}/status") as f:
+        nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
+    tc.assertEqual(nspid[-1], "1", "the program is not PID 1 of its namespace")
+    for field in ("Uid", "Gid"):
+        inner, outer = ids_inside(pid, field)
+        tc.assertEqual(inner, [IMAGE_UID] * 4, f"{field} inside the container")
+        if IMG["mode"] == "unprivileged":
+            tc.assertNotIn(0, outer, f"{field} outside: bwrap ran as root")
+
+    # The root as the program sees it refuses a write (EROFS, not EACCES: the
+    # mount, not a permission, stops it), and the only writable mounts are the
+    # runtime's /tmp, /dev and /proc.
+    with tc.assertRaises(OSError) as err:
+        os.close(os.open(f"/proc/{pid}/root/probe", os.O_CREAT | os.O_WRONLY, 0o644))
+    tc.assertEqual(err.exception.errno, errno.EROFS, err.exception)
+    with open(f"/proc/{pid}/mountinfo") as f:
+        mounts = [line.split() for line in f]
+    root = [m for m in mounts if m[4] == "/"]
+    tc.assertEqual(len(root), 1, mounts)
+    tc.assertIn("ro", root[0][5].split(","))
+    for m in mounts:
+        if "rw" in m[5].split(","):
+            tc.assertTrue(m[4] in ("/tmp", "/proc", "/dev") or m[4].startswith("/dev/"),
+                          f"writable mount {m[4]}")
+
+
 # --- the tests -----------------------------------------------------------------
 
 class ImageContentTest(unittest.TestCase):
@@ -300,6 +399,15 @@ class ImageContentTest(unittest.TestCase):
         self.assertEqual(m.group(1), want, "scripts/image packed another binary")
         self.assertEqual(sha256_file(os.path.join(IMG["rootfs"], "troupe")), want)
         self.assertEqual(IMG["config"]["config"]["Labels"]["io.troupe.binary.sha256"], want)
+
+    def test_packed_node_agent_is_the_one_under_test(self):
+        m = NODE_SHA_RE.search(IMG["script_output"])
+        self.assertIsNotNone(m, IMG["script_output"])
+        want = sha256_file(node_binary())
+        self.assertNotEqual(want, sha256_file(binary()))
+        self.assertEqual(m.group(1), want, "scripts/image packed another troupe-node")
+        self.assertEqual(sha256_file(os.path.join(IMG["rootfs"], "troupe-node")), want)
+        self.assertEqual(IMG["config"]["config"]["Labels"]["io.troupe.node-binary.sha256"], want)
 
     def test_every_blob_matches_its_digest_and_every_layer_is_a_complete_tar(self):
         blobs = os.listdir(os.path.join(IMG["layout"], "blobs", "sha256"))
@@ -318,15 +426,25 @@ class ImageContentTest(unittest.TestCase):
                 t.getmembers()
             self.assertEqual(raw[-1024:], bytes(1024), "layer lacks the tar end-of-archive blocks")
 
-    def test_contents_are_the_daemon_its_libraries_and_etc_only(self):
+    def test_contents_are_the_two_programs_their_libraries_and_etc_only(self):
         members = []
         for layer in IMG["manifest"]["layers"]:
             with tarfile.open(blob(layer["digest"])) as t:
                 members += t.getmembers()
         files = {"/" + m.name for m in members if m.isfile()}
-        libs = files - ETC_FILES - {"/troupe"}
-        self.assertEqual(libs, ldd_paths(binary()), "libraries other than those ldd lists")
+        self.assertTrue(PROGRAMS <= files, PROGRAMS - files)
+        libs = files - ETC_FILES - PROGRAMS
+        # The node agent's own (gRPC core, gpr, Abseil, protobuf-c) among them.
+        self.assertTrue(ldd_paths(node_binary()) - ldd_paths(binary()), "no library of troupe-node's own")
+        self.assertEqual(libs, ldd_paths(binary()) | ldd_paths(node_binary()),
+                         "libraries other than those ldd lists")
         self.assertTrue(ETC_FILES <= files, ETC_FILES - files)
+        # NVML comes from the host's driver at run time, never from the image.
+        nvidia = [m.name for m in members if re.search(r"nvidia|libcuda", m.name, re.I)]
+        self.assertEqual(nvidia, [], "an NVIDIA file is in the image")
+        for prog in PROGRAMS:
+            mode = next(m.mode for m in members if "/" + m.name == prog)
+            self.assertEqual(mode & 0o7777, 0o755, f"{prog}: mode {mode:o}")
         for m in members:
             self.assertTrue(m.isfile() or m.isdir() or m.issym(), f"{m.name}: type {m.type!r}")
             self.assertEqual((m.uid, m.gid), (0, 0), f"{m.name} is not owned by root")
@@ -358,12 +476,25 @@ class ImageContentTest(unittest.TestCase):
         # image: a registry sees one digest, and a changed digest means a
         # changed image.
         out = os.path.join(IMG["tmp"], "again")
-        res = run([os.path.join(source_root(), "scripts", "image"), "--binary", binary(), "--out", out],
-                  timeout=600)
+        res = run(image_script(out), timeout=600)
         self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
         with open(os.path.join(out, "troupe-oci", "index.json")) as f:
             again = json.load(f)
         self.assertEqual(again["manifests"][0]["digest"], IMG["index"]["manifests"][0]["digest"])
+
+    def test_refuses_a_node_agent_of_another_version(self):
+        # One tag names both programs: a troupe-node of another build is
+        # refused before anything is written.
+        other = os.path.join(IMG["tmp"], "troupe-node-other")
+        with open(other, "w") as f:
+            f.write("#!/bin/sh\necho troupe-node 0.0.0-other\n")
+        os.chmod(other, 0o755)
+        out = os.path.join(IMG["tmp"], "refused")
+        res = run([os.path.join(source_root(), "scripts", "image"), "--binary", binary(),
+                   "--node-binary", other, "--out", out], timeout=600)
+        self.assertEqual(res.returncode, 1, res.stdout + res.stderr)
+        self.assertIn(f"not 'troupe-node {IMG['tag']}' (the daemon's version)", res.stderr)
+        self.assertFalse(os.path.exists(out))
 
     def test_oci_archive_holds_the_same_image(self):
         res = run(["skopeo", "--insecure-policy", "inspect", "--raw", f"oci-archive:{IMG['archive']}"])
@@ -399,33 +530,78 @@ class ImageRunTest(unittest.TestCase):
             self.assertEqual(body["FailedAndUnresolvableNodes"],
                              {"cpu-0": "troupe: node has no nvidia.com/gpu"})
 
-            with open(f"/proc/{c.pid}/status") as f:
-                nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
-            self.assertEqual(nspid[-1], "1", "troupe is not PID 1 of its namespace")
-            for field in ("Uid", "Gid"):
-                inner, outer = ids_inside(c.pid, field)
-                self.assertEqual(inner, [IMAGE_UID] * 4, f"{field} inside the container")
-                if IMG["mode"] == "unprivileged":
-                    self.assertNotIn(0, outer, f"{field} outside: bwrap ran as root")
-
-            # The root as troupe sees it refuses a write (EROFS, not EACCES:
-            # the mount, not a permission, stops it), and the only writable
-            # mounts are the runtime's /tmp, /dev and /proc.
-            with self.assertRaises(OSError) as err:
-                os.close(os.open(f"/proc/{c.pid}/root/probe", os.O_CREAT | os.O_WRONLY, 0o644))
-            self.assertEqual(err.exception.errno, errno.EROFS, err.exception)
-            with open(f"/proc/{c.pid}/mountinfo") as f:
-                mounts = [line.split() for line in f]
-            root = [m for m in mounts if m[4] == "/"]
-            self.assertEqual(len(root), 1, mounts)
-            self.assertIn("ro", root[0][5].split(","))
-            for m in mounts:
-                if "rw" in m[5].split(","):
-                    self.assertTrue(m[4] in ("/tmp", "/proc", "/dev") or m[4].startswith("/dev/"),
-                                    f"writable mount {m[4]}")
-
+            assert_confined(self, c.pid)
             self.assertEqual(c.stop(), 0, f"troupe as PID 1 did not exit 0 on SIGTERM:\n{c.log()}")
             self.assertIn("received SIGTERM", c.log())
+
+
+class NodeAgentImageTest(unittest.TestCase):
+    """/troupe-node from the same image, as the DaemonSet's command."""
+
+    NODE = ["/troupe-node"]
+
+    def test_version_and_help_as_the_daemonsets_command(self):
+        res = run_container(["--version"], command=self.NODE)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(res.stdout.strip(), run([node_binary(), "--version"]).stdout.strip())
+        self.assertEqual(res.stdout.split()[-1], IMG["tag"], "troupe-node is not the image's version")
+        res = run_container(["--help"], command=self.NODE)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertIn("--nvml LIB", res.stdout)
+
+    def test_print_without_a_driver_fails_clearly(self):
+        # No driver is mounted and the image packs no NVML: it must say which
+        # library it could not load, and print no annotation.
+        res = run_container(["--print", "--nvidia-smi", ""], command=self.NODE)
+        self.assertEqual(res.returncode, 1, res.stdout + res.stderr)
+        self.assertIn(NO_DRIVER, res.stderr)
+        self.assertNotIn("troupe.io/gpu-topology", res.stdout)
+
+    def test_print_through_the_fake_nvml_prints_the_topology(self):
+        # dlopen() of the fake and every NVML call it answers run on the
+        # image's libraries alone; the output is the host build's, byte for byte.
+        args = ["--print", "--nvml", FAKE_NVML_IN_IMAGE, "--nvidia-smi", ""]
+        res = run_container(args, command=self.NODE, binds=driver_binds(),
+                            env={"FAKE_NVML_TOPO": TOPO_IN_IMAGE})
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertIn("troupe.io/gpu-topology:\n", res.stdout)
+        topo = res.stdout.split("troupe.io/gpu-topology:\n", 1)[1]
+        self.assertIn("NV12", topo)
+        self.assertIn("troupe.io/gpu-topology-source: nvml", res.stdout)
+        host = run([node_binary(), "--print", "--nvml", IMG["fake_nvml"], "--nvidia-smi", ""],
+                   env=dict(os.environ, FAKE_NVML_TOPO=IMG["topo"]))
+        self.assertEqual(host.returncode, 0, host.stderr)
+        self.assertEqual(res.stdout, host.stdout)
+
+    def run_agent(self, nvml, ready):
+        """The agent serving node gpu-0 of a fake API server until SIGTERM, as
+        uid 65532 on a read-only root: what it published, and its log."""
+        api = FakeAPIServer(token=TOKEN).start()
+        self.addCleanup(api.stop)
+        api.create("nodes", {"apiVersion": "v1", "kind": "Node",
+                             "metadata": {"name": "gpu-0", "annotations": {}},
+                             "status": {"capacity": {"nvidia.com/gpu": "8"}}})
+        args = ["--node", "gpu-0", "--api-server", api.url, "--token-file", TOKEN_IN_IMAGE,
+                "--nvml", nvml, "--nvidia-smi", "", "--no-read-back", "--interval", "5"]
+        with Container(args, command=self.NODE, binds=driver_binds(),
+                       env={"FAKE_NVML_TOPO": TOPO_IN_IMAGE}, ready=re.compile(ready)) as c:
+            assert_confined(self, c.pid)
+            self.assertEqual(c.stop(), 0, f"troupe-node as PID 1 did not exit 0 on SIGTERM:\n{c.log()}")
+            log = c.log()
+        self.assertIn("troupe-node stopping", log)
+        return api.get("nodes", "", "gpu-0")["metadata"].get("annotations", {}), log
+
+    def test_agent_without_a_driver_publishes_nothing_and_says_why(self):
+        annotations, log = self.run_agent("libnvidia-ml.so.1", "publishing no GPU topology")
+        self.assertIn(NO_DRIVER, log)
+        self.assertNotIn("troupe.io/gpu-topology", annotations)
+
+    def test_agent_publishes_through_the_fake_nvml(self):
+        annotations, log = self.run_agent(FAKE_NVML_IN_IMAGE, "published the topology of 8 GPUs")
+        self.assertEqual(annotations.get("troupe.io/gpu-topology-source"), "nvml", log)
+        self.assertIn("NV12", annotations["troupe.io/gpu-topology"])
+        self.assertEqual(annotations["troupe.io/gpu-uuids"].split(","),
+                         [f"GPU-fake-0000-{i:04d}" for i in range(8)])
 
 
 if __name__ == "__main__":
