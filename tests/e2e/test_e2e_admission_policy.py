@@ -57,9 +57,10 @@ MERGE = "application/merge-patch+json"
 NODE_POLICY = os.path.join(rig.ROOT, "config", "deploy", "node-admission-policy.yaml")
 NODE_MANIFEST = os.path.join(rig.ROOT, "config", "deploy", "troupe-node.yaml")
 NOT_OWN_NODE = "troupe-node may write only the Node its own pod runs on"
-ONLY_TOPOLOGY = ("troupe-node may change only the troupe.io/gpu-topology, troupe.io/gpu-uuids "
-                 "and troupe.io/gpu-topology-source annotations of a Node")
-NODE_KEYS = ("troupe.io/gpu-topology", "troupe.io/gpu-uuids", "troupe.io/gpu-topology-source")
+ONLY_TOPOLOGY = ("troupe-node may change only the troupe.io/gpu-topology, troupe.io/gpu-uuids, "
+                 "troupe.io/gpu-topology-source and troupe.io/gpu-unhealthy annotations of a Node")
+NODE_KEYS = ("troupe.io/gpu-topology", "troupe.io/gpu-uuids", "troupe.io/gpu-topology-source",
+             "troupe.io/gpu-unhealthy")
 TROUPE_NODE_BIN = os.environ.get("TROUPE_NODE_BIN") or os.path.join(
     rig.ROOT, "build", "src", "node", "troupe-node")
 FAKE_NVML_LIB = os.environ.get("FAKE_NVML_LIB") or os.path.join(
@@ -323,7 +324,7 @@ class NodeAdmissionPolicy(E2E):
         self.c.pki.kubeconfig(kc, self.c.api_url, "troupe-node", token=token)
         env = dict(os.environ, NODE_NAME=node, FAKE_NVML_TOPO=NODE_TOPO)
         return subprocess.run([TROUPE_NODE_BIN, "--once", "--kubeconfig", kc,
-                               "--nvml", FAKE_NVML_LIB, "--nvidia-smi", ""],
+                               "--nvml", FAKE_NVML_LIB, "--nvidia-smi", "", "--no-read-back"],
                               env=env, capture_output=True, text=True, timeout=60)
 
     def patch_node(self, token, node, patch, sub=""):

@@ -59,7 +59,7 @@ TROUPE_RULES = {("", "nodes"): {"list", "watch"},
                 ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"}}
 
 # What troupe-node does (src/node/publish.c): read its Node, patch its annotations.
-NODE_RULES = {("", "nodes"): {"get", "patch"}}
+NODE_RULES = {("", "nodes"): {"get", "patch"}, ("", "pods"): {"get", "patch"}}
 NODE_IDENTITY = "system:serviceaccount:kube-system:troupe-node"
 
 # Nodes and troupe for test_sidecar_schedules; the rest needs only the API server.
@@ -152,15 +152,23 @@ class Chart(E2E):
         key = {"troupe": "troupe.yaml", "scheduler": "scheduler-config.yaml"}[which]
         return json.loads(cm["data"][key])     # the chart renders JSON, which is YAML
 
-    def assert_hardened(self, dep):
+    def assert_hardened(self, dep, root=False):
+        """No privilege, no capability, a read-only root; and not root, but
+        where <root> (troupe-node: the kubelet's pod-resources directory is
+        root's alone), which then must hold no capability at all."""
         spec = dep["spec"]["template"]["spec"]
-        self.assertTrue(spec["securityContext"]["runAsNonRoot"])
+        if root:
+            self.assertEqual(spec["securityContext"].get("runAsUser"), 0)
+        else:
+            self.assertTrue(spec["securityContext"]["runAsNonRoot"])
+            self.assertNotEqual(spec["securityContext"].get("runAsUser"), 0)
         self.assertEqual(spec["securityContext"]["seccompProfile"]["type"], "RuntimeDefault")
-        self.assertNotEqual(spec["securityContext"].get("runAsUser"), 0)
         for c in spec["containers"]:
             sc = c["securityContext"]
             self.assertTrue(sc["readOnlyRootFilesystem"], c["name"])
-            self.assertTrue(sc["runAsNonRoot"], c["name"])
+            if not root:
+                self.assertTrue(sc["runAsNonRoot"], c["name"])
+            self.assertFalse(sc.get("privileged", False), c["name"])
             self.assertFalse(sc["allowPrivilegeEscalation"], c["name"])
             self.assertEqual(sc["capabilities"]["drop"], ["ALL"], c["name"])
             self.assertNotIn("add", sc["capabilities"], c["name"])
@@ -347,9 +355,12 @@ class Chart(E2E):
         self.assertEqual(cond["expression"], "request.userInfo.username != "
                          "'system:serviceaccount:%s:sched-sa'" % self.ns)
         # Apart from the identity, the shipped file's policy word for word.
+        # (troupe-node's identity first: troupe's is a prefix of it.)
         want = json.loads(json.dumps(shipped["ValidatingAdmissionPolicy"]["spec"]).replace(
+            "system:serviceaccount:kube-system:troupe-node", "NODE-IDENTITY").replace(
             "system:serviceaccount:kube-system:troupe", "system:serviceaccount:%s:sched-sa"
-            % self.ns))
+            % self.ns).replace("NODE-IDENTITY", "system:serviceaccount:%s:gpu-sched-node"
+                               % self.ns))
         self.assertEqual(policy["spec"], want)
         self.assertEqual(shipped["ValidatingAdmissionPolicy"]["spec"]["failurePolicy"], "Fail")
         self.assertEqual(objs[("ServiceAccount", "sched-sa")]["metadata"]["namespace"], self.ns)
@@ -434,7 +445,7 @@ class Chart(E2E):
                                                     "troupe-node-annotations")]["spec"])
         # The DaemonSet: hardened, and the same pod as the plain manifest's.
         ds = objs[("DaemonSet", "troupe-node")]
-        self.assert_hardened(ds)
+        self.assert_hardened(ds, root=True)
         pod = ds["spec"]["template"]["spec"]
         self.assertEqual(pod, shipped[("DaemonSet", "troupe-node")]["spec"]["template"]["spec"])
         self.assertEqual(ds["spec"]["updateStrategy"],
@@ -447,10 +458,18 @@ class Chart(E2E):
                                      "--nvidia-smi="])
         env = {e["name"]: e for e in c["env"]}
         self.assertEqual(env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName")
-        self.assertEqual(pod["securityContext"]["runAsUser"], 65532)
-        self.assertEqual(c["volumeMounts"], [{"name": "driver-lib",
-                                              "mountPath": "/host/driver-lib", "readOnly": True}])
-        self.assertEqual(pod["volumes"][0]["hostPath"]["path"], "/usr/lib/x86_64-linux-gnu")
+        # Root for the kubelet's pod-resources directory (0750, root's), with
+        # no capability, no escalation and a read-only root.
+        self.assertEqual(pod["securityContext"]["runAsUser"], 0)
+        self.assertEqual(c["securityContext"]["capabilities"], {"drop": ["ALL"]})
+        self.assertIs(c["securityContext"]["allowPrivilegeEscalation"], False)
+        self.assertIs(c["securityContext"]["readOnlyRootFilesystem"], True)
+        self.assertEqual(c["volumeMounts"], [
+            {"name": "driver-lib", "mountPath": "/host/driver-lib", "readOnly": True},
+            {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources"}])
+        vols = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
+        self.assertEqual(vols, {"driver-lib": "/usr/lib/x86_64-linux-gnu",
+                                "pod-resources": "/var/lib/kubelet/pod-resources"})
         self.assertEqual(pod["nodeSelector"], {"nvidia.com/gpu.present": "true"})
         self.assertIn("nvidia.com/gpu", [t["key"] for t in pod["tolerations"]])
         self.assertEqual(pod["serviceAccountName"], "troupe-node")
@@ -466,7 +485,8 @@ class Chart(E2E):
         self.assertEqual(c["image"], "registry.example/troupe:0.2.0")
         self.assertEqual(c["args"][:2], ["--interval=300",
                                          "--nvml=/host/driver-lib/libnvidia-ml.so.550"])
-        self.assertEqual(pod["volumes"][0]["hostPath"]["path"], "/run/nvidia/driver/usr/lib64")
+        self.assertEqual({v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}["driver-lib"],
+                         "/run/nvidia/driver/usr/lib64")
         self.assertEqual(pod["runtimeClassName"], "nvidia")
         self.assertEqual(pod["nodeSelector"], {"nvidia.com/gpu.present": "true", "gpu": "yes"})
         self.assertEqual(c["resources"]["limits"]["memory"], "32Mi")
