@@ -111,6 +111,10 @@ class LiveTest(unittest.TestCase):
         t = self.start()
         self.ready(t)
         for i in range(5):
+            # Ready means listed; the watch may open a moment later (slowly in
+            # a sanitizer build on a busy machine): cut an open stream only.
+            self.assertTrue(self.srv.wait_for_watches("pods", timeout=20),
+                            "troupe never opened its pods watch")
             self.srv.cut_watches("pods", mid_event=True)
             self.srv.create("pods", bound_pod(f"cut-{i}", "gpu-h100-1", 1))
         assert_converges(self, t, self.srv)
