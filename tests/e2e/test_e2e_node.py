@@ -190,7 +190,9 @@ class NodeSide(E2E):
         want = ",".join(str(i) for i in sorted(got))
         wait(lambda: (self.pod("work")["metadata"].get("annotations") or {}).get(
             "troupe.io/gpu-ids-actual") == want, 60, "the read-back written")
-        self.assertIn("pod %s/work got devices %s" % (self.ns, want), agent_log())
+        # The line is written just after the patch the wait saw: wait for it too.
+        line = "pod %s/work got devices %s" % (self.ns, want)
+        wait(lambda: line in agent_log(), 10, "the read-back logged")
         wait_until(lambda: metric_samples(self.c.metrics("troupe"),
                                           "troupe_pods_devices_read_back_differ").get("") == 1.0,
                    timeout=30, what="troupe counting the read-back")
