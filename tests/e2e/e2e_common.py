@@ -192,6 +192,17 @@ def metric_samples(text, name):
     return out
 
 
+def apply_node_rbac(cluster):
+    """config/deploy/troupe-node.yaml's ServiceAccount and RBAC, as shipped; not
+    its DaemonSet, whose pods no kubelet would run on the rig."""
+    with open(os.path.join(rig.ROOT, "config", "deploy", "troupe-node.yaml")) as f:
+        docs = [d for d in re.split(r"^---\s*$", f.read(), flags=re.M)
+                if re.search(r"^kind:", d, re.M)]
+    rbac = [d for d in docs if not re.search(r"^kind:\s*DaemonSet", d, re.M)]
+    assert len(rbac) == 3, "troupe-node.yaml: %d objects besides the DaemonSet" % len(rbac)
+    cluster.kubectl("apply", "-f", "-", input="---\n".join(rbac))
+
+
 def start_module_cluster(name, **kw):
     """The cluster a test module shares, in build/e2e/<name>."""
     kw.setdefault("troupe_config", FAST_TROUPE)

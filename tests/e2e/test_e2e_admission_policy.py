@@ -39,7 +39,6 @@ that node's name (user extra authentication.kubernetes.io/node-name):
 """
 import json
 import os
-import re
 import ssl
 import subprocess
 import sys
@@ -49,13 +48,12 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster as rig  # noqa: E402
-from e2e_common import E2E, gpu_pod, gpu_ids, wait_until, module_cluster  # noqa: E402
+from e2e_common import E2E, apply_node_rbac, gpu_pod, gpu_ids, wait_until, module_cluster  # noqa: E402
 
 POLICY = os.path.join(rig.ROOT, "config", "deploy", "admission-policy.yaml")
 MESSAGE = "only troupe may set troupe.io/gpu-* and troupe.io/gang-plan annotations"
 MERGE = "application/merge-patch+json"
 NODE_POLICY = os.path.join(rig.ROOT, "config", "deploy", "node-admission-policy.yaml")
-NODE_MANIFEST = os.path.join(rig.ROOT, "config", "deploy", "troupe-node.yaml")
 NOT_OWN_NODE = "troupe-node may write only the Node its own pod runs on"
 ONLY_TOPOLOGY = ("troupe-node may change only the troupe.io/gpu-topology, troupe.io/gpu-uuids, "
                  "troupe.io/gpu-topology-source and troupe.io/gpu-unhealthy annotations of a Node")
@@ -251,14 +249,7 @@ class NodeAdmissionPolicy(E2E):
     @classmethod
     def setUpClass(cls):
         c = cls.cluster
-        # The ServiceAccount and its RBAC, as shipped; not the DaemonSet, whose
-        # pods no kubelet would run here.
-        with open(NODE_MANIFEST) as f:
-            docs = [d for d in re.split(r"^---\s*$", f.read(), flags=re.M)
-                    if re.search(r"^kind:", d, re.M)]
-        rbac = [d for d in docs if not re.search(r"^kind:\s*DaemonSet", d, re.M)]
-        assert len(rbac) == 3, "troupe-node.yaml: %d objects besides the DaemonSet" % len(rbac)
-        c.kubectl("apply", "-f", "-", input="---\n".join(rbac))
+        apply_node_rbac(c)
         c.kubectl("apply", "-f", NODE_POLICY)
         unbound = c.kubectl("create", "token", "troupe-node", "-n", "kube-system").stdout.strip()
 

@@ -32,8 +32,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster as rig  # noqa: E402
-from e2e_common import E2E, gpu_ids, gpu_pod, metric_samples, module_cluster, \
-    wait_until  # noqa: E402
+from e2e_common import E2E, apply_node_rbac, gpu_ids, gpu_pod, metric_samples, \
+    module_cluster, wait_until  # noqa: E402
 
 DEPLOY = os.path.join(rig.ROOT, "config", "deploy")
 BUILD = os.path.join(rig.ROOT, "build")
@@ -62,15 +62,9 @@ class NodeSide(E2E):
             if not os.path.exists(path):
                 raise AssertionError(f"{path} is missing: ninja -C build, and "
                                      "scripts/lib/k8s.sh for podresources")
-        # troupe-node's identity and the least it may do: its Node and the
-        # pods' read-back annotation (config/deploy/troupe-node.yaml grants the
-        # same; the DaemonSet itself cannot run here, the rig has no kubelet).
-        c.kubectl("-n", "kube-system", "create", "serviceaccount", "troupe-node", check=False)
-        c.kubectl("create", "clusterrole", "e2e-troupe-node", "--verb=get,patch",
-                  "--resource=nodes,pods", check=False)
-        c.kubectl("create", "clusterrolebinding", "e2e-troupe-node",
-                  "--clusterrole=e2e-troupe-node", "--serviceaccount=kube-system:troupe-node",
-                  check=False)
+        # troupe-node's identity and RBAC exactly as shipped, so the read-back
+        # proves the shipped role is enough (the DaemonSet cannot run here).
+        apply_node_rbac(c)
         for policy in ("admission-policy.yaml", "node-admission-policy.yaml"):
             c.kubectl("apply", "-f", os.path.join(DEPLOY, policy))
 

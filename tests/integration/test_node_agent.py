@@ -76,6 +76,47 @@ class Base(unittest.TestCase):
     def patches(self):
         return [r for r in self.api.requests if r[0] == "PATCH"]
 
+    def simulate_on_published_node(self, jobs, *args):
+        """troupe simulate over a snapshot holding Node gpu-0 as published: how
+        troupe's own reading of the annotations places <jobs>."""
+        snap = os.path.join(self.dir.name, "snap.json")
+        with open(snap, "w") as f:
+            json.dump({"apiVersion": "v1", "kind": "List", "metadata": {},
+                       "items": [self.api.get("nodes", "", "gpu-0")]}, f)
+        troupe = os.environ.get("TROUPE_BIN", os.path.join(ROOT, "build", "src", "extender",
+                                                           "troupe"))
+        p = subprocess.run([troupe, "simulate", "--cluster", snap, "--workload", "/dev/stdin",
+                            "-o", "json", *args], input=json.dumps({"jobs": jobs}),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)["policies"][0]
+
+    def run_loop(self, capture, until, what, extra_env=None, *args):
+        """troupe-node in its loop (no read-back) until <until>() holds, then
+        SIGTERM, which must end it with 0; returns its stderr. <args> come
+        after the defaults (a later --interval wins)."""
+        env = dict(os.environ, FAKE_NVML_TOPO=os.path.join(TOPO, capture), NODE_NAME="gpu-0",
+                   **(extra_env or {}))
+        p = subprocess.Popen([NODE_BIN, "--api-server", self.api.url, "--token-file",
+                              self.token, "--nvml", FAKE_NVML, "--nvidia-smi", "",
+                              "--no-read-back", "--interval", "5", *args], env=env,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            for cond, text in zip(until, what):
+                deadline = time.monotonic() + 30
+                while not cond():
+                    self.assertLess(time.monotonic(), deadline, text)
+                    time.sleep(0.05)
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(timeout=10), 0)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        err = p.stderr.read()
+        p.stderr.close()
+        return err
+
     def printed_topology(self, capture):
         env = dict(os.environ, FAKE_NVML_TOPO=os.path.join(TOPO, capture))
         p = subprocess.run([NODE_BIN, "--print", "--nvml", FAKE_NVML, "--nvidia-smi", ""],
@@ -106,19 +147,8 @@ class NodeAgent(Base):
         # troupe's daemon, from a snapshot of the Node as published, says the
         # node's topology came from the annotation with the capture's links.
         self.run_node("--once", "--node", "gpu-0", capture="dgx1-v100.txt")
-        snap = os.path.join(self.dir.name, "snap.json")
-        with open(snap, "w") as f:
-            json.dump({"apiVersion": "v1", "kind": "List", "metadata": {},
-                       "items": [self.api.get("nodes", "", "gpu-0")]}, f)
-        troupe = os.environ.get("TROUPE_BIN", os.path.join(ROOT, "build", "src", "extender",
-                                                           "troupe"))
-        p = subprocess.run([troupe, "simulate", "--cluster", snap, "--workload", "/dev/stdin",
-                            "-o", "json", "--per-job"],
-                           input=json.dumps({"jobs": [{"name": "four", "duration": 60,
-                                                       "gpus": 4}]}),
-                           capture_output=True, text=True, timeout=60)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        out = json.loads(p.stdout)["policies"][0]
+        out = self.simulate_on_published_node([{"name": "four", "duration": 60, "gpus": 4}],
+                                              "--per-job")
         # DGX-1's hybrid cube mesh has all-NVLink 4-GPU sets (0-3): troupe,
         # reading the published matrix, gives the pod one.
         self.assertEqual(out["nvlink_complete"]["rate"], 1.0)
@@ -169,73 +199,30 @@ class NodeAgent(Base):
         # make it publish again within the test).
         xids = os.path.join(self.dir.name, "xids")
         open(xids, "w").close()
-        env = dict(os.environ, FAKE_NVML_TOPO=os.path.join(TOPO, "dgx-a100.txt"),
-                   FAKE_NVML_XIDS=xids)
-        p = subprocess.Popen([NODE_BIN, "--api-server", self.api.url, "--token-file",
-                              self.token, "--nvml", FAKE_NVML, "--nvidia-smi", "",
-                              "--no-read-back", "--node", "gpu-0", "--interval", "60"],
-                             env=env, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 30
-            while "troupe.io/gpu-topology" not in self.annotations():
-                self.assertLess(time.monotonic(), deadline, "never published")
-                time.sleep(0.05)
-            self.assertEqual(self.annotations().get("troupe.io/gpu-unhealthy"), "")
+
+        def published_healthy():
+            if self.annotations().get("troupe.io/gpu-unhealthy") != "":
+                return False
             with open(xids, "a") as f:
                 f.write("2 13\n3 79\n")       # an application's XID, then a device fault
-            deadline = time.monotonic() + 20
-            while self.annotations().get("troupe.io/gpu-unhealthy") != "3":
-                self.assertLess(time.monotonic(), deadline, "the fault was never published")
-                time.sleep(0.05)
-            p.send_signal(signal.SIGTERM)
-            self.assertEqual(p.wait(timeout=10), 0)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        err = p.stderr.read()
-        p.stderr.close()
+            return True
+        err = self.run_loop("dgx-a100.txt",
+                            [published_healthy,
+                             lambda: self.annotations().get("troupe.io/gpu-unhealthy") == "3"],
+                            ["never published healthy", "the fault was never published"],
+                            {"FAKE_NVML_XIDS": xids}, "--interval", "60")
         self.assertIn("GPU 3 raised XID 79, a device fault: published as unhealthy", err)
         self.assertNotIn("GPU 2 raised", err)
         # troupe, reading the Node as published, never offers GPU 3: an
         # 8-GPU pod can never fit the 8-GPU node.
-        snap = os.path.join(self.dir.name, "snap.json")
-        with open(snap, "w") as f:
-            json.dump({"apiVersion": "v1", "kind": "List", "metadata": {},
-                       "items": [self.api.get("nodes", "", "gpu-0")]}, f)
-        troupe = os.environ.get("TROUPE_BIN", os.path.join(ROOT, "build", "src", "extender",
-                                                           "troupe"))
-        out = subprocess.run([troupe, "simulate", "--cluster", snap, "--workload", "/dev/stdin",
-                              "-o", "json"],
-                             input=json.dumps({"jobs": [{"name": "eight", "duration": 60,
-                                                         "gpus": 8},
-                                                        {"name": "seven", "duration": 60,
-                                                         "gpus": 7}]}),
-                             capture_output=True, text=True, timeout=60)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        pol = json.loads(out.stdout)["policies"][0]
+        pol = self.simulate_on_published_node([{"name": "eight", "duration": 60, "gpus": 8},
+                                               {"name": "seven", "duration": 60, "gpus": 7}])
         self.assertEqual((pol["jobs_refused"], pol["jobs_done"]), (1, 1))
 
     def test_the_loop_publishes_and_stops_on_sigterm(self):
-        env = dict(os.environ, FAKE_NVML_TOPO=os.path.join(TOPO, "pcie-2s.txt"),
-                   NODE_NAME="gpu-0")
-        p = subprocess.Popen([NODE_BIN, "--api-server", self.api.url, "--token-file",
-                              self.token, "--nvml", FAKE_NVML, "--nvidia-smi", "",
-                              "--no-read-back", "--interval", "5"], env=env,
-                             stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 30
-            while "troupe.io/gpu-topology" not in self.annotations():
-                self.assertLess(time.monotonic(), deadline, "never published")
-                time.sleep(0.05)
-            p.send_signal(signal.SIGTERM)
-            self.assertEqual(p.wait(timeout=10), 0)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        err = p.stderr.read()
-        p.stderr.close()
+        err = self.run_loop("pcie-2s.txt",
+                            [lambda: "troupe.io/gpu-topology" in self.annotations()],
+                            ["never published"])
         self.assertIn("published the topology of", err)
         self.assertIn("troupe-node stopping", err)
 
