@@ -1,7 +1,8 @@
 # Build the real Kubernetes components troupe's end-to-end tests run against:
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd,
 # from their own Go modules through the module proxy, plus the rig's kubesim
-# and podresources (the kubelet's PodResources server, for troupe-node's tests).
+# podresources (the kubelet's PodResources server, for troupe-node's tests) and
+# devicemanager (the kubelet's device manager, for troupe-node's device plugin).
 # Sourced after common.sh. Go is test tooling only; the daemon stays C.
 #
 # The binaries are cached in build/k8s/<release>/, keyed by the module's
@@ -86,6 +87,7 @@ ensure_k8s() {
 	fi
 	ensure_kubesim
 	ensure_podresources
+	ensure_devicemanager
 	ensure_helm
 }
 
@@ -106,6 +108,17 @@ ensure_podresources() {
 	if [ ! -x "$out" ] || [ -n "$(find tests/e2e/cmd/podresources tests/e2e/go.mod tests/e2e/go.sum \
 		-newer "$out" -print -quit)" ]; then
 		(cd tests/e2e && go build -trimpath -o "$out" ./cmd/podresources) || die "building podresources failed"
+	fi
+}
+
+# devicemanager, the kubelet's own device manager with its PodResources server
+# answering from it, driven by JSON commands on stdin (tests/e2e/cmd/
+# devicemanager; troupe-node's device plugin is tested against it), the same way.
+ensure_devicemanager() {
+	local out=$PWD/build/k8s/$K8S_RELEASE_DEFAULT/devicemanager
+	if [ ! -x "$out" ] || [ -n "$(find tests/e2e/cmd/devicemanager tests/e2e/go.mod tests/e2e/go.sum \
+		-newer "$out" -print -quit)" ]; then
+		(cd tests/e2e && go build -trimpath -o "$out" ./cmd/devicemanager) || die "building devicemanager failed"
 	fi
 }
 
