@@ -3,8 +3,9 @@
 
     check_protos.py SOURCE_ROOT
 
-src/node/podresources/v1/api.proto must equal k8s.io/kubelet's
-pkg/apis/podresources/v1/api.proto at the version tests/e2e/go.mod pins
+src/node/podresources/v1/api.proto and src/node/deviceplugin/v1beta1/api.proto
+must equal k8s.io/kubelet's pkg/apis/podresources/v1/api.proto and
+pkg/apis/deviceplugin/v1beta1/api.proto at the version tests/e2e/go.mod pins
 (the release the rig runs), byte for byte, as the Go module cache holds it
 (scripts/lib/k8s.sh fills the cache before the suites run). A copy that drifts
 from the kubelet troupe-node talks to fails here, naming the file.
@@ -15,7 +16,9 @@ import subprocess
 import sys
 
 COPIES = {"src/node/podresources/v1/api.proto":
-          ("k8s.io/kubelet", "pkg/apis/podresources/v1/api.proto")}
+          ("k8s.io/kubelet", "pkg/apis/podresources/v1/api.proto"),
+          "src/node/deviceplugin/v1beta1/api.proto":
+          ("k8s.io/kubelet", "pkg/apis/deviceplugin/v1beta1/api.proto")}
 
 
 def pinned(root, module):

@@ -6,7 +6,9 @@
  * and nothing is published: troupe then falls back to its profiles or treats
  * the topology as unknown, as before. --print shows what would be published
  * without an API server; --once publishes once and exits (status 1 when that
- * failed), for a Job or a test.
+ * failed), for a Job or a test. --allocator also runs the device plugin
+ * (plugin.c) on a thread of its own, handed the GPUs and their health after
+ * every read.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -64,6 +66,18 @@ static void usage(FILE *f)
 		"                       as troupe.io/gpu-ids-actual, which troupe believes.\n"
 		"  --resource NAME      the device resource read back (default nvidia.com/gpu).\n"
 		"  --no-read-back       publish the topology only.\n"
+		"  --allocator          also be the kubelet's device plugin for --resource, in\n"
+		"                       place of NVIDIA's (whole GPUs): the kubelet is told\n"
+		"                       troupe's choice for each pod (GetPreferredAllocation),\n"
+		"                       containers get NVIDIA_VISIBLE_DEVICES and CDI names, and a\n"
+		"                       GPU with a device fault is reported Unhealthy.\n"
+		"  --device-plugin-dir DIR\n"
+		"                       with --allocator: the kubelet's device plugin directory\n"
+		"                       (default /var/lib/kubelet/device-plugins), where it\n"
+		"                       serves troupe-<resource>.sock and registers at kubelet.sock.\n"
+		"  --cdi-kind KIND      with --allocator: the CDI device kind of the names\n"
+		"                       Allocate answers, KIND=<device id> (default nvidia.com/gpu,\n"
+		"                       as the NVIDIA container toolkit's CDI spec names GPUs).\n"
 		"  --interval SECONDS   how often to look again (default 60, 5 to 86400); in\n"
 		"                       between it waits for NVML's XID events, and a GPU that\n"
 		"                       raises a device fault is published at once in\n"
@@ -170,7 +184,7 @@ static int read_back(struct cache_api *api, const char *node, const struct node_
  * its words change. */
 static int round_once(struct cache_api *api, const char *node, const char *nvml,
 		      const char *smi, char *last_err, size_t last_len, struct readback_opts *rb,
-		      uint64_t unhealthy)
+		      uint64_t unhealthy, struct node_plugin *plugin)
 {
 	struct node_gpus *g = calloc(1, sizeof(*g));
 	char err[READ_ERR_BUF];
@@ -188,6 +202,8 @@ static int round_once(struct cache_api *api, const char *node, const char *nvml,
 		goto out;
 	}
 	g->unhealthy = unhealthy & (g->n >= 64 ? ~0ULL : (1ULL << g->n) - 1);
+	if (plugin)
+		node_plugin_set_gpus(plugin, g);
 	if (node_publish(api, node, g, &changed, err, sizeof(err)) < 0) {
 		if (strcmp(err, last_err) != 0)
 			log_warn("node", "cannot publish the GPU topology of node %s: %s", node, err);
@@ -258,6 +274,9 @@ int main(int argc, char **argv)
 		{ "pod-resources-socket", required_argument, NULL, 'P' },
 		{ "resource", required_argument, NULL, 'R' },
 		{ "no-read-back", no_argument, NULL, 'N' },
+		{ "allocator", no_argument, NULL, 'A' },
+		{ "device-plugin-dir", required_argument, NULL, 'D' },
+		{ "cdi-kind", required_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -265,11 +284,12 @@ int main(int argc, char **argv)
 	const char *node = getenv("NODE_NAME"), *kubeconfig = NULL, *url = NULL;
 	const char *token = NULL, *nvml = "libnvidia-ml.so.1", *smi = "nvidia-smi";
 	char err[NODE_ERR_BUF], last_err[READ_ERR_BUF] = "";
-	struct cache_api *api = NULL;
-	struct readback_opts rb = {
-		.socket = "/var/lib/kubelet/pod-resources/kubelet.sock",
-		.resource = "nvidia.com/gpu",
-	};
+	struct cache_api *api = NULL, *plugin_api = NULL;
+	struct node_plugin *plugin = NULL;
+	const char *pr_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+	const char *dp_dir = "/var/lib/kubelet/device-plugins", *cdi_kind = "nvidia.com/gpu";
+	bool allocator = false, read_back = true;
+	struct readback_opts rb = { .resource = "nvidia.com/gpu" };
 	bool once = false, print = false;
 	uint64_t unhealthy = 0;
 	char watch_err[NODE_ERR_BUF] = "";
@@ -289,9 +309,12 @@ int main(int argc, char **argv)
 		case 'L': nvml = optarg; break;
 		case 'S': smi = optarg; break;
 		case 'o': once = true; break;
-		case 'P': rb.socket = optarg; break;
+		case 'P': pr_socket = optarg; break;
 		case 'R': rb.resource = optarg; break;
-		case 'N': rb.socket = NULL; break;
+		case 'N': read_back = false; break;
+		case 'A': allocator = true; break;
+		case 'D': dp_dir = optarg; break;
+		case 'C': cdi_kind = optarg; break;
 		case 'p': print = true; break;
 		case 'i':
 			interval = strtol(optarg, &end, 10);
@@ -325,6 +348,16 @@ int main(int argc, char **argv)
 			argv[optind]);
 		return 2;
 	}
+	rb.socket = read_back ? pr_socket : NULL;
+	if (allocator && (once || print)) {
+		fprintf(stderr, "troupe-node: --allocator serves until stopped: not with --once or "
+			"--print\n");
+		return 2;
+	}
+	if (!*cdi_kind || !strchr(cdi_kind, '/') || strchr(cdi_kind, '=')) {
+		fprintf(stderr, "troupe-node: --cdi-kind takes VENDOR/CLASS, as nvidia.com/gpu\n");
+		return 2;
+	}
 	if (print)
 		return print_once(nvml, smi);
 	if (!node || !*node) {
@@ -347,23 +380,49 @@ int main(int argc, char **argv)
 		fprintf(stderr, "troupe-node: %s\n", err);
 		goto out;
 	}
-	log_info("node", "troupe-node %s for node %s, API server %s, every %lds; read-back %s%s",
-		 TROUPE_VERSION, node, cache_api_describe(api), interval,
-		 rb.socket ? "from " : "off", rb.socket ? rb.socket : "");
+	log_info("node", "troupe-node %s for node %s, API server %s, every %lds; read-back %s%s; "
+		 "device plugin %s%s", TROUPE_VERSION, node, cache_api_describe(api), interval,
+		 rb.socket ? "from " : "off", rb.socket ? rb.socket : "",
+		 allocator ? "for " : "off", allocator ? rb.resource : "");
 	if (once) {
-		ret = round_once(api, node, nvml, smi, last_err, sizeof(last_err), &rb, 0) == 0 ? 0 : 1;
+		ret = round_once(api, node, nvml, smi, last_err, sizeof(last_err), &rb, 0, NULL) == 0
+			      ? 0 : 1;
 		goto out;
 	}
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
+	if (allocator) {
+		char endpoint[128];
+		struct node_plugin_opts po = {
+			.dir = dp_dir, .endpoint = endpoint, .resource = rb.resource,
+			.cdi_kind = cdi_kind, .pod_resources = pr_socket, .node = node,
+		};
+
+		/* "troupe-nvidia.com-gpu.sock": one socket per resource. */
+		snprintf(endpoint, sizeof(endpoint), "troupe-%.100s.sock", rb.resource);
+		for (char *c = endpoint; *c; c++)
+			if (*c == '/')
+				*c = '-';
+		/* The plugin's thread has a connection of its own. */
+		plugin_api = kubeconfig ? cache_api_from_kubeconfig(kubeconfig, NULL, err, sizeof(err))
+			     : url ? cache_api_from_url(url, token, err, sizeof(err))
+				   : cache_api_in_cluster(err, sizeof(err));
+		po.api = plugin_api;
+		if (!plugin_api || !(plugin = node_plugin_start(&po, err, sizeof(err)))) {
+			fprintf(stderr, "troupe-node: the device plugin: %s\n", err);
+			goto out;
+		}
+	}
 	while (!stopping) {
-		round_once(api, node, nvml, smi, last_err, sizeof(last_err), &rb, unhealthy);
+		round_once(api, node, nvml, smi, last_err, sizeof(last_err), &rb, unhealthy, plugin);
 		unhealthy |= wait_for_faults(nvml, (unsigned)interval, unhealthy, watch_err,
 					     sizeof(watch_err));
 	}
 	log_info("node", "troupe-node stopping");
 	ret = 0;
 out:
+	node_plugin_stop(plugin);
+	cache_api_free(plugin_api);
 	cache_api_free(api);
 	cache_api_global_cleanup();
 	return ret;

@@ -150,4 +150,66 @@ struct cache_api;
 int node_publish(struct cache_api *api, const char *node, const struct node_gpus *g,
 		 bool *changed, char *err, size_t errlen);
 
+/* ---- Allocator mode: troupe-node as the device plugin --------------------- */
+
+enum { NODE_CLAIM_CONTAINERS = 16 };
+
+/* A pod of this node that may be the one the kubelet is admitting: bound
+ * here, carrying troupe's choice, not finished or being deleted. */
+struct node_claim {
+	char ns[64];                    /* K8S_NAMESPACE_BUF */
+	char name[254];                 /* K8S_NAME_BUF */
+	char created[40];               /* metadata.creationTimestamp, RFC 3339 */
+	uint64_t chosen;                /* troupe.io/gpu-ids */
+	uint64_t held;                  /* what PodResources shows it holding */
+	unsigned counts[NODE_CLAIM_CONTAINERS];  /* its GPU containers' counts */
+	unsigned n_counts;
+};
+
+/* The answer to one container's GetPreferredAllocation (prefer.c states the
+ * rule and "ambiguous"). */
+struct node_prefer {
+	uint64_t set;                   /* the devices to prefer */
+	int claim;                      /* whose choice it is; -1: none matched */
+	unsigned matches;               /* claims that matched */
+	bool ambiguous;                 /* matches with different answers */
+};
+
+/* Answer a request of <size> devices from <available> including <must>,
+ * with <claims> as this node's pods. -EINVAL when the request cannot be met
+ * (fewer available than <size>, must-include not available or too many). */
+int node_prefer(const struct node_gpus *g, const struct node_claim *claims, size_t n,
+		uint64_t available, uint64_t must, unsigned size, struct node_prefer *out);
+
+/* The claims in a PodList (the API's answer, JSON): pods on <node> asking
+ * <resource> in their containers' limits with a valid troupe.io/gpu-ids.
+ * <held> is left 0 for the caller. -EPROTO when it is not a PodList. */
+int node_claims_parse(const char *json, size_t len, const char *node, const char *resource,
+		      struct node_claim **out, size_t *n, char *err, size_t errlen);
+void node_claims_free(struct node_claim *c);
+
+struct node_plugin_opts {
+	const char *dir;                /* the kubelet's device-plugins directory */
+	const char *endpoint;           /* our socket's name in it */
+	const char *resource;           /* "nvidia.com/gpu" */
+	const char *cdi_kind;           /* CDI device kind: "nvidia.com/gpu" */
+	const char *pod_resources;      /* the PodResources socket */
+	const char *node;
+	struct cache_api *api;          /* the plugin thread's own connection */
+};
+
+struct node_plugin;
+
+/* Start the device plugin on a thread of its own: it serves once it has
+ * GPUs (node_plugin_set_gpus), registers with the kubelet, and serves and
+ * registers again when the kubelet deletes its socket (a kubelet restart).
+ * NULL with <err> when the thread cannot start. */
+struct node_plugin *node_plugin_start(const struct node_plugin_opts *o, char *err,
+				      size_t errlen);
+/* The GPUs to offer, with their health (g->unhealthy): ListAndWatch sends
+ * the list again when it changed. Any thread. */
+void node_plugin_set_gpus(struct node_plugin *p, const struct node_gpus *g);
+/* Stop serving (the socket is removed) and free <p>. */
+void node_plugin_stop(struct node_plugin *p);
+
 #endif

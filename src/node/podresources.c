@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.pb-c.h"
+#include "podresources_v1.pb-c.h"
 
 enum { PODRESOURCES_TIMEOUT_MS = 10000 };
 
