@@ -496,6 +496,16 @@ class Chart(E2E):
         self.assertEqual(cond["expression"], "request.userInfo.username == "
                          "'system:serviceaccount:%s:agent'" % self.ns)
         self.assertEqual(objs[("ClusterRoleBinding", "gs-node")]["subjects"][0]["name"], "agent")
+        # Allocator mode: the flag, and the kubelet's device-plugins directory.
+        objs = self.install("node.enabled=true", "node.allocator.enabled=true",
+                            "node.allocator.cdiKind=example.com/gpu")
+        pod = objs[("DaemonSet", "troupe-node")]["spec"]["template"]["spec"]
+        (c,) = pod["containers"]
+        self.assertEqual(c["args"][3:], ["--allocator", "--cdi-kind=example.com/gpu"])
+        self.assertIn({"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"},
+                      c["volumeMounts"])
+        self.assertEqual({v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}[
+            "device-plugins"], "/var/lib/kubelet/device-plugins")
         # No policy where admission policies are off; nothing at all by default.
         kinds = {k for k in self.install("node.enabled=true", "admissionPolicy.enabled=false")}
         self.assertIn(("DaemonSet", "troupe-node"), kinds)
