@@ -107,7 +107,9 @@ int node__grpc_unary(const char *socket, const char *method, const uint8_t *req,
 		snprintf(err, errlen, "gRPC %s on %s: status %d: %.*s", method, socket, (int)status,
 			 (int)GRPC_SLICE_LENGTH(details), (const char *)GRPC_SLICE_START_PTR(details));
 		ret = status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_DEADLINE_EXCEEDED
-			      ? -ETIMEDOUT : status == GRPC_STATUS_UNIMPLEMENTED ? -ENOSYS : -EIO;
+			      ? -ETIMEDOUT
+		      : status == GRPC_STATUS_UNIMPLEMENTED ? -ENOSYS
+		      : status == GRPC_STATUS_RESOURCE_EXHAUSTED ? -EAGAIN : -EIO;
 		goto out;
 	}
 	if (!recv) {

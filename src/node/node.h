@@ -118,7 +118,7 @@ struct node_pod_devices {
 /* List the pods holding devices of <resource> ("nvidia.com/gpu") through the
  * PodResources socket <socket> (the kubelet's pod-resources/kubelet.sock).
  * 0 with <*out> (<*n> pods; node_pod_devices_free) ; -ETIMEDOUT / -ENOSYS /
- * -EIO / -EPROTO / -ENOMEM with <err> saying why. */
+ * -EAGAIN (rate-limited) / -EIO / -EPROTO / -ENOMEM with <err> saying why. */
 int node_podresources_list(const char *socket, const char *resource,
 			   struct node_pod_devices **out, size_t *n, char *err, size_t errlen);
 void node_pod_devices_free(struct node_pod_devices *p, size_t n);
@@ -190,12 +190,13 @@ void node_claims_free(struct node_claim *c);
 
 struct node_plugin_opts {
 	const char *dir;                /* the kubelet's device-plugins directory */
-	const char *endpoint;           /* our socket's name in it */
+	const char *endpoint;           /* our socket's name in it (copied) */
 	const char *resource;           /* "nvidia.com/gpu" */
 	const char *cdi_kind;           /* CDI device kind: "nvidia.com/gpu" */
 	const char *pod_resources;      /* the PodResources socket */
 	const char *node;
 	struct cache_api *api;          /* the plugin thread's own connection */
+	/* The other strings must outlive the plugin (main()'s arguments). */
 };
 
 struct node_plugin;

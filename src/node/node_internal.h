@@ -20,7 +20,9 @@ void node__grpc_shutdown(void);
  * server at Unix socket <socket>, sending <req> (an encoded message) and
  * waiting at most <timeout_ms>. 0 with the encoded answer in <*resp> (the
  * caller frees it); -ETIMEDOUT when the server is unreachable or late,
- * -ENOSYS when it has not got the method, -EIO otherwise; <err> says which. */
+ * -ENOSYS when it has not got the method, -EAGAIN when it answers
+ * RESOURCE_EXHAUSTED (the kubelet's rate limiter), -EIO otherwise; <err> says
+ * which. */
 int node__grpc_unary(const char *socket, const char *method, const uint8_t *req, size_t reqlen,
 		     unsigned timeout_ms, uint8_t **resp, size_t *resplen, char *err,
 		     size_t errlen);

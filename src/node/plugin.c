@@ -47,11 +47,14 @@ enum {
 	PLUGIN_REGISTER_TIMEOUT_MS = 10000,
 	PLUGIN_API_TIMEOUT_MS = 5000,
 	PLUGIN_RETRY_S = 1,
+	PLUGIN_LIMITED_WAIT_MS = 15,    /* rate-limited: wait, then ask again */
+	PLUGIN_LIMITED_TRIES = 40,
 };
 
 struct node_plugin {
 	struct node_plugin_opts o;
 	char socket[NODE_PATH_BUF], kubelet[NODE_PATH_BUF];
+	char endpoint[NODE_PATH_BUF];   /* o.endpoint points here */
 	pthread_t thread;
 	atomic_bool stop;
 	/* What node_plugin_set_gpus hands over, under <mu>. */
@@ -159,8 +162,19 @@ static int load_claims(struct node_plugin *p, const struct node_gpus *g,
 	strbuf_fini(&answer);
 	if (rc < 0)
 		return -1;
-	if (node_podresources_list(p->o.pod_resources, p->o.resource, &held, &n_held, err,
-				   errlen) < 0) {
+	/* The kubelet's PodResources server allows 100 calls a second in bursts of
+	 * 10 and refuses the rest: a burst of admissions waits for a token (one
+	 * every 10 ms) rather than answer without knowing who holds what. */
+	for (unsigned tries = 0;; tries++) {
+		struct timespec ts = { 0, PLUGIN_LIMITED_WAIT_MS * 1000000L };
+
+		rc = node_podresources_list(p->o.pod_resources, p->o.resource, &held, &n_held, err,
+					    errlen);
+		if (rc != -EAGAIN || tries >= PLUGIN_LIMITED_TRIES)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	if (rc < 0) {
 		/* Without it every claim looks unallocated: say so, answer anyway. */
 		log_warn("node", "device plugin: PodResources unreadable (%s): every pod with "
 			 "troupe's choice counts as waiting", err);
@@ -513,6 +527,9 @@ struct node_plugin *node_plugin_start(const struct node_plugin_opts *o, char *er
 	}
 	p->o = *o;
 	p->api = node__dp_apis[0];
+	/* The caller's string may not outlive this call. */
+	snprintf(p->endpoint, sizeof(p->endpoint), "%s", o->endpoint);
+	p->o.endpoint = p->endpoint;
 	if ((size_t)snprintf(p->socket, sizeof(p->socket), "%s/%s", o->dir, o->endpoint) >=
 		    sizeof(p->socket) ||
 	    (size_t)snprintf(p->kubelet, sizeof(p->kubelet), "%s/kubelet.sock", o->dir) >=
