@@ -17,7 +17,8 @@ troupe.io/gpu-ids. Checked here:
     sequence is ambiguous);
   - the ambiguous case (two pods of one size, both choices free, the younger
     admitted first): the allocation differs from troupe's choice, and the
-    read-back (troupe.io/gpu-ids-actual) says what each really got;
+    read-back (troupe.io/gpu-ids-actual) says what each really got, and troupe's
+    own cache (the daemon, watching the same API server) counts that;
   - a device fault (an XID from the fake NVML) lowering allocatable, not
     capacity;
   - a kubelet restart (every socket deleted): troupe-node registers again and
@@ -34,6 +35,8 @@ import time
 import unittest
 
 from fake_apiserver import FakeAPIServer
+from live_common import FAST_CONFIG, kubeconfig_for
+from troupe_proc import Troupe
 
 ROOT = os.environ.get("TROUPE_SOURCE_ROOT",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -303,8 +306,24 @@ class Allocator(AllocatorBase):
             self.assertLess(time.monotonic(), deadline,
                             f"read-back: young {self.actual('young')}, old {self.actual('old')}")
             time.sleep(0.2)
+        # And troupe's cache, watching the same API server, counts what they
+        # got, not what it chose.
+        troupe = Troupe(source=["--kubeconfig", kubeconfig_for(self.api, self.token,
+                                                               self.tmp.name)],
+                        config_text=FAST_CONFIG)
+        troupe.start()
+        self.addCleanup(troupe.stop)
+
+        def cached():
+            return {p["uid"]: p["devices"] for p in troupe.cache()["pods"]}
+        want = {"uid-young": fmt(got_young), "uid-old": fmt(got_old)}
+        deadline = time.monotonic() + 30
+        while {u: cached().get(u) for u in want} != want:
+            self.assertLess(time.monotonic(), deadline, f"troupe's cache: {cached()}")
+            time.sleep(0.2)
+        self.assertEqual(troupe.metric("troupe_pods_devices_read_back_differ"), 2)
         print(f"allocator mode, ambiguous: young got {fmt(got_young)} (chose 4,5), old got "
-              f"{fmt(got_old)} (chose 0,1); both read back")
+              f"{fmt(got_old)} (chose 0,1); both read back, and troupe's cache counts them")
 
     def test_a_device_fault_lowers_allocatable_not_capacity(self):
         with open(self.xids, "a") as f:
