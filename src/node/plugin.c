@@ -152,7 +152,8 @@ static int load_claims(struct node_plugin *p, const struct node_gpus *g,
 
 		cache_api_status_text(status, answer.buf ? answer.buf : "", answer.len, text,
 				      sizeof(text));
-		snprintf(err, errlen, "listing the pods of node %.100s: %.250s", p->o.node, text);
+		snprintf(err, errlen, "listing the pods of node %.100s: %.200s%s", p->o.node, text,
+			 status == 403 ? " (allocator mode needs list on pods)" : "");
 		rc = -EIO;
 	}
 	if (rc == 0)

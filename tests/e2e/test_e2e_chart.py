@@ -506,6 +506,9 @@ class Chart(E2E):
                       c["volumeMounts"])
         self.assertEqual({v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}[
             "device-plugins"], "/var/lib/kubelet/device-plugins")
+        # It lists this node's pods at each GetPreferredAllocation.
+        self.assertEqual(rules(objs[("ClusterRole", "troupe-node")]),
+                         dict(NODE_RULES, **{("", "pods"): {"get", "patch", "list"}}))
         # No policy where admission policies are off; nothing at all by default.
         kinds = {k for k in self.install("node.enabled=true", "admissionPolicy.enabled=false")}
         self.assertIn(("DaemonSet", "troupe-node"), kinds)
