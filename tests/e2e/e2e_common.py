@@ -192,12 +192,19 @@ def metric_samples(text, name):
     return out
 
 
-def apply_node_rbac(cluster):
+def apply_node_rbac(cluster, allocator=False):
     """config/deploy/troupe-node.yaml's ServiceAccount and RBAC, as shipped; not
-    its DaemonSet, whose pods no kubelet would run on the rig."""
+    its DaemonSet, whose pods no kubelet would run on the rig. <allocator>:
+    with the rule the file says to uncomment for allocator mode."""
     with open(os.path.join(rig.ROOT, "config", "deploy", "troupe-node.yaml")) as f:
-        docs = [d for d in re.split(r"^---\s*$", f.read(), flags=re.M)
-                if re.search(r"^kind:", d, re.M)]
+        text = f.read()
+    if allocator:
+        text, n = re.subn(r"(?m)(^# Allocator mode \(--allocator\).*\n.*uncomment for it:\n)"
+                          r"# (- apiGroups.*)\n# ( +resources.*)\n# ( +verbs.*)\n",
+                          r"\1\2\n\3\n\4\n", text)
+        assert n == 1, "troupe-node.yaml: no commented rule for allocator mode"
+    docs = [d for d in re.split(r"^---\s*$", text, flags=re.M)
+            if re.search(r"^kind:", d, re.M)]
     rbac = [d for d in docs if not re.search(r"^kind:\s*DaemonSet", d, re.M)]
     assert len(rbac) == 3, "troupe-node.yaml: %d objects besides the DaemonSet" % len(rbac)
     cluster.kubectl("apply", "-f", "-", input="---\n".join(rbac))

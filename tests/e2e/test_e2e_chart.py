@@ -508,7 +508,7 @@ class Chart(E2E):
             "device-plugins"], "/var/lib/kubelet/device-plugins")
         # It lists this node's pods at each GetPreferredAllocation.
         self.assertEqual(rules(objs[("ClusterRole", "troupe-node")]),
-                         dict(NODE_RULES, **{("", "pods"): {"get", "patch", "list"}}))
+                         {**NODE_RULES, ("", "pods"): {"get", "patch", "list"}})
         # No policy where admission policies are off; nothing at all by default.
         kinds = {k for k in self.install("node.enabled=true", "admissionPolicy.enabled=false")}
         self.assertIn(("DaemonSet", "troupe-node"), kinds)

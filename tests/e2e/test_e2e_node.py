@@ -20,6 +20,14 @@ kubelet's server code (tests/e2e/cmd/podresources).
       never gives it out: a 5-GPU pod gets exactly the other five free
       devices, and a 1-GPU pod then stays pending though the kubelet still
       reports 8 allocatable.
+
+  test_the_allocator_gives_troupes_choices
+    - troupe-node --allocator as the device plugin of the kubelet's own device
+      manager (tests/e2e/cmd/devicemanager), with the plain file's RBAC plus
+      the rule it says to uncomment for allocator mode: pods kube-scheduler
+      and troupe placed on the node, admitted one after another, each get
+      exactly troupe's choice, found by listing the node's pods on the real
+      API server with the agent's pod-bound token.
 """
 import json
 import os
@@ -42,6 +50,8 @@ FAKE_NVML = os.environ.get("FAKE_NVML_LIB",
                            os.path.join(BUILD, "tests", "node", "libfake_nvml.so"))
 PODRESOURCES = os.environ.get("PODRESOURCES_BIN",
                               os.path.join(BUILD, "k8s", "v1.37.2", "podresources"))
+DEVICEMANAGER = os.environ.get("DEVICEMANAGER_BIN",
+                               os.path.join(BUILD, "k8s", "v1.37.2", "devicemanager"))
 TOPO = os.path.join(rig.ROOT, "tests", "data", "topo", "dgx-h100.txt")
 NODE = "gpu-0000"
 AGENT = "system:serviceaccount:kube-system:troupe-node"
@@ -58,13 +68,14 @@ class NodeSide(E2E):
     @classmethod
     def setUpClass(cls):
         c = cls.cluster
-        for path in (NODE_BIN, FAKE_NVML, PODRESOURCES):
+        for path in (NODE_BIN, FAKE_NVML, PODRESOURCES, DEVICEMANAGER):
             if not os.path.exists(path):
                 raise AssertionError(f"{path} is missing: ninja -C build, and "
-                                     "scripts/lib/k8s.sh for podresources")
-        # troupe-node's identity and RBAC exactly as shipped, so the read-back
-        # proves the shipped role is enough (the DaemonSet cannot run here).
-        apply_node_rbac(c)
+                                     "scripts/lib/k8s.sh for podresources and devicemanager")
+        # troupe-node's identity and RBAC exactly as shipped, with the rule for
+        # allocator mode uncommented, so the tests prove the shipped role is
+        # enough (the DaemonSet cannot run here).
+        apply_node_rbac(c, allocator=True)
         for policy in ("admission-policy.yaml", "node-admission-policy.yaml"):
             c.kubectl("apply", "-f", os.path.join(DEPLOY, policy))
 
@@ -211,6 +222,55 @@ class NodeSide(E2E):
         agent.send_signal(signal.SIGTERM)
         self.assertEqual(agent.wait(timeout=15), 0)
         self.assertIn("GPU %d raised XID 79, a device fault" % faulty, agent_log())
+
+    def test_the_allocator_gives_troupes_choices(self):
+        kdir = os.path.join(self.dir.name, "dp")
+        os.makedirs(kdir)
+        pr = os.path.join(self.dir.name, "pr.sock")
+        klog = open(os.path.join(self.dir.name, "devicemanager.log"), "w")
+        self.addCleanup(klog.close)
+        kubelet = subprocess.Popen([DEVICEMANAGER, "--dir", kdir, "--pod-resources-socket", pr],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=klog,
+                                   text=True)
+        self.procs.append(kubelet)
+        self.addCleanup(kubelet.stdout.close)
+        self.addCleanup(kubelet.stdin.close)
+
+        def ask(**cmd):
+            kubelet.stdin.write(json.dumps(cmd) + "\n")
+            kubelet.stdin.flush()
+            return json.loads(kubelet.stdout.readline())
+        self.assertEqual(json.loads(kubelet.stdout.readline()).get("event"), "ready")
+        log = open(os.path.join(self.dir.name, "troupe-node.log"), "w")
+        self.addCleanup(log.close)
+        agent = subprocess.Popen(
+            [NODE_BIN, "--kubeconfig", self.kubeconfig(self.agent_token()), "--node", NODE,
+             "--nvml", FAKE_NVML, "--nvidia-smi", "", "--pod-resources-socket", pr,
+             "--allocator", "--device-plugin-dir", kdir, "--interval", "5"],
+            env=dict(os.environ, FAKE_NVML_TOPO=TOPO), stderr=log)
+        self.procs.insert(0, agent)
+
+        def agent_log():
+            with open(log.name) as f:
+                return f.read()
+        got = ask(op="wait", resource="nvidia.com/gpu", allocatable=8, capacity=8, timeout_s=60)
+        self.assertTrue(got["ok"], "%s\n--- troupe-node ---\n%s" % (got, agent_log()))
+        # One pod after another, as the kubelet admits them; troupe's choice
+        # for each is what its container gets.
+        for name, n in (("a-two", 2), ("b-one", 1), ("c-four", 4)):
+            self.create(gpu_pod(name, n, hosts=[NODE]))
+            pod = self.wait_bound(name)
+            chosen = sorted(gpu_ids(pod))
+            got = ask(op="admit", pod=pod)
+            self.assertTrue(got["ok"], "%s\n--- troupe-node ---\n%s" % (got, agent_log()))
+            devices = sorted(int(u.rsplit("-", 1)[1]) for u in got["containers"][0]["devices"])
+            self.assertEqual(devices, chosen, "%s: troupe chose %s, the kubelet gave %s\n%s" % (
+                name, chosen, devices, agent_log()))
+            self.assertIn("GPUs for pod %s/%s: its choice" % (self.ns, name), agent_log())
+        self.assertNotIn("cannot see this node's pods", agent_log())
+        ask(op="quit")
+        agent.send_signal(signal.SIGTERM)
+        self.assertEqual(agent.wait(timeout=15), 0)
 
 
 if __name__ == "__main__":
