@@ -93,6 +93,20 @@ static void filter_node(const struct node_ref *ref, void *arg)
 }
 
 /* A pod that asks for no managed resource: every node passes unchanged. */
+/* Every node of the request unresolvable, for <reason>. */
+static void refuse_all(const struct ext_args *a, struct ext_filter_out *out, const char *reason)
+{
+	const cJSON *it = NULL;
+
+	for (size_t x = 0; x < a->n_nodes; x++) {
+		const char *name = ext__item_name(a, x, (it = ext__next_item(a, it)));
+
+		if (!name)
+			name = "";
+		ext_filter_out_fail(out, true, name, strlen(name), reason);
+	}
+}
+
 static void pass_all(const struct ext_args *a, struct ext_filter_out *out)
 {
 	const cJSON *it;
@@ -123,14 +137,7 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 	if (gang_topology_parse(fc->pod->gang_topology, &mb.required_key, reason,
 				sizeof(reason)) < 0) {
 		/* Every node refused with the reason: the user sees it on the pod. */
-		it = NULL;
-		for (size_t x = 0; x < a->n_nodes; x++) {
-			const char *name = ext__item_name(a, x, (it = ext__next_item(a, it)));
-
-			if (!name)
-				name = "";
-			ext_filter_out_fail(&fc->out, true, name, strlen(name), reason);
-		}
+		refuse_all(a, &fc->out, reason);
 		return true;
 	}
 	views = calloc(total ? total : 1, sizeof(*views));
@@ -199,7 +206,7 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 	struct filter_ctx fc = { .svc = svc };
 	struct ext_args a;
 	struct cache_pod *pod = NULL;
-	char err[EXT_REQUEST_ERR_BUF];
+	char err[EXT_REQUEST_ERR_BUF], fault[EXT_REPLY_ERROR_BUF];
 	uint64_t t0 = util_now_ns();
 
 	ext_filter_out_init(&fc.out);
@@ -213,7 +220,16 @@ void ext_filter(const struct ext_service *svc, const char *body, size_t len,
 			    svc->source);
 		goto out;
 	}
-	pod = ext__request_pod(svc, &a, "filter", r, &fc.req);
+	fault[0] = '\0';
+	pod = ext__request_pod(svc, &a, "filter", r, &fc.req, fault);
+	if (!pod && fault[0]) {
+		/* The pod's own fault: no node will ever do, so every node is
+		 * unresolvable (kube-scheduler then neither retries it as an error
+		 * nor preempts for it) and the reason shows on the pod. */
+		refuse_all(&a, &fc.out, fault);
+		ext_filter_out_encode(&fc.out, a.full_nodes, &r->body);
+		goto out;
+	}
 	if (!pod)
 		goto out;
 	fc.pod = pod;

@@ -60,10 +60,14 @@ void ext__reply_verror(struct ext_reply *r, unsigned status,
 
 /* Parse the request's pod, its demand and its topology policy into <req>. On
  * failure fill <r> (an error naming <verb>) and return NULL. The caller frees
- * the pod. */
+ * the pod. With <fault> (room for EXT_REPLY_ERROR_BUF), a pod that parses but
+ * whose own spec is wrong (an invalid GPU request, an unknown topology
+ * policy) leaves <r> alone and says why in <fault> instead: filter answers
+ * that as every node unresolvable, since no node can ever take the pod as it
+ * is, and kube-scheduler would otherwise retry it as its own error. */
 struct cache_pod *ext__request_pod(const struct ext_service *svc, const struct ext_args *a,
 				   const char *verb, struct ext_reply *r,
-				   struct placement_request *req);
+				   struct placement_request *req, char *fault);
 
 /* A node object from a full-Nodes request, as a view: the request's object
  * decides capacity and state; the topology class is the watched node's (derived

@@ -178,7 +178,7 @@ void ext_prioritize(const struct ext_service *svc, const char *body, size_t len,
 		ext__reply_error(r, 400, "troupe: bad prioritize request: %s", err);
 		goto out;
 	}
-	pod = ext__request_pod(svc, &a, "prioritize", r, &pc.req);
+	pod = ext__request_pod(svc, &a, "prioritize", r, &pc.req, NULL);
 	if (!pod) {
 		/* kube-scheduler ignores prioritize errors; an empty list says the
 		 * same without an error on its side. */

@@ -75,9 +75,20 @@ struct cache_node *ext__request_node_view(const struct ext_service *svc, const c
 	return node;
 }
 
+/* The pod's own spec is wrong: an error in <r>, or the reason in <fault>. */
+static void pod_fault(struct ext_reply *r, char *fault, const struct cache_pod *pod,
+		      const char *why)
+{
+	if (fault)
+		snprintf(fault, EXT_REPLY_ERROR_BUF, "troupe: pod %s/%s: %s", pod->ns, pod->name,
+			 why);
+	else
+		ext__reply_error(r, 200, "troupe: pod %s/%s: %s", pod->ns, pod->name, why);
+}
+
 struct cache_pod *ext__request_pod(const struct ext_service *svc, const struct ext_args *a,
 				   const char *verb, struct ext_reply *r,
-				   struct placement_request *req)
+				   struct placement_request *req, char *fault)
 {
 	char err[CACHE_ERR_LEN];
 	struct cache_pod *pod = cache_pod_parse(a->pod, cache_get_opts(svc->cache), err,
@@ -91,15 +102,14 @@ struct cache_pod *ext__request_pod(const struct ext_service *svc, const struct e
 	if (pod->demand_error) {
 		log_info("extender", "%s: pod %s/%s has an invalid GPU request: %s", verb, pod->ns,
 			 pod->name, pod->demand_error);
-		ext__reply_error(r, 200, "troupe: pod %s/%s: %s", pod->ns, pod->name,
-				 pod->demand_error);
+		pod_fault(r, fault, pod, pod->demand_error);
 		cache_pod_free(pod);
 		return NULL;
 	}
 	req->demand = pod->demand;
 	if (placement_policy_parse(pod->topology, &req->policy, err, sizeof(err)) < 0) {
 		log_info("extender", "%s: pod %s/%s: %s", verb, pod->ns, pod->name, err);
-		ext__reply_error(r, 200, "troupe: pod %s/%s: %s", pod->ns, pod->name, err);
+		pod_fault(r, fault, pod, err);
 		cache_pod_free(pod);
 		return NULL;
 	}

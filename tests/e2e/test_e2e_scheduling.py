@@ -130,6 +130,22 @@ class Scheduling(E2E):
         self.assertLess(took, 60)
         self.assertNotIn(7, gpu_ids(p))
 
+    def test_a_pods_own_fault_is_unschedulable_with_the_reason(self):
+        # An unknown troupe.io/topology is the pod's fault, not any node's:
+        # every node unresolvable with the reason, not an Error that
+        # kube-scheduler would retry with backoff as its own.
+        self.create(gpu_pod("typo", 2, annotations={"troupe.io/topology": "required:FAST"}))
+        cond = wait_until(lambda: self.condition(self.pod("typo"), "PodScheduled"),
+                          what="PodScheduled condition")
+        self.assertEqual((cond["status"], cond["reason"]), ("False", "Unschedulable"))
+        self.assertIn("troupe: pod %s/typo:" % self.ns, cond["message"])
+        self.assertIn("troupe.io/topology", cond["message"])
+        ev = self.wait_event("typo", "FailedScheduling", contains="troupe.io/topology")
+        # kube-scheduler's count of nodes by reason, not its extender-error
+        # form, and no preemption tried for it.
+        self.assertRegex(ev["message"], r"^0/\d+ nodes are available: .*\d+ troupe: pod ")
+        self.assertIn("Preemption is not helpful", ev["message"])
+
     def test_topology_required(self):
         hosts = ["gpu-0000", "gpu-0001", "gpu-0002"]     # NVSwitch, cube-mesh, PCIe
         req = {"troupe.io/topology": "required"}

@@ -83,7 +83,7 @@ class SchedulingTest(unittest.TestCase):
             self.assertGreater(len(sched.bound()), 5)
             self.assert_never_overcommitted(troupe, sched)
 
-    def test_invalid_gpu_request_is_an_error_the_user_sees(self):
+    def test_invalid_gpu_request_is_unresolvable_with_the_reason(self):
         with Troupe() as troupe:
             sched = Scheduler(troupe.host, troupe.port, self.cluster, time_scale=0.001)
             pod = gpu_pod("ml", "bad", "uid-bad", 0)
@@ -91,8 +91,13 @@ class SchedulingTest(unittest.TestCase):
             sched.add_pod(pod)
             out = sched.schedule_one()
             sched.close()
-            self.assertEqual(out.result, "error")
-            self.assertIn("without a limit", out.error)
+            # The pod's own fault: unschedulable on every node (not a
+            # scheduler error retried with backoff), the reason on each.
+            self.assertEqual(out.result, "unschedulable")
+            self.assertTrue(out.reasons)
+            for why in out.reasons.values():
+                self.assertIn("without a limit", why)
+                self.assertIn("ml/bad", why)
             self.assertEqual(troupe.state()["stats"]["podsHoldingGPUs"], 3)
 
     def test_concurrent_binds_on_stale_filters_never_overcommit(self):

@@ -129,10 +129,12 @@ class TopologyTest(unittest.TestCase):
         by = {h["Host"]: h["Score"] for h in scores}
         self.assertGreater(by["bridged"], by["plain"])
 
-    def test_invalid_policy_is_an_error_the_user_sees(self):
+    def test_invalid_policy_is_unresolvable_with_the_reason(self):
         pod = self.srv.create("pods", with_policy(pending_pod("typo", 2), "required:FAST"))
-        f = self.filter(pod, ["bridged"])
-        self.assertIn("troupe.io/topology", f["Error"])
+        f = self.filter(pod, ["bridged", "plain"])
+        self.assertEqual(f["Error"], "")
+        self.assertEqual(sorted(f["FailedAndUnresolvableNodes"]), ["bridged", "plain"])
+        self.assertIn("troupe.io/topology", f["FailedAndUnresolvableNodes"]["bridged"])
 
     def test_restart_reads_devices_and_links_back(self):
         pod = self.srv.create("pods", with_policy(pending_pod("keep", 2), "required"))

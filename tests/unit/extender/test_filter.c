@@ -353,9 +353,11 @@ static const struct invalid_case invalid_requests[] = {
 	{ "{\"limits\":{\"nvidia.com/gpu\":\"9223372036854775807\"}}", "nvidia.com/gpu" },
 };
 
-/* An invalid GPU request is the pod's problem, not the node's: 200 with Error
+/* An invalid GPU request is the pod's problem, not the node's, and no node
+ * will ever take it: 200, no Error (kube-scheduler would retry it as its own
+ * error, with backoff, for ever), every node unresolvable with the reason
  * naming the pod and what is wrong. */
-static void test_ext_filter_invalid_gpu_request_is_an_error(void **state)
+static void test_ext_filter_invalid_gpu_request_is_unresolvable_everywhere(void **state)
 {
 	struct fx *f = *state;
 
@@ -371,10 +373,22 @@ static void test_ext_filter_invalid_gpu_request_is_an_error(void **state)
 		j = call(ext_filter, f, body, &status);
 		free(body);
 		e = error_of(j);
-		if (status != 200 || !strstr(e, invalid_requests[i].message) ||
-		    !strstr(e, "ml/bad"))
+		if (status != 200 || e[0])
 			fail_msg("%s: status %u, Error \"%s\"", invalid_requests[i].resources,
 				 status, e);
+		assert_int_equal(cJSON_GetArraySize(item(j, "NodeNames")), 0);
+		assert_int_equal(cJSON_GetArraySize(item(j, "FailedNodes")), 0);
+		for (size_t n = 0; request_nodes[n]; n++) {
+			const cJSON *why = item(item(j, "FailedAndUnresolvableNodes"),
+						request_nodes[n]);
+
+			if (!cJSON_IsString(why) ||
+			    !strstr(why->valuestring, invalid_requests[i].message) ||
+			    !strstr(why->valuestring, "ml/bad"))
+				fail_msg("%s: node %s: %s", invalid_requests[i].resources,
+					 request_nodes[n], cJSON_IsString(why) ? why->valuestring
+									       : "not refused");
+		}
 		cJSON_Delete(j);
 		state_take(f, &after);
 		assert_state_same(&before, &after, true, invalid_requests[i].resources);
@@ -460,7 +474,7 @@ int main(void)
 		FX(test_ext_filter_full_mode_request_objects_are_authoritative),
 		FX(test_ext_filter_full_mode_nameless_node_is_refused),
 		FX(test_ext_filter_pod_without_gpus_passes_every_node),
-		FX(test_ext_filter_invalid_gpu_request_is_an_error),
+		FX(test_ext_filter_invalid_gpu_request_is_unresolvable_everywhere),
 		FX(test_ext_filter_malformed_json_is_400),
 		FX(test_ext_filter_before_sync_is_an_error),
 		FX(test_ext_filter_pod_without_name_is_an_error),
