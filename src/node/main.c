@@ -257,6 +257,17 @@ static uint64_t wait_for_faults(const char *nvml, unsigned interval, uint64_t kn
 	return fresh;
 }
 
+/* The API server of --kubeconfig, else --api-server, else in-cluster. */
+static struct cache_api *connect_api(const char *kubeconfig, const char *url, const char *token,
+				     char *err, size_t errlen)
+{
+	if (kubeconfig)
+		return cache_api_from_kubeconfig(kubeconfig, NULL, err, errlen);
+	if (url)
+		return cache_api_from_url(url, token, err, errlen);
+	return cache_api_in_cluster(err, errlen);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -373,9 +384,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cache_api_global_init();
-	api = kubeconfig ? cache_api_from_kubeconfig(kubeconfig, NULL, err, sizeof(err))
-	      : url ? cache_api_from_url(url, token, err, sizeof(err))
-		    : cache_api_in_cluster(err, sizeof(err));
+	api = connect_api(kubeconfig, url, token, err, sizeof(err));
 	if (!api) {
 		fprintf(stderr, "troupe-node: %s\n", err);
 		goto out;
@@ -404,9 +413,7 @@ int main(int argc, char **argv)
 			if (*c == '/')
 				*c = '-';
 		/* The plugin's thread has a connection of its own. */
-		plugin_api = kubeconfig ? cache_api_from_kubeconfig(kubeconfig, NULL, err, sizeof(err))
-			     : url ? cache_api_from_url(url, token, err, sizeof(err))
-				   : cache_api_in_cluster(err, sizeof(err));
+		plugin_api = connect_api(kubeconfig, url, token, err, sizeof(err));
 		po.api = plugin_api;
 		if (!plugin_api || !(plugin = node_plugin_start(&po, err, sizeof(err)))) {
 			fprintf(stderr, "troupe-node: the device plugin: %s\n", err);

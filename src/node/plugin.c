@@ -294,25 +294,26 @@ static int on_allocate(struct node_plugin *p, const uint8_t *req, size_t len, ui
 		status = NODE_RPC_RESOURCE_EXHAUSTED;
 		goto out;
 	}
+	for (size_t i = 0; i < r.n; i++)
+		strbuf_init(&visible[i]);
 	for (size_t i = 0; i < r.n; i++) {
 		const struct dp_ids *ids = &r.c[i];
 		char set[CACHE_DEVICES_BUF];
+		uint64_t mask;
 
-		strbuf_init(&visible[i]);
+		/* Every id one of this node's GPUs, none twice (the read-back's own
+		 * mapping: a UUID NVML reported, or an index). */
+		if (node_ids_to_mask(g, ids->id, ids->n, &mask, err, errlen) < 0) {
+			log_warn("node", "device plugin: Allocate refused: %s", err);
+			status = NODE_RPC_INVALID_ARGUMENT;
+			goto out;
+		}
 		a[i].cdi = calloc(ids->n ? ids->n : 1, sizeof(*a[i].cdi));
 		if (!a[i].cdi)
 			goto nomem;
 		for (size_t k = 0; k < ids->n; k++) {
-			struct dp_ids one = { .id = &ids->id[k], .n = 1 };
 			size_t need = strlen(p->o.cdi_kind) + strlen(ids->id[k]) + 2;
 
-			if (!ids_mask(g, &one)) {
-				snprintf(err, errlen, "device \"%s\" is no GPU of this node",
-					 ids->id[k]);
-				log_warn("node", "device plugin: Allocate refused: %s", err);
-				status = NODE_RPC_INVALID_ARGUMENT;
-				goto out;
-			}
 			if (!(a[i].cdi[k] = malloc(need)))
 				goto nomem;
 			snprintf(a[i].cdi[k], need, "%s=%s", p->o.cdi_kind, ids->id[k]);
@@ -322,7 +323,7 @@ static int on_allocate(struct node_plugin *p, const uint8_t *req, size_t len, ui
 		if (strbuf_failed(&visible[i]))
 			goto nomem;
 		a[i].visible = visible[i].buf ? visible[i].buf : "";
-		cache_devices_format(ids_mask(g, ids), set, sizeof(set));
+		cache_devices_format(mask, set, sizeof(set));
 		log_info("node", "device plugin: allocated GPUs %s (%s)", set, a[i].visible);
 	}
 	if (p->api->encode_allocate(a, r.n, resp, resplen) < 0)
