@@ -149,6 +149,13 @@ class AllocatorBase(unittest.TestCase):
         self.addCleanup(self.stop_node)
         got = self.kubelet.wait(8, 8)
         self.assertTrue(got["ok"], f"troupe-node never registered 8 GPUs: {got}\n{self.log()}")
+        # The kubelet lists the devices before it answers Register: wait for
+        # troupe-node's line saying the registration finished too, so a test
+        # starts from a settled plugin.
+        deadline = time.monotonic() + 10
+        while "registered nvidia.com/gpu with the kubelet" not in self.log():
+            self.assertLess(time.monotonic(), deadline, self.log())
+            time.sleep(0.05)
         self.created = 0
 
     def stop_node(self):
@@ -335,16 +342,18 @@ class Allocator(AllocatorBase):
         self.assertIn("ListAndWatch: 8 GPUs, 1 unhealthy", self.log())
 
     def test_a_kubelet_restart_is_followed_by_registering_again(self):
-        before = self.log().count("registered nvidia.com/gpu with the kubelet")
+        restarted = "was removed (the kubelet restarted)"
+        registered = "registered nvidia.com/gpu with the kubelet"
         got = self.kubelet.do(op="restart")
         self.assertTrue(got["ok"], got)
         got = self.kubelet.wait(8, 8)
         self.assertTrue(got["ok"], f"not registered again: {got}\n{self.log()}")
-        self.assertIn("was removed (the kubelet restarted)", self.log())
+        self.assertIn(restarted, self.log())
         # The kubelet lists the devices before it answers Register, so the
-        # line saying so may come a moment after the capacity.
+        # line saying so may come a moment after the capacity; only the lines
+        # after the restart's count.
         deadline = time.monotonic() + 10
-        while self.log().count("registered nvidia.com/gpu with the kubelet") != before + 1:
+        while self.log().split(restarted, 1)[-1].count(registered) != 1:
             self.assertLess(time.monotonic(), deadline, self.log())
             time.sleep(0.05)
         c = self.admit(self.pod("after", {6, 7}))
