@@ -425,12 +425,8 @@ static void newest_member(const struct cache_pod_info *p, const char *uid, void 
 		*newest = p->known_ns;
 }
 
-/* A gang naming no quorum is the members that exist: wait until they stop
- * arriving, or the first ones would be planned (or placed alone) before the
- * rest are created. True with <reason> set while they still arrive. */
-static bool still_settling(struct gang_manager *m, const struct gang *g,
-			   const struct gang_member *mb, unsigned exist, char *reason,
-			   size_t reasonlen)
+bool gang__still_settling(struct gang_manager *m, const struct gang_member *mb, unsigned exist,
+			  char *reason, size_t reasonlen)
 {
 	uint64_t newest = 0, settle = (uint64_t)m->cfg.settle_s * 1000000000ULL, now;
 
@@ -438,10 +434,11 @@ static bool still_settling(struct gang_manager *m, const struct gang *g,
 	now = gang__now(m);
 	if (util_elapsed_ns(now, newest) >= settle)
 		return false;
-	snprintf(reason, reasonlen, "troupe: gang %s names no quorum (no PodGroup minMember, "
+	snprintf(reason, reasonlen, "troupe: gang %s/%s names no quorum (no PodGroup minMember, "
 		 "min-available label or min-member annotation), so it is the members that exist, "
-		 "%u so far; it is planned once none has arrived for %us (%.1fs to go)", g->key,
-		 exist, m->cfg.settle_s, (double)(settle - util_elapsed_ns(now, newest)) / 1e9);
+		 "%u so far; it is planned once none has arrived for %us (%.1fs to go)", mb->ns,
+		 mb->group, exist, m->cfg.settle_s,
+		 (double)(settle - util_elapsed_ns(now, newest)) / 1e9);
 	return true;
 }
 
@@ -513,7 +510,7 @@ again:
 		goto out;
 	}
 	if (!gang__planned(g) && settling &&
-	    still_settling(m, g, mb, exist, reason, reasonlen)) {
+	    gang__still_settling(m, mb, exist, reason, reasonlen)) {
 		ret = GANG_RETRY;
 		goto out;
 	}

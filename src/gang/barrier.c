@@ -139,16 +139,24 @@ unsigned gang__quorum_release(struct gang_manager *m, struct gang *g, struct par
 }
 
 /* Without a plan a member is a single pod only when its gang is complete or no
- * gang at all; otherwise it must go through filter again (its plan expired, or
- * troupe restarted): never bind it alone. Lock held. */
+ * gang at all, and a gang naming no quorum only once its members stopped
+ * arriving (the wait its filter answered); otherwise it must go through filter
+ * again (its plan expired, or troupe restarted): never bind it alone. Lock
+ * held. */
 static enum gang_bind_result bind_unplanned(struct gang_manager *m, const struct gang *g,
 					    const struct gang_member *mb, char *reason,
 					    size_t reasonlen)
 {
 	unsigned exist, bound, quorum, timeout_s;
+	bool named;
 
 	cache_group_count(m->cache, mb->ns, mb->group, &exist, &bound);
-	(void)gang__terms(m, mb, exist, &quorum, &timeout_s, NULL);
+	named = gang__terms(m, mb, exist, &quorum, &timeout_s, NULL);
+	/* As filter answers: a gang naming no quorum whose members still arrive
+	 * is not one member alone yet, even while only one exists. */
+	if (!named && bound < exist && m->cfg.settle_s &&
+	    gang__still_settling(m, mb, exist, reason, reasonlen))
+		return GANG_BIND_REFUSED;
 	if (quorum <= 1 || bound >= quorum)
 		return GANG_BIND_NOT_A_GANG;
 	snprintf(reason, reasonlen, "troupe: gang %s/%s has no plan now (%s); the member will be "

@@ -199,6 +199,13 @@ void gang__unlock(struct gang_manager *m);
  * whether a quorum was named; if not, it is the <exist> members. */
 bool gang__terms(struct gang_manager *m, const struct gang_member *mb, unsigned exist,
 		 unsigned *quorum, unsigned *timeout_s, uint32_t *min_gpus);
+/* A gang naming no quorum is the members that exist: it waits until they
+ * stop arriving (gang.settle_seconds since the newest), or the first ones
+ * would be planned, or bound alone, before the rest are created. True with
+ * <reason> set while they still arrive. Filter answers a retry then, and bind
+ * refuses an unplanned member alike. Lock held. */
+bool gang__still_settling(struct gang_manager *m, const struct gang_member *mb, unsigned exist,
+			  char *reason, size_t reasonlen);
 
 /* A gang's members as the cache knows them, walked once (gang__census). */
 struct member_ask {

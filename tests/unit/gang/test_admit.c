@@ -181,6 +181,18 @@ static enum gang_verdict settle_filter(struct gang_manager *gm, struct cache *c,
 	return v;
 }
 
+/* A bind of <uid> to n0 before any plan (kube-scheduler does not bind a pod
+ * its filter refused, but a request can come from anyone). */
+static enum gang_bind_result settle_bind(struct gang_manager *gm, const char *uid, char *reason,
+					 size_t len)
+{
+	struct gang_member mb = { .uid = uid, .ns = "ml", .name = uid, .group = "team",
+				  .req = { .demand = { .gpu_resource = 0, .gpus = 8 } } };
+	uint64_t devices = 0;
+
+	return gang_bind(gm, &mb, "n0", NULL, NULL, &devices, reason, len);
+}
+
 /* When troupe first learnt of pod <uid> (the cache's clock, util_now_ns). */
 static uint64_t known_ns(struct cache *c, const char *uid)
 {
@@ -222,6 +234,10 @@ static void test_gang_without_a_quorum_waits_for_its_members_to_settle(void **st
 	assert_int_equal(settle_filter(gm, c, "t0", allowed, reason, sizeof(reason)), GANG_RETRY);
 	assert_non_null(strstr(reason, "names no quorum"));
 	assert_non_null(strstr(reason, "1 so far"));
+	/* Nor is it bound alone while the filter asks it to wait: the bind of
+	 * a gang naming no quorum waits for its members as its filter does. */
+	assert_int_equal(settle_bind(gm, "t0", reason, sizeof(reason)), GANG_BIND_REFUSED);
+	assert_non_null(strstr(reason, "names no quorum"));
 	/* A second arrives (strictly later on the cache's clock): just short of
 	 * the settle time after it, and past it after the first, it still
 	 * waits. */
@@ -232,6 +248,8 @@ static void test_gang_without_a_quorum_waits_for_its_members_to_settle(void **st
 	assert_true(t1 > t0);
 	fake_clock_set(&clk, t1 + settle - 1);
 	assert_int_equal(settle_filter(gm, c, "t0", allowed, reason, sizeof(reason)), GANG_RETRY);
+	assert_non_null(strstr(reason, "2 so far"));
+	assert_int_equal(settle_bind(gm, "t1", reason, sizeof(reason)), GANG_BIND_REFUSED);
 	assert_non_null(strstr(reason, "2 so far"));
 	/* Settled: planned for both, one node each (8 GPUs a member). */
 	fake_clock_set(&clk, t1 + settle);
