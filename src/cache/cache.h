@@ -223,6 +223,8 @@ void cache_set_synced(struct cache *c, bool synced);
  * counted as a member of its pod group, so no caller can invent gang members;
  * the watch brings the real ones. Any thread. */
 void cache_set_live(struct cache *c);
+/* Whether an informer feeds <c> (cache_set_live was called). Any thread. */
+bool cache_is_live(const struct cache *c);
 bool cache_is_synced(const struct cache *c);
 
 /* A node and its usage as a reader sees it. <node> is valid until the end of

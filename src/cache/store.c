@@ -102,6 +102,11 @@ void cache_set_live(struct cache *c)
 	__atomic_store_n(&c->live, true, __ATOMIC_RELEASE);
 }
 
+bool cache_is_live(const struct cache *c)
+{
+	return __atomic_load_n(&c->live, __ATOMIC_ACQUIRE);
+}
+
 bool cache_is_synced(const struct cache *c)
 {
 	return __atomic_load_n(&c->synced, __ATOMIC_ACQUIRE);

@@ -273,6 +273,12 @@ void gang__discover_waiting(struct gang_manager *m, uint64_t now)
 {
 	struct discover d = { m, now };
 
+	/* Only a watch shows gangs as they are: a snapshot file's pending pods
+	 * are a picture nobody schedules, so there a gang waits only once a
+	 * filter call showed a member; discovering them would hold nodes for,
+	 * and defer real gangs to, gangs no scheduler asks about. */
+	if (!cache_is_live(m->cache))
+		return;
 	cache_groups_foreach(m->cache, discover_group, &d);
 }
 

@@ -196,6 +196,17 @@ class ExplainSnapshotTest(unittest.TestCase):
         def manager():
             return self.get("podgroup", "ml/llm")[2]["gang"]["manager"]
 
+        # A snapshot is a picture nobody schedules: its pending gang waits
+        # only once a filter call shows a member (only a watch shows a gang
+        # by itself, gang__discover_waiting). Offered one 8-GPU node, the
+        # 2 x 8-GPU gang cannot be planned and waits.
+        self.assertIsNone(manager())
+        member = next(i for i in self.doc["items"]
+                      if i["kind"] == "Pod" and i["metadata"]["name"] == "llm-worker-0")
+        s, _, fr = self.troupe.request("POST", "/filter",
+                                       {"Pod": member, "NodeNames": ["gpu-a100-0"]})
+        self.assertEqual(s, 200, fr)
+        self.assertEqual(fr["NodeNames"] or [], [], fr)
         wait_until(lambda: manager() is not None, 20, "the manager sees ml/llm")
         m = manager()
         self.assertEqual((m["state"], m["quorum"], m["need"], m["needGPUs"]),

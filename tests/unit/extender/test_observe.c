@@ -311,13 +311,14 @@ static cJSON *remember_member(struct fx *f, const char *name, const char *group)
 }
 
 /* troupe_gangs{state} and the per-queue gauges follow the gang manager: a
- * gang planned at its first member's filter, the test cluster's ml/llm found
- * waiting by that admission (two whole nodes' worth, none left), and queue
- * ml's share the one the fair order uses. */
+ * gang planned at its first member's filter, the test cluster's ml/llm
+ * waiting once its member's filter finds no room (two whole nodes' worth,
+ * none left), and queue ml's share the one the fair order uses. (A snapshot
+ * shows no gang as waiting by itself: only a watch does.) */
 static void test_ext_metrics_gang_states_and_queues(void **state)
 {
 	struct fx *f = *state;
-	cJSON *w0, *j;
+	cJSON *w0, *llm, *j;
 	char *body;
 	unsigned status = 0;
 	double share;
@@ -325,9 +326,8 @@ static void test_ext_metrics_gang_states_and_queues(void **state)
 	f->cfg.gang.starvation_s = 3600;        /* no holds: one decision at a time */
 	f->svc.gangs = gang_manager_new(f->cache, &f->cfg.gang);
 	assert_non_null(f->svc.gangs);
-	/* (ml/llm may be found waiting already: the manager's pass looks once
-	 * a second.) */
 	assert_true(metrics_sample(f, "troupe_gangs{state=\"planned\"}") == 0);
+	assert_true(metrics_sample(f, "troupe_gangs{state=\"waiting\"}") == 0);
 
 	w0 = remember_member(f, "w-0", "pair");
 	cJSON_Delete(remember_member(f, "w-1", "pair"));
@@ -336,6 +336,19 @@ static void test_ext_metrics_gang_states_and_queues(void **state)
 	free(body);
 	assert_int_equal(status, 200);
 	assert_int_equal(cJSON_GetArraySize(item(j, "NodeNames")), 2);
+	cJSON_Delete(j);
+	llm = cJSON_Parse("{\"metadata\":{\"name\":\"llm-worker-0\",\"namespace\":\"ml\","
+			  "\"uid\":\"6f1c2a3e-0000-4000-8000-000000000010\",\"labels\":"
+			  "{\"scheduling.x-k8s.io/pod-group\":\"llm\"}},\"spec\":{\"containers\":"
+			  "[{\"name\":\"main\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"8\"},"
+			  "\"requests\":{\"cpu\":\"8\",\"memory\":\"64Gi\"}}}]},"
+			  "\"status\":{\"phase\":\"Pending\"}}");
+	assert_non_null(llm);
+	body = names_args(llm, cluster_nodes);  /* takes llm */
+	j = call(ext_filter, f, body, &status);
+	free(body);
+	assert_int_equal(status, 200);
+	assert_int_equal(cJSON_GetArraySize(item(j, "NodeNames")), 0);
 	cJSON_Delete(j);
 
 	assert_true(metrics_sample(f, "troupe_gangs{state=\"planned\"}") == 1);
