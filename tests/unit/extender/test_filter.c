@@ -288,8 +288,23 @@ static void test_ext_filter_full_mode_nameless_node_is_refused(void **state)
 	cJSON_Delete(j);
 }
 
+/* Pod <name> with <resources>; the last kind is a DRA pod: its container
+ * names a claim of the pod's spec.resourceClaims (devices kube-scheduler's
+ * DRA plugin allocates), and it asks no managed resource. */
+static cJSON *pod_kind(const char *name, const char *resources, bool dra)
+{
+	cJSON *p = pod_with(name, resources);
+
+	if (dra)
+		cJSON_AddItemToObject(cJSON_GetObjectItem(p, "spec"), "resourceClaims",
+				      cJSON_Parse("[{\"name\":\"gpu\",\"resourceClaimName\":"
+						  "\"train-gpu\"}]"));
+	return p;
+}
+
 /* A pod that asks for no GPUs: every node passes unchanged, whatever troupe
- * thinks of it, in both modes. */
+ * thinks of it, in both modes. That includes a pod with DRA ResourceClaims
+ * and no managed resource: its devices are the DRA plugin's to find. */
 static void test_ext_filter_pod_without_gpus_passes_every_node(void **state)
 {
 	struct fx *f = *state;
@@ -297,9 +312,14 @@ static void test_ext_filter_pod_without_gpus_passes_every_node(void **state)
 		"{\"requests\":{\"cpu\":\"1\"}}",
 		"{\"limits\":{\"nvidia.com/gpu\":\"0\"}}",
 		"{}",
+		"{\"claims\":[{\"name\":\"gpu\"}]}",
 	};
+	const size_t n_kinds = sizeof(resources) / sizeof(resources[0]);
+	struct cache_stats before, after;
 
-	for (size_t r = 0; r < sizeof(resources) / sizeof(resources[0]); r++) {
+	cache_get_stats(f->cache, &before);
+
+	for (size_t r = 0; r < n_kinds; r++) {
 		cJSON *items = cJSON_CreateArray(), *sent;
 		unsigned status = 0;
 		char *body;
@@ -307,7 +327,8 @@ static void test_ext_filter_pod_without_gpus_passes_every_node(void **state)
 		int i = 0;
 		const cJSON *it;
 
-		body = names_args(pod_with("cpu-only", resources[r]), request_nodes);
+		body = names_args(pod_kind("cpu-only", resources[r], r == n_kinds - 1),
+				  request_nodes);
 		j = call(ext_filter, f, body, &status);
 		free(body);
 		assert_int_equal(status, 200);
@@ -323,7 +344,7 @@ static void test_ext_filter_pod_without_gpus_passes_every_node(void **state)
 		cJSON_AddItemToArray(items, node_obj("gpu-t4-0", "4", "4", false, true));
 		cJSON_AddItemToArray(items, cJSON_Parse("{\"metadata\":{}}"));
 		sent = cJSON_Duplicate(items, true);
-		body = full_args(pod_with("cpu-only", resources[r]), items);
+		body = full_args(pod_kind("cpu-only", resources[r], r == n_kinds - 1), items);
 		j = call(ext_filter, f, body, &status);
 		free(body);
 		assert_int_equal(status, 200);
@@ -332,6 +353,10 @@ static void test_ext_filter_pod_without_gpus_passes_every_node(void **state)
 		cJSON_Delete(sent);
 		cJSON_Delete(j);
 	}
+	/* Untouched: nothing remembered, held or assumed for any of them. */
+	cache_get_stats(f->cache, &after);
+	assert_int_equal(after.pods, before.pods);
+	assert_int_equal(after.gpus_held, before.gpus_held);
 }
 
 struct invalid_case {
