@@ -1,5 +1,6 @@
 /* troupe's entry point: read flags and configuration, load the cluster state,
- * serve until SIGINT or SIGTERM. Settings apply in this order, later winning:
+ * serve until SIGINT or SIGTERM (SIGHUP reloads part of the file: reload.c).
+ * Settings apply in this order, later winning:
  * built-in defaults, the --config file, command-line flags.
  */
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include "placement/placement.h"
 #include "extender/server.h"
 #include "extender/ops_server.h"
+#include "extender/reload.h"
 #include "extender/simulate.h"
 #include "extender/verbs.h"
 #include "troupe_version.h"
@@ -72,7 +74,9 @@ static void usage(FILE *out)
 		"                       /debug (but the dashboard page's own files) and /metrics\n"
 		"                       behind Kubernetes tokens and RBAC)\n"
 		"  --config FILE        troupe's YAML settings (see config/troupe.yaml); flags\n"
-		"                       given here override the file\n"
+		"                       given here override the file. Its queues and log_level\n"
+		"                       are reloaded on SIGHUP and when the file changes (a\n"
+		"                       mounted ConfigMap); the rest is read at start\n"
 		"  --log-level LEVEL    debug, info (default), warn or error; overrides the\n"
 		"                       file's log_level\n"
 		"  --log-format FORMAT  text (default: TIME LEVEL [component] message) or json\n"
@@ -102,6 +106,8 @@ static void usage(FILE *out)
 		"  -h, --help           show this help and exit\n"
 		"  --version            print the version and exit\n"
 		"\n"
+		"Signals: SIGINT or SIGTERM stop troupe; SIGHUP reloads --config's queues and\n"
+		"log_level (a file that does not load changes nothing, and the log says why).\n"
 		"Exit status: 0 after SIGINT or SIGTERM, 1 when troupe cannot run, 2 for bad\n"
 		"flags or settings.\n"
 		"\n"
@@ -267,6 +273,7 @@ int main(int argc, char **argv)
 	sigset_t sigs;
 	int opt, sig, ret = 2;
 	struct tls_flags tls_flags = { 0 };
+	struct ext_reload reload;
 
 	/* Subcommands come first and own the rest of the command line:
 	 * `troupe explain ...` (a client of the ops listener, or a snapshot) and
@@ -389,11 +396,12 @@ int main(int argc, char **argv)
 		log_set_format(lf);
 	}
 
-	/* Block the stop signals before any thread starts so that only sigwait
-	 * below receives them. */
+	/* Block the stop signals, and SIGHUP (reload troupe.yaml), before any
+	 * thread starts so that only sigwait below receives them. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -537,18 +545,27 @@ int main(int argc, char **argv)
 		log_error("main", "%s", err);
 		goto out;
 	}
-	for (;;) {
-		/* Housekeeping every 10 s between signals: release pods whose
-		 * Binding was never confirmed (cache.unconfirmed_bind_seconds),
-		 * forget pods seen only in filter calls
-		 * (cache.filter_only_pod_seconds). */
-		struct timespec tick = { 10, 0 };
+	ext_reload_init(&reload, config, level != NULL, &cfg);
+	for (unsigned ticks = 1;; ticks++) {
+		/* Between signals, every 2 s: a look at troupe.yaml (a mounted
+		 * ConfigMap changes without a signal); every 10 s housekeeping:
+		 * release pods whose Binding was never confirmed
+		 * (cache.unconfirmed_bind_seconds), forget pods seen only in
+		 * filter calls (cache.filter_only_pod_seconds). */
+		struct timespec tick = { 2, 0 };
 
 		sig = sigtimedwait(&sigs, NULL, &tick);
 		if (sig == SIGINT || sig == SIGTERM)
 			break;
-		cache_pod_expire(cache, (uint64_t)cfg.unconfirmed_bind_s * 1000000000ULL,
-				 (uint64_t)cfg.filter_only_pod_s * 1000000000ULL);
+		if (sig == SIGHUP) {
+			(void)ext_reload_changed(&reload);      /* seen now */
+			ext_reload_apply(&reload, gangs, "SIGHUP");
+		} else if (ext_reload_changed(&reload)) {
+			ext_reload_apply(&reload, gangs, "the file changed");
+		}
+		if (ticks % 5 == 0)
+			cache_pod_expire(cache, (uint64_t)cfg.unconfirmed_bind_s * 1000000000ULL,
+					 (uint64_t)cfg.filter_only_pod_s * 1000000000ULL);
 	}
 	log_info("main", "received %s; stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	ret = 0;

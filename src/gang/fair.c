@@ -16,6 +16,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/log.h"
 #include "placement/placement.h"
@@ -112,9 +113,22 @@ double gang_queue_share(struct gang_manager *m, const char *queue)
 	double d;
 
 	gang__shares_load(m, &s);
+	pthread_mutex_lock(&m->lock);   /* the weights may be reloaded */
 	d = gang__share_of(m, &s, queue);
+	pthread_mutex_unlock(&m->lock);
 	gang__shares_fini(&s);
 	return d;
+}
+
+void gang_manager_set_queues(struct gang_manager *m, const struct gang_config *from)
+{
+	pthread_mutex_lock(&m->lock);
+	m->cfg.n_queues = from->n_queues;
+	memcpy(m->cfg.queue_names, from->queue_names, sizeof(m->cfg.queue_names));
+	memcpy(m->cfg.queue_weights, from->queue_weights, sizeof(m->cfg.queue_weights));
+	/* The next fairness pass (within a second) orders the waiting gangs by
+	 * the new weights and moves any starvation hold to the new head. */
+	gang__unlock(m);
 }
 
 /* ---- The fair order ----------------------------------------------------------- */

@@ -319,6 +319,11 @@ double gang_config_queue_weight(const struct gang_config *cfg, const char *queue
  * queue's weight). For logs and tests. */
 double gang_queue_share(struct gang_manager *m, const char *queue);
 
+/* Take the queues and their weights of <from> (a reloaded troupe.yaml) in
+ * place of <m>'s: the fair order uses them from the next decision on. The
+ * rest of <from> is not read. Thread: any. */
+void gang_manager_set_queues(struct gang_manager *m, const struct gang_config *from);
+
 /* Counters for /metrics. */
 struct gang_stats {
 	uint64_t planned, refused, expired, released, deferred;
