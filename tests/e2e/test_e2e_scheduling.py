@@ -9,6 +9,12 @@ the real API server, checked by reading pods, events and conditions.
   test_unschedulable_reason_and_requeue    2. troupe's reason in FailedScheduling
                                               and PodScheduled; 9. the freeing
                                               event requeues the pod
+  test_dra_claims_pass_through_troupe_untouched
+                                           a pod with a DRA ResourceClaim and
+                                              no managed resource never reaches
+                                              troupe; one with both gets its
+                                              claim from kube-scheduler's DRA
+                                              plugin and its GPUs from troupe
   test_topology_required                   3. troupe.io/topology: required on
                                               NVSwitch, cube-mesh and PCIe nodes
   test_preemption_through_postfilter       6. preemption through troupe's
@@ -26,6 +32,7 @@ The cluster: 20 simulated nodes (tests/e2e/cmd/kubesim/nodes.go): gpu-0000 (H100
 NVSwitch), gpu-0001 (V100 cube-mesh), gpu-0002 (L40S PCIe), and so on in turn;
 gpu-0017 tainted, gpu-0018 cordoned, gpu-0019 with 7 of 8 GPUs allocatable.
 """
+import json
 import os
 import sys
 import time
@@ -145,6 +152,63 @@ class Scheduling(E2E):
         # form, and no preemption tried for it.
         self.assertRegex(ev["message"], r"^0/\d+ nodes are available: .*\d+ troupe: pod ")
         self.assertIn("Preemption is not helpful", ev["message"])
+
+    def test_dra_claims_pass_through_troupe_untouched(self):
+        # Devices published through DRA (a ResourceSlice of a driver troupe
+        # does not manage) are kube-scheduler's DRA plugin's to allocate. A
+        # pod asking only a ResourceClaim never reaches troupe (it asks no
+        # managed resource); one asking a claim and nvidia.com/gpu gets both:
+        # the claim from the DRA plugin, the GPUs from troupe, on the one node
+        # whose slice has the devices.
+        driver, node = "gpu.example.com", "gpu-0005"
+        cls, sl = "e2e-example-gpu", "e2e-dra-" + node
+        self.c.apply(json.dumps({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": cls},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "%s"' % driver}}]}}))
+        self.addCleanup(self.c.kubectl, "delete", "deviceclass", cls, "--ignore-not-found")
+        self.c.apply(json.dumps({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": sl},
+            "spec": {"driver": driver, "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "dev-%d" % i,
+                                  "attributes": {"model": {"string": "example"}}}
+                                 for i in range(2)]}}))
+        self.addCleanup(self.c.kubectl, "delete", "resourceslice", sl, "--ignore-not-found")
+        before = metric_samples(self.c.metrics("troupe"), "troupe_requests_total")
+        pods = {"claim-only": None, "claim-and-gpu": 2}
+        for name, gpus in pods.items():
+            self.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                         "metadata": {"name": name},
+                         "spec": {"devices": {"requests": [
+                             {"name": "dev", "exactly": {"deviceClassName": cls}}]}}},
+                        path="/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims" % self.ns)
+            pod = gpu_pod(name, gpus)
+            pod["spec"]["resourceClaims"] = [{"name": "dev", "resourceClaimName": name}]
+            pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "dev"}]
+            self.create(pod)
+        for name, gpus in pods.items():
+            p = self.wait_bound(name)
+            self.assertEqual(p["spec"]["nodeName"], node, name)
+            claim = wait_until(lambda: self.c.get(
+                "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s" % (self.ns, name))
+                .get("status", {}).get("allocation"), what="claim %s allocated" % name)
+            results = claim["devices"]["results"]
+            self.assertEqual([(r["driver"], r["pool"]) for r in results], [(driver, node)])
+            ids = gpu_ids(p)
+            if gpus is None:
+                self.assertIsNone(ids, "troupe annotated a pod it does not place")
+            else:
+                self.assertEqual(len(set(ids)), gpus, ids)
+        devices = {self.c.get("/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s"
+                              % (self.ns, n))["status"]["allocation"]["devices"]["results"][0]
+                   ["device"] for n in pods}
+        self.assertEqual(devices, {"dev-0", "dev-1"}, "one DRA device given twice")
+        # troupe filtered and bound only the pod asking nvidia.com/gpu.
+        after = metric_samples(self.c.metrics("troupe"), "troupe_requests_total")
+        binds = sum(v - before.get(k, 0) for k, v in after.items() if 'verb="bind"' in k)
+        self.assertEqual(binds, 1, after)
 
     def test_topology_required(self):
         hosts = ["gpu-0000", "gpu-0001", "gpu-0002"]     # NVSwitch, cube-mesh, PCIe
