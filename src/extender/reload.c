@@ -86,10 +86,8 @@ int ext_reload_apply(struct ext_reload *r, struct gang_manager *gangs, const cha
 			 why, r->path);
 		return -1;
 	}
-	r->reloads++;
 	ext_config_defaults(next);
 	if (ext_config_load(next, r->path, err, sizeof(err)) < 0) {
-		r->failures++;
 		log_warn("main", "%s: not reloaded, keeping the settings in use: %s", why, err);
 		free(next);
 		return -1;
@@ -105,10 +103,7 @@ int ext_reload_apply(struct ext_reload *r, struct gang_manager *gangs, const cha
 		strbuf_puts(&line, ")");
 		if (gangs)
 			gang_manager_set_queues(gangs, &next->gang);
-		r->gang.n_queues = next->gang.n_queues;
-		memcpy(r->gang.queue_names, next->gang.queue_names, sizeof(r->gang.queue_names));
-		memcpy(r->gang.queue_weights, next->gang.queue_weights,
-		       sizeof(r->gang.queue_weights));
+		r->gang = next->gang;   /* only its queues are read */
 	} else {
 		strbuf_puts(&line, " (unchanged)");
 	}

@@ -18,7 +18,6 @@ struct ext_reload {
 	bool have_seen;
 	struct gang_config gang;        /* the queues in use */
 	enum log_level log_level;       /* the file's level in use */
-	unsigned reloads, failures;
 };
 
 /* Start from the settings <running> troupe started with. */

@@ -487,7 +487,7 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 		return GANG_NOT_A_GANG;
 	cache_group_count(m->cache, mb->ns, mb->group, &exist, &bound);
 	named = gang__terms(m, mb, exist, &quorum, &timeout_s, &min_gpus);
-	settling = !named && bound < exist && m->cfg.settle_s;
+	settling = gang__may_settle(m, named, exist, bound);
 	if (quorum <= 1 && !settling)
 		return GANG_NOT_A_GANG;
 again:

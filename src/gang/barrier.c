@@ -154,7 +154,7 @@ static enum gang_bind_result bind_unplanned(struct gang_manager *m, const struct
 	named = gang__terms(m, mb, exist, &quorum, &timeout_s, NULL);
 	/* As filter answers: a gang naming no quorum whose members still arrive
 	 * is not one member alone yet, even while only one exists. */
-	if (!named && bound < exist && m->cfg.settle_s &&
+	if (gang__may_settle(m, named, exist, bound) &&
 	    gang__still_settling(m, mb, exist, reason, reasonlen))
 		return GANG_BIND_REFUSED;
 	if (quorum <= 1 || bound >= quorum)

@@ -206,6 +206,13 @@ bool gang__terms(struct gang_manager *m, const struct gang_member *mb, unsigned 
  * refuses an unplanned member alike. Lock held. */
 bool gang__still_settling(struct gang_manager *m, const struct gang_member *mb, unsigned exist,
 			  char *reason, size_t reasonlen);
+/* Whether a gang may still be settling at all: it names no quorum, not every
+ * member is bound, and gang.settle_seconds is not 0. */
+static inline bool gang__may_settle(const struct gang_manager *m, bool named, unsigned exist,
+				    unsigned bound)
+{
+	return !named && bound < exist && m->cfg.settle_s;
+}
 
 /* A gang's members as the cache knows them, walked once (gang__census). */
 struct member_ask {

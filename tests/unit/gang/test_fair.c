@@ -356,6 +356,26 @@ static void test_gang_pass_with_an_earlier_clock_reading_changes_nothing(void **
 	starving_fini(&s);
 }
 
+/* A manager over two nodes and the never-filtered gang "pictured" (2 x 8
+ * GPUs), fed by a watch (<live>) or a snapshot, after one fairness pass. */
+static struct gang_manager *pictured_pass(struct cache **c, struct gang_config *cfg,
+					  struct fake_clock *clk, bool live, struct gang_stats *st)
+{
+	struct gang_manager *gm;
+
+	*c = cache_new(&gpu_opts);
+	assert_non_null(*c);
+	if (live)
+		cache_set_live(*c);
+	cache_nodes(*c, 2);
+	idle_group(*c, "pictured", 2, 2);
+	gm = gang_manager_new(*c, cfg);
+	assert_non_null(gm);
+	gang__fairness_pass(gm, fake_clock_now(clk));
+	gang_get_stats(gm, st);
+	return gm;
+}
+
 /* A gang no filter call showed (kube-scheduler's own fit check can keep it
  * from ever calling troupe) is found by the pass from the watch, and held for
  * once starving. A snapshot file's pending gang is only a picture: without a
@@ -366,7 +386,7 @@ static void test_gang_only_a_watch_shows_gangs_nobody_filtered(void **state)
 {
 	struct fake_clock clk;
 	struct gang_config cfg;
-	struct cache *c = cache_new(&gpu_opts);
+	struct cache *c;
 	struct cache_node_view views[2];
 	struct gang_manager *gm;
 	struct gang_member mb = { .uid = "new-0", .ns = "ml", .name = "new-0", .group = "new",
@@ -379,13 +399,7 @@ static void test_gang_only_a_watch_shows_gangs_nobody_filtered(void **state)
 	fake_config(&cfg, &clk);
 	cfg.starvation_holds = true;
 	cfg.starvation_s = 0;
-	assert_non_null(c);
-	cache_nodes(c, 2);
-	idle_group(c, "pictured", 2, 2);        /* 2 x 8 GPUs, never filtered */
-	gm = gang_manager_new(c, &cfg);
-	assert_non_null(gm);
-	gang__fairness_pass(gm, fake_clock_now(&clk));
-	gang_get_stats(gm, &st);
+	gm = pictured_pass(&c, &cfg, &clk, false, &st);
 	assert_int_equal(st.waiting, 0);
 	assert_int_equal(st.held_sets, 0);
 	/* A gang a filter call shows is planned on both nodes, not deferred. */
@@ -398,15 +412,7 @@ static void test_gang_only_a_watch_shows_gangs_nobody_filtered(void **state)
 	cache_free(c);
 	/* The same cluster fed by a watch: the pass finds the gang and holds
 	 * both nodes for it. */
-	c = cache_new(&gpu_opts);
-	assert_non_null(c);
-	cache_set_live(c);
-	cache_nodes(c, 2);
-	idle_group(c, "pictured", 2, 2);
-	gm = gang_manager_new(c, &cfg);
-	assert_non_null(gm);
-	gang__fairness_pass(gm, fake_clock_now(&clk));
-	gang_get_stats(gm, &st);
+	gm = pictured_pass(&c, &cfg, &clk, true, &st);
 	assert_int_equal(st.waiting, 1);
 	assert_int_equal(st.held_sets, 2);
 	gang_manager_free(gm);
