@@ -516,11 +516,14 @@ class Ha(E2E):
         self.assertEqual(p["spec"]["nodeName"], planned[last]["node"])
         self.assertEqual(gpu_ids(p), [int(x) for x in planned[last]["gpus"].split(",")])
         self.assertEqual(json.loads(p["metadata"]["annotations"]["troupe.io/gang-plan"]), plan)
-        log = self.c.log(new)[mark_new:]
-        self.assertIn("[recover] gang %s/%s: bound pod %s/%s -> node %s" % (
-            self.ns, name, self.ns, last, planned[last]["node"]), log)
+        # The line is written when troupe reads the API server's answer to
+        # the Binding, which can come after this test sees the pod bound.
+        line = "[recover] gang %s/%s: bound pod %s/%s -> node %s" % (
+            self.ns, name, self.ns, last, planned[last]["node"])
+        wait_until(lambda: line in self.c.log(new)[mark_new:], timeout=30,
+                   what="%s logging %r" % (new, line))
         self.assertIn("leading: looked for gangs left partly bound before answering ready",
-                      log)
+                      self.c.log(new)[mark_new:])
         for n, m in planned.items():
             self.assertEqual(self.pod(n)["spec"]["nodeName"], m["node"], n)
         invariants.assert_holds(self.c, settle=5)
