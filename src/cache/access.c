@@ -46,6 +46,20 @@ static const struct cache_permission optional_permissions[CACHE_OPT_PERM_COUNT] 
 						 "status", "get podgroups/status" },
 	[CACHE_OPT_PERM_PATCH_PODGROUP_STATUS] = { "patch", "scheduling.x-k8s.io", "podgroups",
 						   "status", "patch podgroups/status" },
+	/* The informer's lists and watches of other schedulers' PodGroups
+	 * (informer.c, kinds[]): a 403 disables that stream, nothing else. */
+	[CACHE_OPT_PERM_LIST_PG_UPSTREAM] = { "list", "scheduling.k8s.io", "podgroups", "",
+					      "list podgroups.scheduling.k8s.io" },
+	[CACHE_OPT_PERM_WATCH_PG_UPSTREAM] = { "watch", "scheduling.k8s.io", "podgroups", "",
+					       "watch podgroups.scheduling.k8s.io" },
+	[CACHE_OPT_PERM_LIST_PG_VOLCANO] = { "list", "scheduling.volcano.sh", "podgroups", "",
+					     "list podgroups.scheduling.volcano.sh" },
+	[CACHE_OPT_PERM_WATCH_PG_VOLCANO] = { "watch", "scheduling.volcano.sh", "podgroups", "",
+					      "watch podgroups.scheduling.volcano.sh" },
+	[CACHE_OPT_PERM_LIST_PG_KAI] = { "list", "scheduling.run.ai", "podgroups", "",
+					 "list podgroups.scheduling.run.ai" },
+	[CACHE_OPT_PERM_WATCH_PG_KAI] = { "watch", "scheduling.run.ai", "podgroups", "",
+					  "watch podgroups.scheduling.run.ai" },
 };
 
 const struct cache_permission *cache_permission_get(enum cache_perm p)

@@ -94,6 +94,14 @@ enum cache_optional_perm {
 	CACHE_OPT_PERM_PATCH_EVENTS,    /* patch events.k8s.io events (a series' count) */
 	CACHE_OPT_PERM_GET_PODGROUP_STATUS,     /* scheduling.x-k8s.io podgroups/status */
 	CACHE_OPT_PERM_PATCH_PODGROUP_STATUS,
+	/* Other schedulers' PodGroups (informer.c's optional streams): missing,
+	 * their gangs take their quorum from pod labels, nothing else. */
+	CACHE_OPT_PERM_LIST_PG_UPSTREAM,        /* scheduling.k8s.io podgroups */
+	CACHE_OPT_PERM_WATCH_PG_UPSTREAM,
+	CACHE_OPT_PERM_LIST_PG_VOLCANO,         /* scheduling.volcano.sh podgroups */
+	CACHE_OPT_PERM_WATCH_PG_VOLCANO,
+	CACHE_OPT_PERM_LIST_PG_KAI,             /* scheduling.run.ai podgroups */
+	CACHE_OPT_PERM_WATCH_PG_KAI,
 	CACHE_OPT_PERM_COUNT
 };
 

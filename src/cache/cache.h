@@ -167,15 +167,17 @@ static inline uint64_t cache_node_capacity_mask(const struct cache_node *node)
 }
 
 /* The pod group a Pod object names, or NULL. First found:
- * spec.schedulingGroup.podGroupName, the labels scheduling.x-k8s.io/pod-group,
- * scheduling.sigs.k8s.io/pod-group, pod-group.scheduling.sigs.k8s.io,
- * pod-group.scheduling.sigs.k8s.io/name, the annotation
- * scheduling.k8s.io/group-name (Volcano), the label kueue.x-k8s.io/pod-group-name.
+ * spec.schedulingGroup.podGroupName (upstream), the labels
+ * scheduling.x-k8s.io/pod-group, scheduling.sigs.k8s.io/pod-group,
+ * pod-group.scheduling.sigs.k8s.io, pod-group.scheduling.sigs.k8s.io/name, the
+ * annotations scheduling.k8s.io/group-name and scheduling.volcano.sh/group-name
+ * (Volcano), pod-group-name (KAI), the label kueue.x-k8s.io/pod-group-name.
  * The pointer is into <pod>. */
 const char *cache_pod_group_name(const cJSON *pod);
 /* The queue a Pod object names, or NULL (callers use the namespace). First
  * found: the labels troupe.io/queue, kueue.x-k8s.io/queue-name,
- * kai.scheduler/queue, scheduling.volcano.sh/queue-name. */
+ * kai.scheduler/queue, scheduling.volcano.sh/queue-name, the annotation
+ * scheduling.volcano.sh/queue-name. */
 const char *cache_pod_queue_name(const cJSON *pod);
 
 /* Parse a Pod object. Malformed GPU requests are not a parse failure: they set
@@ -448,7 +450,28 @@ int cache_node_pods(struct cache *c, const char *node, void (*fn)(const char *ui
 void cache_pod_foreach(struct cache *c, void (*fn)(const struct cache_pod_info *, const char *uid,
 						  void *arg), void *arg);
 
-/* ---- Pod groups (scheduling.x-k8s.io/v1alpha1 PodGroup) ---------------------- */
+/* ---- Pod groups: the PodGroup of each gang API troupe reads -------------------- */
+
+/* The PodGroup APIs troupe watches, each where the cluster serves it. A pod
+ * names its group by name only (cache_pod_group_name), so when groups of one
+ * namespace and name exist in several APIs, the first of cache_pg_precedence
+ * gives the gang its terms. */
+enum cache_pg_api {
+	CACHE_PG_XK8S,          /* scheduler-plugins, scheduling.x-k8s.io/v1alpha1 */
+	CACHE_PG_UPSTREAM,      /* Kubernetes, scheduling.k8s.io/v1beta1 (GenericWorkload) */
+	CACHE_PG_VOLCANO,       /* Volcano, scheduling.volcano.sh/v1beta1 */
+	CACHE_PG_KAI,           /* KAI Scheduler, scheduling.run.ai/v2alpha2 */
+	CACHE_PG_API_COUNT
+};
+
+struct cache_pg_api_info {
+	const char *api_version;        /* "scheduling.x-k8s.io/v1alpha1" */
+	const char *path;               /* the list and watch path, every namespace */
+	const char *who;                /* whose API, for logs: "scheduler-plugins" */
+};
+extern const struct cache_pg_api_info cache_pg_apis[CACHE_PG_API_COUNT];
+/* The order in which a group's terms are looked up across the APIs. */
+extern const enum cache_pg_api cache_pg_precedence[CACHE_PG_API_COUNT];
 
 /* A PodGroup's status as read, for troupe's status writer (podgroup_status.h):
  * fixed-size, so a copy of the record carries it. */
@@ -461,11 +484,16 @@ struct cache_podgroup_status {
 };
 
 struct cache_podgroup {
+	enum cache_pg_api api;          /* the API it came from */
 	const char *ns;
 	const char *name;
 	const char *uid;                /* metadata.uid ("" when absent): Events regard it */
-	int32_t min_member;             /* spec.minMember; 0 when absent */
+	/* The quorum: spec.minMember (scheduler-plugins, Volcano, KAI; Volcano's
+	 * minTaskMember adds up to at least it), spec.schedulingPolicy.gang.minCount
+	 * (upstream; a basic policy is 1: not a gang); 0 when absent. */
+	int32_t min_member;
 	int32_t timeout_s;              /* spec.scheduleTimeoutSeconds; 0 when absent */
+	const char *queue;              /* spec.queue (Volcano, KAI), or "" */
 	uint32_t min_gpus;              /* spec.minResources of the managed GPU kinds */
 	int64_t min_cpu_milli;
 	int64_t min_mem_bytes;
@@ -474,20 +502,29 @@ struct cache_podgroup {
 	struct cache_podgroup_status status;
 };
 
-/* Parse a PodGroup. Returns NULL with <err> set when it has no name. */
+/* Parse a PodGroup of <api>. Returns NULL with <err> set when it has no name. */
+struct cache_podgroup *cache_podgroup_parse_api(const cJSON *obj, enum cache_pg_api api,
+						const struct cache_opts *opts, char *err,
+						size_t errlen);
+/* Parse a PodGroup of the API its apiVersion names (a snapshot's objects);
+ * scheduling.x-k8s.io's when it names none. NULL with <err> set when it has
+ * no name or names an API troupe does not read. */
 struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache_opts *opts,
 					    char *err, size_t errlen);
 void cache_podgroup_free(struct cache_podgroup *pg);
 /* Writer: add or replace (takes ownership, also on error). */
 int cache_podgroup_apply(struct cache *c, struct cache_podgroup *pg);
-/* Writer: remove. -ENOENT when unknown. */
-int cache_podgroup_delete(struct cache *c, const char *ns, const char *name);
-/* Any: copy pod group ns/name into <out> (strings point into <buf>; a <buf>
- * of K8S_KEY_BUF + K8S_UID_BUF holds them all, a shorter one leaves uid ""). */
+/* Writer: remove <api>'s group ns/name. -ENOENT when unknown. */
+int cache_podgroup_delete(struct cache *c, enum cache_pg_api api, const char *ns,
+			  const char *name);
+/* Any: copy pod group ns/name into <out>, from the first API of
+ * cache_pg_precedence that has it (strings point into <buf>; a <buf> of
+ * K8S_KEY_BUF + K8S_UID_BUF + K8S_NAME_BUF holds them all, a shorter one
+ * leaves uid and queue ""). */
 int cache_podgroup_get(struct cache *c, const char *ns, const char *name,
 		       struct cache_podgroup *out, char *buf, size_t buflen);
-/* Any: visit every pod group (under the pod-group lock: <fn> must not call
- * back into the cache). */
+/* Any: visit every pod group of every API (under the pod-group lock: <fn>
+ * must not call back into the cache). */
 void cache_podgroup_foreach(struct cache *c, void (*fn)(const struct cache_podgroup *, void *),
 			    void *arg);
 

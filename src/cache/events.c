@@ -440,6 +440,8 @@ static void take(struct cache_events *r, struct occurrence *o)
 			return;
 		}
 		copy_str(o->uid, sizeof(o->uid), pg.uid);
+		/* The group of whichever API gave the gang its terms. */
+		copy_str(o->api_version, sizeof(o->api_version), cache_pg_apis[pg.api].api_version);
 	}
 	/* With by_note, the note's FNV-1a hash stands for it in the key. */
 	n = snprintf(key, sizeof(key), "%d|%s|%s|%s|%s|%s|%s|%016llx", (int)o->type, o->reason,

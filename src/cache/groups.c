@@ -130,11 +130,14 @@ void cache__groups_fini(struct cache *c)
 	size_t pos = 0;
 	void *v;
 
-	while (strmap_next(&c->groups, &pos, NULL, &v)) {
-		cache_podgroup_free(((struct podgroup *)v)->pg);
-		free(v);
+	for (int a = 0; a < CACHE_PG_API_COUNT; a++) {
+		pos = 0;
+		while (strmap_next(&c->groups[a], &pos, NULL, &v)) {
+			cache_podgroup_free(((struct podgroup *)v)->pg);
+			free(v);
+		}
+		strmap_fini(&c->groups[a]);
 	}
-	strmap_fini(&c->groups);
 	pthread_mutex_destroy(&c->groups_lock);
 	pos = 0;
 	while (strmap_next(&c->members, &pos, NULL, &v))
@@ -248,18 +251,21 @@ void cache_group_plan_done(struct cache *c, const char *ns, const char *group, c
 int cache_podgroup_apply(struct cache *c, struct cache_podgroup *pg)
 {
 	struct podgroup *g = calloc(1, sizeof(*g));
+	struct strmap *map;
 	void *old = NULL;
 	int ret;
 
 	cache__writer_check(c);
-	if (!g) {
+	if (!g || (unsigned)pg->api >= CACHE_PG_API_COUNT) {
 		cache_podgroup_free(pg);
-		return -ENOMEM;
+		free(g);
+		return g ? -EINVAL : -ENOMEM;
 	}
 	group_key(g->key, sizeof(g->key), pg->ns, pg->name);
 	g->pg = pg;
+	map = &c->groups[pg->api];
 	pthread_mutex_lock(&c->groups_lock);
-	ret = strmap_put(&c->groups, g->key, strlen(g->key), g, &old);
+	ret = strmap_put(map, g->key, strlen(g->key), g, &old);
 	pthread_mutex_unlock(&c->groups_lock);
 	if (ret < 0) {
 		cache_podgroup_free(pg);
@@ -273,15 +279,18 @@ int cache_podgroup_apply(struct cache *c, struct cache_podgroup *pg)
 	return 0;
 }
 
-int cache_podgroup_delete(struct cache *c, const char *ns, const char *name)
+int cache_podgroup_delete(struct cache *c, enum cache_pg_api api, const char *ns,
+			  const char *name)
 {
 	char key[K8S_KEY_BUF];
 	struct podgroup *g;
 
 	cache__writer_check(c);
+	if ((unsigned)api >= CACHE_PG_API_COUNT)
+		return -EINVAL;
 	group_key(key, sizeof(key), ns, name);
 	pthread_mutex_lock(&c->groups_lock);
-	g = strmap_del(&c->groups, key, strlen(key));
+	g = strmap_del(&c->groups[api], key, strlen(key));
 	pthread_mutex_unlock(&c->groups_lock);
 	if (!g)
 		return -ENOENT;
@@ -290,16 +299,29 @@ int cache_podgroup_delete(struct cache *c, const char *ns, const char *name)
 	return 0;
 }
 
+/* Copy <s> into <buf> at *<at> when it fits; "" otherwise. */
+static const char *copy_after(char *buf, size_t buflen, size_t *at, const char *s)
+{
+	size_t n = strlen(s) + 1;
+
+	if (*at + n > buflen)
+		return "";
+	memcpy(buf + *at, s, n);
+	*at += n;
+	return buf + *at - n;
+}
+
 int cache_podgroup_get(struct cache *c, const char *ns, const char *name,
 		       struct cache_podgroup *out, char *buf, size_t buflen)
 {
 	char key[K8S_KEY_BUF];
-	struct podgroup *g;
-	int ret = -ENOENT;
+	struct podgroup *g = NULL;
+	size_t at;
 
 	group_key(key, sizeof(key), ns, name);
 	pthread_mutex_lock(&c->groups_lock);
-	g = strmap_get(&c->groups, key, strlen(key));
+	for (int i = 0; i < CACHE_PG_API_COUNT && !g; i++)
+		g = strmap_get(&c->groups[cache_pg_precedence[i]], key, strlen(key));
 	if (g) {
 		*out = *g->pg;
 		snprintf(buf, buflen, "%s", g->key);
@@ -307,29 +329,27 @@ int cache_podgroup_get(struct cache *c, const char *ns, const char *name,
 		out->name = strchr(buf, '/') ? strchr(buf, '/') + 1 : buf;
 		if (strchr(buf, '/'))
 			*strchr(buf, '/') = '\0';
-		/* The uid after the key, when <buf> has room for it. */
-		out->uid = "";
-		if (strlen(g->key) + 1 < buflen) {
-			char *u = buf + strlen(g->key) + 1;
-
-			snprintf(u, buflen - (size_t)(u - buf), "%s", g->pg->uid);
-			out->uid = u;
-		}
-		ret = 0;
+		/* The uid and the queue after the key, when <buf> has room. */
+		at = strlen(g->key) + 1;
+		out->uid = copy_after(buf, buflen, &at, g->pg->uid);
+		out->queue = copy_after(buf, buflen, &at, g->pg->queue);
 	}
 	pthread_mutex_unlock(&c->groups_lock);
-	return ret;
+	return g ? 0 : -ENOENT;
 }
 
 void cache_podgroup_foreach(struct cache *c, void (*fn)(const struct cache_podgroup *, void *),
 			    void *arg)
 {
-	size_t pos = 0;
 	void *v;
 
 	pthread_mutex_lock(&c->groups_lock);
-	while (strmap_next(&c->groups, &pos, NULL, &v))
-		fn(((struct podgroup *)v)->pg, arg);
+	for (int a = 0; a < CACHE_PG_API_COUNT; a++) {
+		size_t pos = 0;
+
+		while (strmap_next(&c->groups[a], &pos, NULL, &v))
+			fn(((struct podgroup *)v)->pg, arg);
+	}
 	pthread_mutex_unlock(&c->groups_lock);
 }
 

@@ -16,10 +16,16 @@
 #include "common/util.h"
 
 const struct kind_info kinds[K_COUNT] = {
-	{ "nodes", "/api/v1/nodes", CACHE_PERM_LIST_NODES, CACHE_PERM_WATCH_NODES },
-	{ "pods", "/api/v1/pods", CACHE_PERM_LIST_PODS, CACHE_PERM_WATCH_PODS },
+	{ "nodes", "/api/v1/nodes", CACHE_PERM_LIST_NODES, CACHE_PERM_WATCH_NODES, -1 },
+	{ "pods", "/api/v1/pods", CACHE_PERM_LIST_PODS, CACHE_PERM_WATCH_PODS, -1 },
 	{ "podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", CACHE_PERM_LIST_PODGROUPS,
-	  CACHE_PERM_WATCH_PODGROUPS },
+	  CACHE_PERM_WATCH_PODGROUPS, CACHE_PG_XK8S },
+	{ "podgroups.scheduling.k8s.io", "/apis/scheduling.k8s.io/v1beta1/podgroups",
+	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_UPSTREAM },
+	{ "podgroups.scheduling.volcano.sh", "/apis/scheduling.volcano.sh/v1beta1/podgroups",
+	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_VOLCANO },
+	{ "podgroups.scheduling.run.ai", "/apis/scheduling.run.ai/v2alpha2/podgroups",
+	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_KAI },
 };
 
 void cache_informer_get_stats(const struct cache_informer *inf, struct cache_informer_stats *out)

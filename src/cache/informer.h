@@ -20,8 +20,11 @@
  *     (about 0.8 s doubling to 30 s, reset after a watch stayed up for a
  *     minute). Never a relist: relists are what overload API servers.
  *   - 401: re-read the token file, then back off and retry.
- *   - 404 on the PodGroup list: the CRD is not installed; that stream is
- *     disabled with one log line and retried every few minutes.
+ *   - 404 on a PodGroup list or watch: that API is not served (the CRD is not
+ *     installed, the gate is off); for another scheduler's PodGroups, 403 too
+ *     (troupe may not read them, kind_optional); that stream is
+ *     disabled with one log line, what it had read is forgotten, and it is
+ *     retried every few minutes (an API installed later is picked up).
  *   - 403: as any failure, and the permission (list or watch of that kind) is
  *     missing until that request succeeds again.
  *
@@ -61,13 +64,24 @@
 #include "common/strbuf.h"
 #include "common/strmap.h"
 
-enum kind { K_NODES, K_PODS, K_PODGROUPS, K_COUNT };
+enum kind { K_NODES, K_PODS, K_PODGROUPS, K_PG_UPSTREAM, K_PG_VOLCANO, K_PG_KAI, K_COUNT };
 
 struct kind_info {
 	const char *name;
 	const char *path;
-	enum cache_perm list, watch;    /* the permissions its requests need */
+	/* The permissions its requests need, checked for readiness;
+	 * CACHE_PERM_COUNT for an optional kind, which readiness never waits on. */
+	enum cache_perm list, watch;
+	int pg_api;                     /* enum cache_pg_api of a PodGroup kind; -1 */
 };
+
+/* An optional kind: another scheduler's PodGroups. A 404 (the API is not
+ * served) or a 403 (troupe may not read it) disables its stream with one log
+ * line, and it is tried again every podgroup_retry_s. */
+static inline bool kind_optional(enum kind k)
+{
+	return k >= K_PG_UPSTREAM;
+}
 
 /* What each stream lists and watches (informer.c). */
 extern const struct kind_info kinds[K_COUNT];
@@ -112,6 +126,7 @@ struct stream {
 	char *cont;                     /* continue token of the list in progress */
 	struct strmap seen;             /* keys listed so far (owned strings) */
 	bool synced;                    /* initial list applied (or CRD absent) */
+	bool absent_said;               /* disabled (a PodGroup API) and logged so */
 	bool relist;                    /* a watch said 410: list again */
 	bool broken;                    /* the stream carried something unusable */
 	uint64_t due_ns;                /* when P_START / P_WATCH_DUE may proceed */

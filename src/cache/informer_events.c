@@ -96,25 +96,30 @@ void cache__inf_apply_object(struct stream *s, const cJSON *obj, bool deleted, c
 		}
 		return;
 	}
-	case K_PODGROUPS: {
-		struct cache_podgroup *pg = cache_podgroup_parse(obj, opts, err, sizeof(err));
+	default: {
+		/* A PodGroup kind: list items of a built-in API name no apiVersion,
+		 * so the stream says which API it is. */
+		enum cache_pg_api api = (enum cache_pg_api)kinds[s->kind].pg_api;
+		struct cache_podgroup *pg;
 
+		if (kinds[s->kind].pg_api < 0)
+			return;
+		pg = cache_podgroup_parse_api(obj, api, opts, err, sizeof(err));
 		if (!pg) {
-			log_warn("informer", "ignoring a pod group: %s", err);
+			log_warn("informer", "ignoring a %s pod group: %s", cache_pg_apis[api].who,
+				 err);
 			return;
 		}
 		if (key)
 			snprintf(key, keylen, "%s/%s", pg->ns, pg->name);
 		if (deleted) {
-			cache_podgroup_delete(c, pg->ns, pg->name);
+			cache_podgroup_delete(c, api, pg->ns, pg->name);
 			cache_podgroup_free(pg);
 		} else {
 			cache_podgroup_apply(c, pg);
 		}
 		return;
 	}
-	default:
-		return;
 	}
 }
 
@@ -137,7 +142,7 @@ static void collect_gone_group(const struct cache_podgroup *pg, void *arg)
 	char key[K8S_KEY_BUF];
 
 	snprintf(key, sizeof(key), "%s/%s", pg->ns, pg->name);
-	if (keep_seen(key, sw->s))
+	if ((int)pg->api != kinds[sw->s->kind].pg_api || keep_seen(key, sw->s))
 		return;
 	if (sw->n == sw->cap) {
 		size_t cap = sw->cap ? sw->cap * 2 : 64;
@@ -163,21 +168,22 @@ void cache__inf_sweep(struct stream *s)
 	case K_PODS:
 		cache__pod_sweep(c, keep_seen, s);
 		break;
-	case K_PODGROUPS: {
+	default: {
 		struct pg_sweep sw = { s, NULL, 0, 0 };
 
+		if (kinds[s->kind].pg_api < 0)
+			break;
 		cache_podgroup_foreach(c, collect_gone_group, &sw);
 		for (size_t i = 0; i < sw.n; i++) {
 			char *slash = strchr(sw.gone[i], '/');
 
 			*slash = '\0';
-			cache_podgroup_delete(c, sw.gone[i], slash + 1);
+			cache_podgroup_delete(c, (enum cache_pg_api)kinds[s->kind].pg_api,
+					      sw.gone[i], slash + 1);
 		}
 		free(sw.gone);
 		break;
 	}
-	default:
-		break;
 	}
 }
 

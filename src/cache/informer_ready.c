@@ -79,7 +79,7 @@ void cache__inf_request_forbidden(struct stream *s, bool watch, const char *msg)
 	struct cache_informer *inf = s->inf;
 
 	stat_add(&inf->stats.permission_denials, 1);
-	if (inf->request_denied & (1u << p))
+	if (p >= CACHE_PERM_COUNT || (inf->request_denied & (1u << p)))
 		return;
 	inf->request_denied |= 1u << p;
 	log_error("informer", "%s: forbidden (403): %s", cache_permission_get(p)->name,
@@ -93,7 +93,7 @@ void cache__inf_request_answered(struct stream *s, bool watch)
 	enum cache_perm p = watch ? kinds[s->kind].watch : kinds[s->kind].list;
 	struct cache_informer *inf = s->inf;
 
-	if (inf->request_denied & (1u << p)) {
+	if (p < CACHE_PERM_COUNT && (inf->request_denied & (1u << p))) {
 		inf->request_denied &= ~(1u << p);
 		log_info("informer", "%s: allowed again", cache_permission_get(p)->name);
 	}

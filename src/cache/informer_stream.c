@@ -193,6 +193,45 @@ static void mark_synced(struct stream *s)
 	cache__inf_readiness_update(inf);
 }
 
+/* A PodGroup API that is not served (404), or, for another scheduler's, that
+ * troupe may not read (403): its groups are not known (a gang then takes its
+ * quorum from its pods' labels); the list is tried again every
+ * podgroup_retry_s, so an API installed later is picked up. Said once until a
+ * list of it succeeds again. */
+static void disable_podgroups(struct stream *s, long status, bool watch)
+{
+	struct cache_informer *inf = s->inf;
+	const struct cache_pg_api_info *a = &cache_pg_apis[kinds[s->kind].pg_api];
+
+	if (!s->absent_said) {
+		s->absent_said = true;
+		if (status == 404)
+			log_info("informer", "%s PodGroups (%s) are not served here; checking "
+				 "again every %u s", a->who, a->api_version,
+				 inf->opts.podgroup_retry_s);
+		else
+			log_warn("informer", "%s PodGroups (%s): troupe may not %s them (403); "
+				 "their gangs take their quorum from pod labels; grant list and "
+				 "watch on %s to read them (checking again every %u s)", a->who,
+				 a->api_version, watch ? "watch" : "list", kinds[s->kind].name,
+				 inf->opts.podgroup_retry_s);
+	}
+	free(s->cont);
+	s->cont = NULL;
+	/* What it had read is forgotten: an API gone, or no longer readable,
+	 * says nothing of its groups any more. */
+	cache__inf_seen_clear(s);
+	strmap_init(&s->seen);
+	cache__inf_sweep(s);
+	s->phase = P_DISABLED;
+	s->failing = false;
+	s->due_ns = util_now_ns() + (uint64_t)inf->opts.podgroup_retry_s * 1000000000ULL;
+	/* Authorization comes before the lookup: a 404 is an allowed list. */
+	if (status == 404)
+		cache__inf_request_answered(s, watch);
+	mark_synced(s);
+}
+
 static void list_page_done(struct stream *s, long status, CURLcode rc)
 {
 	struct cache_informer *inf = s->inf;
@@ -204,18 +243,9 @@ static void list_page_done(struct stream *s, long status, CURLcode rc)
 	size_t n = 0;
 
 	if (rc != CURLE_OK || status != 200) {
-		if (rc == CURLE_OK && status == 404 && s->kind == K_PODGROUPS) {
-			if (s->phase != P_DISABLED && !s->synced)
-				log_info("informer", "PodGroup CRD (scheduling.x-k8s.io/v1alpha1) not "
-					 "installed; pod groups come only from pod labels; checking "
-					 "again every %u s", inf->opts.podgroup_retry_s);
-			free(s->cont);
-			s->cont = NULL;
-			s->phase = P_DISABLED;
-			s->due_ns = util_now_ns() + (uint64_t)inf->opts.podgroup_retry_s * 1000000000ULL;
-			/* Authorization comes before the lookup: a 404 is an allowed list. */
-			cache__inf_request_answered(s, false);
-			mark_synced(s);
+		if (rc == CURLE_OK && (status == 404 || (status == 403 && kind_optional(s->kind))) &&
+		    kinds[s->kind].pg_api >= 0) {
+			disable_podgroups(s, status, false);
 			return;
 		}
 		if (rc == CURLE_OK && status == 410 && s->cont) {
@@ -253,6 +283,7 @@ static void list_page_done(struct stream *s, long status, CURLcode rc)
 		return;
 	}
 	cache__inf_request_answered(s, false);
+	s->absent_said = false;         /* served and readable: a later 404 or 403 is news */
 	cJSON_ArrayForEach(it, json_list(items)) {
 		cache__inf_apply_object(s, it, false, key, sizeof(key));
 		if (key[0])
@@ -316,6 +347,11 @@ static void watch_done(struct stream *s, long status, CURLcode rc)
 			  kinds[s->kind].name, lived / 1e9, s->rv);
 		s->phase = P_WATCH_DUE;
 		s->due_ns = 0;
+		return;
+	}
+	if (rc == CURLE_OK && (status == 404 || (status == 403 && kind_optional(s->kind))) &&
+	    kinds[s->kind].pg_api >= 0) {
+		disable_podgroups(s, status, true);
 		return;
 	}
 	if (rc == CURLE_OK && status == 401)

@@ -117,7 +117,8 @@ struct cache {
 	struct reader_rec *readers;     /* guarded by readers_lock */
 	struct stripe pods[POD_STRIPES];
 	pthread_mutex_t groups_lock;
-	struct strmap groups;           /* "ns/name" -> struct podgroup; guarded by groups_lock */
+	/* Per PodGroup API: "ns/name" -> struct podgroup; guarded by groups_lock. */
+	struct strmap groups[CACHE_PG_API_COUNT];
 	/* Pod-group members by group, so a gang's counts cost its members, not
 	 * every pod. Lock order: a stripe's lock, then members_lock. */
 	pthread_mutex_t members_lock;

@@ -228,12 +228,15 @@ static const struct {
 	{ "labels", "pod-group.scheduling.sigs.k8s.io" },
 	{ "labels", "pod-group.scheduling.sigs.k8s.io/name" },
 	{ "annotations", "scheduling.k8s.io/group-name" },
+	{ "annotations", "scheduling.volcano.sh/group-name" },
+	{ "annotations", "pod-group-name" },
 	{ "labels", "kueue.x-k8s.io/pod-group-name" },
 }, queue_keys[] = {
 	{ "labels", "troupe.io/queue" },
 	{ "labels", "kueue.x-k8s.io/queue-name" },
 	{ "labels", "kai.scheduler/queue" },
 	{ "labels", "scheduling.volcano.sh/queue-name" },
+	{ "annotations", "scheduling.volcano.sh/queue-name" },
 };
 
 static const char *first_key(const cJSON *pod, const __typeof__(group_keys[0]) *keys, size_t n)
@@ -428,41 +431,110 @@ void cache_pod_free(struct cache_pod *pod)
 
 /* ---- Pod groups ------------------------------------------------------- */
 
-struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache_opts *opts,
-					    char *err, size_t errlen)
+const struct cache_pg_api_info cache_pg_apis[CACHE_PG_API_COUNT] = {
+	[CACHE_PG_XK8S] = { "scheduling.x-k8s.io/v1alpha1",
+			    "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", "scheduler-plugins" },
+	[CACHE_PG_UPSTREAM] = { "scheduling.k8s.io/v1beta1",
+				"/apis/scheduling.k8s.io/v1beta1/podgroups", "Kubernetes" },
+	[CACHE_PG_VOLCANO] = { "scheduling.volcano.sh/v1beta1",
+			       "/apis/scheduling.volcano.sh/v1beta1/podgroups", "Volcano" },
+	[CACHE_PG_KAI] = { "scheduling.run.ai/v2alpha2",
+			   "/apis/scheduling.run.ai/v2alpha2/podgroups", "KAI Scheduler" },
+};
+
+/* Upstream's first: kube-scheduler's own GangScheduling plugin gates pods by
+ * it, so troupe holds the same quorum; then the scheduler-plugins API troupe
+ * has always read (and writes the status of); then Volcano's and KAI's. */
+const enum cache_pg_api cache_pg_precedence[CACHE_PG_API_COUNT] = {
+	CACHE_PG_UPSTREAM, CACHE_PG_XK8S, CACHE_PG_VOLCANO, CACHE_PG_KAI,
+};
+
+/* A count field of a PodGroup: a whole number from 0 to INT32_MAX, else
+ * taken as absent (the gang then takes its quorum from its pods) with a
+ * warning: dropping the whole PodGroup would lose its other fields too. */
+static int64_t pg_count(const cJSON *it, const char *ns, const char *name, const char *field)
+{
+	int64_t v = 0;
+
+	if (!json_whole_or_absent(it, 0, INT32_MAX, &v)) {
+		log_warn("cache", "pod group %s/%s: %s is not a whole number from 0 to %d; taken "
+			 "as absent", ns, name, field, INT32_MAX);
+		return 0;
+	}
+	return v;
+}
+
+/* The quorum a PodGroup of <api> names (0: none). */
+static int64_t pg_quorum(const cJSON *spec, enum cache_pg_api api, const char *ns,
+			 const char *name)
+{
+	const cJSON *policy, *tasks, *it;
+	int64_t min, sum = 0;
+
+	switch (api) {
+	case CACHE_PG_UPSTREAM:
+		/* Exactly one of basic and gang: basic schedules each pod alone. */
+		policy = json_obj(spec, "schedulingPolicy");
+		if (json_obj(policy, "gang"))
+			return pg_count(json_get(json_obj(policy, "gang"), "minCount"), ns, name,
+					"spec.schedulingPolicy.gang.minCount");
+		return json_obj(policy, "basic") ? 1 : 0;
+	case CACHE_PG_VOLCANO:
+		/* minTaskMember asks a least count per task (the pods' annotation
+		 * volcano.sh/task-spec): troupe holds the gang for their sum when
+		 * that is more than minMember, not for each task's own count. */
+		min = pg_count(json_get(spec, "minMember"), ns, name, "spec.minMember");
+		tasks = json_obj(spec, "minTaskMember");
+		cJSON_ArrayForEach(it, tasks) {
+			sum += pg_count(it, ns, name, "a spec.minTaskMember count");
+			if (sum > INT32_MAX)
+				sum = INT32_MAX;
+		}
+		return sum > min ? sum : min;
+	case CACHE_PG_XK8S:
+	case CACHE_PG_KAI:
+	default:
+		/* KAI's subGroups (each with its own minMember) are not held
+		 * apart: the group's minMember is the quorum of the whole. */
+		return pg_count(json_get(spec, "minMember"), ns, name, "spec.minMember");
+	}
+}
+
+struct cache_podgroup *cache_podgroup_parse_api(const cJSON *obj, enum cache_pg_api api,
+						const struct cache_opts *opts, char *err,
+						size_t errlen)
 {
 	const cJSON *meta = json_obj(obj, "metadata");
 	const cJSON *spec = json_obj(obj, "spec");
 	const cJSON *minres = json_obj(spec, "minResources");
-	const cJSON *mm = json_get(spec, "minMember");
-	const cJSON *to = json_get(spec, "scheduleTimeoutSeconds");
 	const char *name = json_str(meta, "name");
 	const char *ns = json_str(meta, "namespace");
+	const char *queue = NULL;
 	const char *uid;
 	struct cache_podgroup *pg;
-	int64_t min_member = 0, timeout_s = 0;
+	int64_t min_member, timeout_s = 0;
 	size_t size;
 	struct blk b;
 
+	if ((unsigned)api >= CACHE_PG_API_COUNT) {
+		snprintf(err, errlen, "not a PodGroup API troupe reads");
+		return NULL;
+	}
 	if (!name_ns_ok("pod group", name, &ns, err, errlen))
 		return NULL;
-	/* A count that is not a whole number from 0 to INT32_MAX counts as absent
-	 * (the gang then takes its quorum from its pods), as a negative one always
-	 * did: dropping the whole PodGroup would lose its other fields too. */
-	if (!json_whole_or_absent(mm, 0, INT32_MAX, &min_member)) {
-		log_warn("cache", "pod group %s/%s: spec.minMember is not a whole number from 0 "
-			 "to %d; taken as absent", ns, name, INT32_MAX);
-		min_member = 0;
-	}
-	if (!json_whole_or_absent(to, 0, INT32_MAX, &timeout_s)) {
-		log_warn("cache", "pod group %s/%s: spec.scheduleTimeoutSeconds is not a whole "
-			 "number from 0 to %d; taken as absent", ns, name, INT32_MAX);
-		timeout_s = 0;
-	}
+	min_member = pg_quorum(spec, api, ns, name);
+	if (api == CACHE_PG_XK8S)
+		timeout_s = pg_count(json_get(spec, "scheduleTimeoutSeconds"), ns, name,
+				     "spec.scheduleTimeoutSeconds");
+	if (api == CACHE_PG_VOLCANO || api == CACHE_PG_KAI)
+		queue = json_str(spec, "queue");
+	if (queue && (!queue[0] || strlen(queue) > K8S_NAME_MAX))
+		queue = NULL;
 	uid = json_str(meta, "uid");
 	if (!uid)
 		uid = "";
-	size = sizeof(*pg) + str_size(ns) + str_size(name) + str_size(uid);
+	size = sizeof(*pg) + str_size(ns) + str_size(name) + str_size(uid) +
+	       str_size(queue ? queue : "");
 	pg = calloc(1, size);
 	if (!pg) {
 		snprintf(err, errlen, "out of memory");
@@ -470,11 +542,14 @@ struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache
 	}
 	b.p = (char *)(pg + 1);
 	b.end = (char *)pg + size;
+	pg->api = api;
 	pg->ns = blk_str(&b, ns);
 	pg->name = blk_str(&b, name);
 	pg->uid = blk_str(&b, uid);
+	pg->queue = blk_str(&b, queue ? queue : "");
 	pg->min_member = (int32_t)min_member;
 	pg->timeout_s = (int32_t)timeout_s;
+	/* minResources: scheduler-plugins' and Volcano's (the same ResourceList). */
 	for (unsigned i = 0; i < opts->n_gpu_resources; i++) {
 		int64_t n = resource_count(minres, opts->gpu_resources[i]);
 
@@ -486,6 +561,28 @@ struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache
 	pg->min_mem_bytes = milli_to_units_ceil(resource_milli(minres, "memory"));
 	cache_podgroup_status_read(obj, pg);    /* for the status writer */
 	return pg;
+}
+
+struct cache_podgroup *cache_podgroup_parse(const cJSON *obj, const struct cache_opts *opts,
+					    char *err, size_t errlen)
+{
+	const char *av = json_str(obj, "apiVersion");
+	size_t glen;
+
+	if (!av || !av[0])
+		return cache_podgroup_parse_api(obj, CACHE_PG_XK8S, opts, err, errlen);
+	/* The group decides; any version of it is read with the fields above. */
+	glen = strchr(av, '/') ? (size_t)(strchr(av, '/') - av) : 0;
+	for (int a = 0; a < CACHE_PG_API_COUNT; a++)
+		if (glen && strncmp(av, cache_pg_apis[a].api_version, glen) == 0 &&
+		    cache_pg_apis[a].api_version[glen] == '/')
+			return cache_podgroup_parse_api(obj, (enum cache_pg_api)a, opts, err, errlen);
+	/* scheduler-plugins' older group, the same PodGroup. */
+	if (glen == strlen("scheduling.sigs.k8s.io") &&
+	    strncmp(av, "scheduling.sigs.k8s.io", glen) == 0)
+		return cache_podgroup_parse_api(obj, CACHE_PG_XK8S, opts, err, errlen);
+	snprintf(err, errlen, "PodGroup of apiVersion %.64s is not one troupe reads", av);
+	return NULL;
 }
 
 void cache_podgroup_free(struct cache_podgroup *pg)

@@ -357,6 +357,10 @@ static void collect(const struct cache_podgroup *pg, void *arg)
 	struct group_list *l = arg;
 	struct group_copy *g;
 
+	/* Only scheduler-plugins' PodGroups: upstream's, Volcano's and KAI's
+	 * status belongs to their own controllers. */
+	if (pg->api != CACHE_PG_XK8S)
+		return;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 32;
 

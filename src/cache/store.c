@@ -42,7 +42,8 @@ struct cache *cache_new(const struct cache_opts *opts)
 		goto fail_ht;
 	pthread_mutex_init(&c->readers_lock, NULL);
 	pthread_mutex_init(&c->groups_lock, NULL);
-	strmap_init(&c->groups);
+	for (int a = 0; a < CACHE_PG_API_COUNT; a++)
+		strmap_init(&c->groups[a]);
 	pthread_mutex_init(&c->members_lock, NULL);
 	strmap_init(&c->members);
 	for (int i = 0; i < POD_STRIPES; i++) {
@@ -154,6 +155,8 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
 		pthread_mutex_unlock(&c->pods[i].lock);
 	}
 	pthread_mutex_lock(&c->groups_lock);
-	out->podgroups = strmap_count(&c->groups);
+	out->podgroups = 0;
+	for (int a = 0; a < CACHE_PG_API_COUNT; a++)
+		out->podgroups += strmap_count(&c->groups[a]);
 	pthread_mutex_unlock(&c->groups_lock);
 }

@@ -310,7 +310,7 @@ void ext__explain_put_gang(const struct ext_service *svc, const char *ns, const 
 			   const struct placement_request *req, struct strbuf *sb)
 {
 	struct cache_podgroup pg;
-	char pgbuf[K8S_KEY_BUF + 64];
+	char pgbuf[K8S_KEY_BUF + K8S_UID_BUF + K8S_NAME_BUF];
 	struct members m = { .sb = sb };
 	unsigned exist = 0, bound = 0, quorum, need;
 	bool have_pg = cache_podgroup_get(svc->cache, ns, group, &pg, pgbuf, sizeof(pgbuf)) == 0;
@@ -321,8 +321,12 @@ void ext__explain_put_gang(const struct ext_service *svc, const char *ns, const 
 	ext__explain_put_str(sb, ns);
 	strbuf_puts(sb, ",\"name\":");
 	ext__explain_put_str(sb, group);
-	strbuf_printf(sb, ",\"podGroupKnown\":%s,\"managed\":%s,\"membersList\":[",
-		      have_pg ? "true" : "false", svc->gangs ? "true" : "false");
+	strbuf_printf(sb, ",\"podGroupKnown\":%s,\"podGroupApi\":",
+		      have_pg ? "true" : "false");
+	ext__explain_put_str(sb, have_pg ? cache_pg_apis[pg.api].api_version : NULL);
+	strbuf_puts(sb, ",\"podGroupQueue\":");
+	ext__explain_put_str(sb, have_pg && pg.queue[0] ? pg.queue : NULL);
+	strbuf_printf(sb, ",\"managed\":%s,\"membersList\":[", svc->gangs ? "true" : "false");
 	cache_group_foreach(svc->cache, ns, group, member_fn, &m);
 	strbuf_puts(sb, "]");
 	/* The quorum as the manager counts it: the PodGroup's minMember, else
@@ -408,7 +412,7 @@ void ext__explain_podgroup(const struct ext_service *svc, const char *ns, const 
 			   struct ext_reply *r)
 {
 	struct cache_podgroup pg;
-	char pgbuf[K8S_KEY_BUF + 64];
+	char pgbuf[K8S_KEY_BUF + K8S_UID_BUF + K8S_NAME_BUF];
 	unsigned exist = 0, bound = 0;
 	struct strbuf *sb = &r->body;
 
@@ -433,6 +437,9 @@ void ext__explain_podgroup(const struct ext_service *svc, const char *ns, const 
 		}
 		if (svc->gangs)
 			gang_view_fini(&v);
+		if (!queue[0] && cache_podgroup_get(svc->cache, ns, name, &pg, pgbuf,
+						    sizeof(pgbuf)) == 0 && pg.queue[0])
+			snprintf(queue, sizeof(queue), "%s", pg.queue);
 		if (!queue[0]) {
 			cache_group_foreach(svc->cache, ns, name, member_queue_fn, &m);
 			snprintf(queue, sizeof(queue), "%s", m.queue);

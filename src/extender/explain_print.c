@@ -110,8 +110,13 @@ static void print_gang(FILE *out, const cJSON *g, bool first)
 		str_or(g, "quorumFrom", "?"), num(g, "bound"));
 	if (num(g, "timeoutSeconds") > 0)
 		fprintf(out, "; timeout %.0fs", num(g, "timeoutSeconds"));
-	fprintf(out, "%s\n", cJSON_IsFalse(json_get(g, "podGroupKnown")) ? " (no PodGroup object)"
-									  : "");
+	if (cJSON_IsFalse(json_get(g, "podGroupKnown")))
+		fprintf(out, " (no PodGroup object)");
+	else if (json_str(g, "podGroupApi"))
+		fprintf(out, " (PodGroup %s%s%s)", json_str(g, "podGroupApi"),
+			json_str(g, "podGroupQueue") ? ", queue " : "",
+			json_str(g, "podGroupQueue") ? json_str(g, "podGroupQueue") : "");
+	fprintf(out, "\n");
 	if (!view && cJSON_IsTrue(json_get(g, "managed")))
 		fprintf(out, "  the gang manager keeps no state for it (no member filtered yet, "
 			"or forgotten while idle)\n");

@@ -58,6 +58,16 @@ bool gang__terms(struct gang_manager *m, const struct gang_member *mb, unsigned 
 	return false;
 }
 
+const char *gang__queue(struct gang_manager *m, const struct gang_member *mb, char *buf,
+			size_t len)
+{
+	struct cache_podgroup pg;
+
+	if (cache_podgroup_get(m->cache, mb->ns, mb->group, &pg, buf, len) == 0 && pg.queue[0])
+		return pg.queue;
+	return mb->queue ? mb->queue : mb->ns;
+}
+
 /* ---- What a gang asks: its members' needs ------------------------------------ */
 
 static void census_member(const struct cache_pod_info *p, const char *uid, void *arg)
@@ -474,6 +484,8 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 			      char *reason, size_t reasonlen)
 {
 	unsigned exist, bound, quorum, timeout_s, any = 0, sized;
+	char queue_buf[K8S_KEY_BUF + K8S_UID_BUF + K8S_NAME_BUF];
+	const char *queue;
 	uint32_t min_gpus;
 	bool named, settling, have_shares = false;
 	enum gang_verdict ret;
@@ -536,11 +548,11 @@ again:
 		goto again;
 	}
 	g->last_seen_ns = gang__now(m);
-	if (g->n_targets && (g->priority != mb->priority ||
-			     strcmp(g->queue, mb->queue ? mb->queue : mb->ns) != 0))
+	queue = gang__queue(m, mb, queue_buf, sizeof(queue_buf));
+	if (g->n_targets && (g->priority != mb->priority || strcmp(g->queue, queue) != 0))
 		m->holds_dirty = true;  /* the held-node set names both */
 	g->priority = mb->priority;
-	snprintf(g->queue, sizeof(g->queue), "%s", mb->queue ? mb->queue : mb->ns);
+	snprintf(g->queue, sizeof(g->queue), "%s", queue);
 	if (!gang__planned(g)) {
 		g->quorum = quorum;
 		if (!gang_admit(m, g, mb, views, n, quorum - bound, timeout_s, min_gpus, &sh, reason,

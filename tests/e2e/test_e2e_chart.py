@@ -300,7 +300,7 @@ class Chart(E2E):
         # No scheduler roles for troupe's account in this mode.
         bound = {o["roleRef"]["name"] for k, o in objs.items() if k[0] == "ClusterRoleBinding"}
         self.assertEqual(bound, {"troupe", "troupe-delegated-auth", "troupe-events",
-                                 "troupe-podgroup-status"})
+                                 "troupe-podgroup-status", "troupe-other-podgroups"})
 
     def test_rbac(self):
         shipped = {(o["kind"], o["metadata"]["name"]): o
@@ -325,6 +325,12 @@ class Chart(E2E):
                                              {"get", "patch"}})
             self.assertEqual(rules(status), rules(shipped[("ClusterRole",
                                                            "troupe-podgroup-status")]))
+            # Other schedulers' PodGroups: read only, a role of its own.
+            other = objs[("ClusterRole", "troupe-other-podgroups")]
+            self.assertEqual(rules(other), {(g, "podgroups"): {"list", "watch"} for g in (
+                "scheduling.k8s.io", "scheduling.volcano.sh", "scheduling.run.ai")})
+            self.assertEqual(rules(other), rules(shipped[("ClusterRole",
+                                                          "troupe-other-podgroups")]))
             lease = objs[("Role", "troupe-leader-election")]
             self.assertEqual(lease["metadata"]["namespace"], self.ns)
             self.assertEqual(rules(lease), {("coordination.k8s.io", "leases"):
@@ -336,7 +342,7 @@ class Chart(E2E):
             extra = {"system:kube-scheduler", "system:volume-scheduler",
                      "extension-apiserver-authentication-reader"} if mode == "sidecar" else set()
             self.assertEqual(granted, {"troupe", "troupe-delegated-auth", "troupe-events",
-                                       "troupe-podgroup-status",
+                                       "troupe-podgroup-status", "troupe-other-podgroups",
                                        "troupe-leader-election"} | extra, mode)
             for k, o in objs.items():
                 if k[0] in ("ClusterRoleBinding", "RoleBinding"):

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end: the upstream gang API of the pinned release, with kube-scheduler's
-own GangScheduling plugin active next to troupe.
+own GangScheduling plugin active next to troupe; and the PodGroups of Volcano and
+KAI Scheduler, whose CRDs are installed while troupe runs.
 
 Kubernetes 1.37 serves the PodGroup of scheduling.k8s.io/v1beta1 (1.36:
 v1alpha2) behind the GenericWorkload feature gate (beta, off by default), which also turns on the
@@ -9,30 +10,64 @@ spec.schedulingGroup.podGroupName. Both gate the group: the plugin keeps members
 out of the queue until minCount exist (PreEnqueue) and holds them at Permit until
 minCount are assumed; troupe plans the whole group at the first member's filter
 and holds its binds until the quorum is held. The behaviour chosen
-(docs/e2e.md): troupe takes the group's quorum from the pods kube-scheduler has
-let through; the plugin's Permit releases all members to binding together, so
-troupe's held binds find their quorum at once. Neither waits for the other.
+(docs/e2e.md): troupe reads the same PodGroup (its watch of scheduling.k8s.io
+v1beta1 PodGroups) and takes minCount as the quorum, as the plugin does; the
+plugin's Permit releases all members to binding together, so troupe's held
+binds find their quorum at once. Neither waits for the other.
 
-  test_gang_binds_whole              a gang of 3 binds whole, promptly
+  test_gang_binds_whole              a gang of 3 binds whole, promptly, with
+                                     troupe's quorum from the PodGroup's minCount
   test_gang_short_binds_nothing      2 of minCount 3: nothing binds
   test_competing_gangs               two gangs for one gang's room: never partly
                                      bound, and the second runs after the first
+  test_volcano_and_kai_podgroups     the CRDs of Volcano's and KAI's PodGroups
+                                     applied while troupe runs: troupe picks the
+                                     APIs up, and holds each gang for its
+                                     PodGroup's minMember (two of three Volcano
+                                     members, one of two KAI members: nothing
+                                     binds; a label-only gang would have bound),
+                                     in the PodGroup's queue
 """
+import json
 import os
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster as rig  # noqa: E402
 import invariants  # noqa: E402
-from e2e_common import E2E, gpu_pod, wait_until, module_cluster  # noqa: E402
+from e2e_common import E2E, FAST_TROUPE, gpu_pod, wait_until, module_cluster  # noqa: E402
 
 HOSTS = ["gpu-0000", "gpu-0003", "gpu-0006"]
+# APIs that appear while troupe runs are looked for every 2 s (default 300).
+TROUPE_CONFIG = FAST_TROUPE.replace("api:\n", "api:\n  podgroup_retry_seconds: 2\n")
+
+# The PodGroup CRDs of Volcano (scheduling.volcano.sh/v1beta1) and KAI Scheduler
+# (scheduling.run.ai/v2alpha2) with their real group, version, plural and
+# scope; the schema keeps any field, the objects below set the real ones.
+PODGROUP_CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: podgroups.%(group)s}
+spec:
+  group: %(group)s
+  names: {kind: PodGroup, listKind: PodGroupList, plural: podgroups, singular: podgroup}
+  scope: Namespaced
+  versions:
+  - name: %(version)s
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"""
+OTHER_CRDS = "---\n".join(PODGROUP_CRD % {"group": g, "version": v} for g, v in (
+    ("scheduling.volcano.sh", "v1beta1"), ("scheduling.run.ai", "v2alpha2")))
 
 
 setUpModule, tearDownModule = module_cluster(
-    "workload", nodes=10,
+    "workload", nodes=10, troupe_config=TROUPE_CONFIG,
     feature_gates=rig.workload_gates(rig.release_version(os.environ.get("TROUPE_E2E_RELEASE"))))
 
 
@@ -51,6 +86,12 @@ class UpstreamGang(E2E):
         return [p for p in self.pods() if p["spec"].get("nodeName")
                 and (p["spec"].get("schedulingGroup") or {}).get("podGroupName") == name]
 
+    def explain_gang(self, name):
+        """troupe's explanation of pod group <name> (its /debug/explain)."""
+        url = "%s/debug/explain?podgroup=%s/%s" % (self.c.troupe_ops_url, self.ns, name)
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.loads(r.read())["gang"]
+
     def test_gang_binds_whole(self):
         # The plugin is really there: kube-scheduler's configuration lists it.
         t0 = time.monotonic()
@@ -63,6 +104,10 @@ class UpstreamGang(E2E):
         self.assertLess(took, 60, "the gang took %.0fs to bind" % took)
         nodes = sorted(p["spec"]["nodeName"] for p in self.bound("upstream"))
         self.assertEqual(nodes, HOSTS)
+        # troupe's quorum is the PodGroup's minCount, read from the same API.
+        gang = self.explain_gang("upstream")
+        self.assertEqual((gang["podGroupApi"], gang["quorum"], gang["quorumFrom"]),
+                         ("scheduling.k8s.io/v1beta1", 3, "podGroup"), gang)
 
     def test_gang_short_binds_nothing(self):
         self.group("short", 3, 2)
@@ -85,6 +130,45 @@ class UpstreamGang(E2E):
         for i in range(3):
             self.delete_pod("%s-%d" % (winner, i), wait=False)
         wait_until(lambda: len(self.bound(loser)) == 3, timeout=180, what="the other gang bound")
+
+    def test_volcano_and_kai_podgroups(self):
+        mark = len(self.c.log("troupe"))
+        self.c.apply(OTHER_CRDS)
+        for kind in ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.run.ai"):
+            wait_until(lambda: "[informer] %s: listed" % kind in self.c.log("troupe")[mark:],
+                       timeout=60, what="troupe listing " + kind)
+        cases = (
+            # (API, group, minMember, queue, the pods' group annotation, members)
+            ("scheduling.volcano.sh/v1beta1", "vc", 3, "research",
+             "scheduling.k8s.io/group-name", 3),
+            ("scheduling.run.ai/v2alpha2", "kai", 2, "team-a", "pod-group-name", 2),
+        )
+        for api, group, min_member, queue, key, n in cases:
+            self.create({"apiVersion": api, "kind": "PodGroup",
+                         "metadata": {"name": group},
+                         "spec": {"minMember": min_member, "queue": queue}},
+                        path="/apis/%s/namespaces/%s/podgroups" % (api, self.ns))
+            wait_until(lambda: self.explain_gang(group)["podGroupKnown"], timeout=30,
+                       what="troupe seeing PodGroup " + group)
+            for i in range(n - 1):
+                self.create(gpu_pod("%s-%d" % (group, i), 1, hosts=HOSTS,
+                                    annotations={key: group}))
+        # One member short of each PodGroup's minMember: nothing binds (with
+        # no PodGroup, troupe's settle rule would bind them after 1 s).
+        self.assert_never_bound(["vc-0", "vc-1", "kai-0"], 8)
+        for api, group, min_member, queue, key, n in cases:
+            gang = self.explain_gang(group)
+            self.assertEqual((gang["podGroupApi"], gang["quorum"], gang["quorumFrom"],
+                              gang["podGroupQueue"]),
+                             (api, min_member, "podGroup", queue), gang)
+            self.create(gpu_pod("%s-%d" % (group, n - 1), 1, hosts=HOSTS,
+                                annotations={key: group}))
+        for api, group, min_member, queue, key, n in cases:
+            for i in range(n):
+                self.wait_bound("%s-%d" % (group, i), timeout=90)
+            # The gang was ordered in its PodGroup's queue.
+            self.assertEqual(self.explain_gang(group)["manager"]["queue"], queue)
+        invariants.assert_holds(self.c)
 
 
 if __name__ == "__main__":

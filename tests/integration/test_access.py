@@ -167,7 +167,27 @@ class AccessTest(LiveCase):
         self.wait_readyz(t, 503, {"status": "forbidden", "missing": ["list podgroups"]})
         self.srv.allow("list", "podgroups", PG_GROUP)
         self.wait_readyz(t, 200, {"status": "ready"})
-        self.assertIn("PodGroup CRD (scheduling.x-k8s.io/v1alpha1) not installed", t.log())
+        self.assertIn("scheduler-plugins PodGroups (scheduling.x-k8s.io/v1alpha1) are not "
+                      "served here", t.log())
+
+    def test_other_schedulers_podgroups_never_hold_readiness(self):
+        # Kubernetes', Volcano's and KAI's PodGroups are optional: the test
+        # server serves none (404, said once each), and a 403 on one (its role
+        # not granted) is one warning, never a reason to be unready.
+        self.srv.deny("list", "podgroups", "scheduling.volcano.sh", reviews=False)
+        t = self.start()
+        self.wait_readyz(t, 200, {"status": "ready"})
+        said = "Volcano PodGroups (scheduling.volcano.sh/v1beta1): troupe may not list them (403)"
+        self.wait_log(t, said)
+        time.sleep(3)       # several retries (api.podgroup_retry_seconds: 1), said once
+        log = t.log()
+        self.assertEqual(log.count(said), 1, log)
+        for who, api in (("Kubernetes", "scheduling.k8s.io/v1beta1"),
+                         ("KAI Scheduler", "scheduling.run.ai/v2alpha2")):
+            self.assertEqual(log.count("%s PodGroups (%s) are not served here" % (who, api)), 1,
+                             log)
+        self.assertNotIn("missing permission", log)
+        self.filter_passes(t)
 
     def test_a_review_that_cannot_be_made_changes_nothing(self):
         self.srv.serve_access_reviews = False

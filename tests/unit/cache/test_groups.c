@@ -116,10 +116,10 @@ static void test_cache_podgroup_apply_get_replace_delete(void **state)
 	groups_str(c, all, sizeof(all));
 	assert_string_equal(all, "ml/eval=2,ml/train=6,other/train=8");
 
-	assert_int_equal(cache_podgroup_delete(c, "ml", "train"), 0);
+	assert_int_equal(cache_podgroup_delete(c, CACHE_PG_XK8S, "ml", "train"), 0);
 	assert_int_equal(cache_podgroup_get(c, "ml", "train", &pg, buf, sizeof(buf)), -ENOENT);
-	assert_int_equal(cache_podgroup_delete(c, "ml", "train"), -ENOENT);
-	assert_int_equal(cache_podgroup_delete(c, "other", "none"), -ENOENT);
+	assert_int_equal(cache_podgroup_delete(c, CACHE_PG_XK8S, "ml", "train"), -ENOENT);
+	assert_int_equal(cache_podgroup_delete(c, CACHE_PG_XK8S, "other", "none"), -ENOENT);
 	assert_int_equal(podgroup_count(c), 2);
 	groups_str(c, all, sizeof(all));
 	assert_string_equal(all, "ml/eval=2,other/train=8");
@@ -131,6 +131,79 @@ static void test_cache_podgroup_apply_get_replace_delete(void **state)
 		assert_int_equal(st.pods, 0);
 		assert_int_equal(st.nodes, 0);
 	}
+}
+
+/* A PodGroup of <api_version> ("" for none) from its spec's JSON (in single quotes). */
+static struct cache_podgroup *podgroup_of(const char *api_version, const char *ns,
+					  const char *name, const char *spec)
+{
+	char text[1024], err[CACHE_ERR_LEN] = "";
+	struct cache_podgroup *pg;
+
+	snprintf(text, sizeof(text), "{%s%s%s'kind':'PodGroup','metadata':{'name':'%s',"
+		 "'namespace':'%s','uid':'u-%s'},'spec':%s}", api_version[0] ? "'apiVersion':'" : "",
+		 api_version, api_version[0] ? "'," : "", name, ns, api_version, spec);
+	pg = podgroup_parse_sq(text, &OPTS, err, sizeof(err));
+	if (!pg)
+		fail_msg("cache_podgroup_parse(%s %s/%s): %s", api_version, ns, name, err);
+	return pg;
+}
+
+/* Groups of one namespace and name in several APIs: each API keeps its own,
+ * a delete or relist of one leaves the others, and the terms come from the
+ * first of cache_pg_precedence (upstream, scheduler-plugins, Volcano, KAI). */
+static void test_cache_podgroup_apis_kept_apart_and_looked_up_in_precedence(void **state)
+{
+	struct cache *c = *state;
+	struct cache_podgroup pg;
+	char buf[K8S_KEY_BUF + K8S_UID_BUF + K8S_NAME_BUF], small[sizeof("ml/g")];
+
+	assert_int_equal(cache_podgroup_apply(c, podgroup_of("scheduling.run.ai/v2alpha2", "ml",
+							     "g", "{'minMember':4,'queue':'kai-q'}")), 0);
+	assert_int_equal(cache_podgroup_get(c, "ml", "g", &pg, buf, sizeof(buf)), 0);
+	assert_int_equal(pg.api, CACHE_PG_KAI);
+	assert_int_equal(pg.min_member, 4);
+	assert_string_equal(pg.queue, "kai-q");
+	assert_string_equal(pg.uid, "u-scheduling.run.ai/v2alpha2");
+	assert_int_equal(cache_podgroup_apply(c, podgroup_of("scheduling.volcano.sh/v1beta1",
+							     "ml", "g", "{'minMember':3,'queue':'research'}")), 0);
+	assert_int_equal(cache_podgroup_get(c, "ml", "g", &pg, buf, sizeof(buf)), 0);
+	assert_int_equal(pg.api, CACHE_PG_VOLCANO);
+	assert_string_equal(pg.queue, "research");
+	assert_int_equal(cache_podgroup_apply(c, podgroup_of("", "ml", "g", "{'minMember':2}")), 0);
+	assert_int_equal(cache_podgroup_get(c, "ml", "g", &pg, buf, sizeof(buf)), 0);
+	assert_int_equal(pg.api, CACHE_PG_XK8S);
+	assert_int_equal(pg.min_member, 2);
+	assert_string_equal(pg.queue, "");
+	assert_int_equal(cache_podgroup_apply(c, podgroup_of("scheduling.k8s.io/v1beta1", "ml", "g",
+							     "{'schedulingPolicy':{'gang':{'minCount':5}}}")),
+			 0);
+	assert_int_equal(cache_podgroup_get(c, "ml", "g", &pg, buf, sizeof(buf)), 0);
+	assert_int_equal(pg.api, CACHE_PG_UPSTREAM);
+	assert_int_equal(pg.min_member, 5);
+	assert_int_equal(podgroup_count(c), 4);
+	/* A buffer with room for the key alone: uid and queue are "". */
+	assert_int_equal(cache_podgroup_get(c, "ml", "g", &pg, small, sizeof(small)), 0);
+	assert_string_equal(pg.name, "g");
+	assert_string_equal(pg.uid, "");
+	assert_string_equal(pg.queue, "");
+
+	/* Deleting from one API uncovers the next. */
+	assert_int_equal(cache_podgroup_delete(c, CACHE_PG_UPSTREAM, "ml", "g"), 0);
+	assert_int_equal(cache_podgroup_get(c, "ml", "g", &pg, buf, sizeof(buf)), 0);
+	assert_int_equal(pg.api, CACHE_PG_XK8S);
+	assert_int_equal(cache_podgroup_delete(c, CACHE_PG_UPSTREAM, "ml", "g"), -ENOENT);
+	assert_int_equal(cache_podgroup_delete(c, CACHE_PG_XK8S, "ml", "g"), 0);
+	assert_int_equal(cache_podgroup_get(c, "ml", "g", &pg, buf, sizeof(buf)), 0);
+	assert_int_equal(pg.api, CACHE_PG_VOLCANO);
+	assert_int_equal(pg.min_member, 3);
+	assert_int_equal(cache_podgroup_delete(c, CACHE_PG_VOLCANO, "ml", "g"), 0);
+	assert_int_equal(cache_podgroup_get(c, "ml", "g", &pg, buf, sizeof(buf)), 0);
+	assert_int_equal(pg.api, CACHE_PG_KAI);
+	assert_int_equal(cache_podgroup_delete(c, CACHE_PG_KAI, "ml", "g"), 0);
+	assert_int_equal(cache_podgroup_get(c, "ml", "g", &pg, buf, sizeof(buf)), -ENOENT);
+	assert_int_equal(podgroup_count(c), 0);
+	assert_int_equal(cache_podgroup_delete(c, CACHE_PG_API_COUNT, "ml", "g"), -EINVAL);
 }
 
 /* ---- Pod-group member index -------------------------------------------------- */
@@ -352,6 +425,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		CACHE_TEST(test_cache_podgroup_apply_get_replace_delete),
+		CACHE_TEST(test_cache_podgroup_apis_kept_apart_and_looked_up_in_precedence),
 		CACHE_TEST(test_cache_group_keeps_one_plan_per_group),
 		cmocka_unit_test(test_cache_group_index_matches_a_full_scan),
 	};

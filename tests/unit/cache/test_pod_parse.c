@@ -513,6 +513,130 @@ static void test_cache_podgroup_parse_fields(void **state)
 	assert_int_equal(bad, 0);
 }
 
+/* Each API's quorum, timeout, queue and minResources, as the stream that
+ * lists it says (parse_api) and as its apiVersion says (a snapshot's). */
+static void test_cache_podgroup_parse_each_api(void **state)
+{
+	static const struct {
+		const char *what;
+		enum cache_pg_api api;
+		const char *spec;
+		int32_t min_member, timeout_s;
+		const char *queue;
+		uint32_t min_gpus;
+	} cases[] = {
+		{ "scheduler-plugins", CACHE_PG_XK8S,
+		  "{'minMember':4,'scheduleTimeoutSeconds':90,'queue':'not-a-field-here',"
+		  "'minResources':{'nvidia.com/gpu':'8'}}", 4, 90, "", 8 },
+		{ "upstream gang", CACHE_PG_UPSTREAM,
+		  "{'schedulingPolicy':{'gang':{'minCount':6}},'minMember':99,"
+		  "'scheduleTimeoutSeconds':90}", 6, 0, "", 0 },
+		{ "upstream basic: each pod alone", CACHE_PG_UPSTREAM,
+		  "{'schedulingPolicy':{'basic':{}}}", 1, 0, "", 0 },
+		{ "upstream without a policy", CACHE_PG_UPSTREAM, "{}", 0, 0, "", 0 },
+		{ "upstream minCount not a count", CACHE_PG_UPSTREAM,
+		  "{'schedulingPolicy':{'gang':{'minCount':-3}}}", 0, 0, "", 0 },
+		{ "Volcano", CACHE_PG_VOLCANO,
+		  "{'minMember':3,'queue':'research','minResources':{'nvidia.com/gpu':'12'}}",
+		  3, 0, "research", 12 },
+		{ "Volcano, tasks adding up to more than minMember", CACHE_PG_VOLCANO,
+		  "{'minMember':2,'minTaskMember':{'ps':1,'worker':4}}", 5, 0, "", 0 },
+		{ "Volcano, tasks adding up to less", CACHE_PG_VOLCANO,
+		  "{'minMember':6,'minTaskMember':{'worker':4},'queue':''}", 6, 0, "", 0 },
+		{ "Volcano, a task count not a count", CACHE_PG_VOLCANO,
+		  "{'minMember':2,'minTaskMember':{'a':'x','b':3}}", 3, 0, "", 0 },
+		{ "KAI with subgroups", CACHE_PG_KAI,
+		  "{'minMember':8,'queue':'team-a','subGroups':[{'name':'a','minMember':4},"
+		  "{'name':'b','minMember':4}]}", 8, 0, "team-a", 0 },
+		{ "KAI, a queue name too long", CACHE_PG_KAI,
+		  "{'minMember':2,'queue':'qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq"
+		  "qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq"
+		  "qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq"
+		  "qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq'}", 2, 0, "", 0 },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		for (int by_version = 0; by_version < 2; by_version++) {
+			char text[1024], err[CACHE_ERR_LEN] = "";
+			struct cache_podgroup *pg;
+			cJSON *j;
+
+			snprintf(text, sizeof(text), "{'apiVersion':'%s','kind':'PodGroup','metadata':"
+				 "{'name':'g','namespace':'ml'},'spec':%s}",
+				 cache_pg_apis[cases[i].api].api_version, cases[i].spec);
+			j = json_sq(text);
+			pg = by_version ? cache_podgroup_parse(j, &OPTS, err, sizeof(err))
+					: cache_podgroup_parse_api(j, cases[i].api, &OPTS, err,
+								   sizeof(err));
+			cJSON_Delete(j);
+			if (!pg) {
+				print_message("%s: not parsed: %s\n", cases[i].what, err);
+				bad++;
+				continue;
+			}
+			if (pg->api != cases[i].api || pg->min_member != cases[i].min_member ||
+			    pg->timeout_s != cases[i].timeout_s ||
+			    strcmp(pg->queue, cases[i].queue) != 0 ||
+			    pg->min_gpus != cases[i].min_gpus) {
+				print_message("%s (%s): got api %d quorum %d timeout %d queue '%s' "
+					      "gpus %u; want %d %d %d '%s' %u\n", cases[i].what,
+					      by_version ? "by apiVersion" : "by stream", pg->api,
+					      pg->min_member, pg->timeout_s, pg->queue, pg->min_gpus,
+					      cases[i].api, cases[i].min_member, cases[i].timeout_s,
+					      cases[i].queue, cases[i].min_gpus);
+				bad++;
+			}
+			cache_podgroup_free(pg);
+		}
+	}
+	assert_int_equal(bad, 0);
+}
+
+/* A snapshot's PodGroup: its apiVersion's group picks the API, whatever the
+ * version; one troupe does not read is refused with a message. */
+static void test_cache_podgroup_parse_api_version(void **state)
+{
+	static const struct {
+		const char *api_version;
+		int api;                /* -1: refused */
+	} cases[] = {
+		{ "scheduling.x-k8s.io/v1alpha1", CACHE_PG_XK8S },
+		{ "scheduling.sigs.k8s.io/v1alpha1", CACHE_PG_XK8S },
+		{ "scheduling.k8s.io/v1alpha2", CACHE_PG_UPSTREAM },
+		{ "scheduling.k8s.io/v1beta1", CACHE_PG_UPSTREAM },
+		{ "scheduling.volcano.sh/v1beta1", CACHE_PG_VOLCANO },
+		{ "scheduling.run.ai/v2alpha2", CACHE_PG_KAI },
+		{ "scheduling.k8s.io", -1 },
+		{ "scheduling.k8s.io.evil/v1", -1 },
+		{ "scheduling/v1", -1 },
+		{ "example.com/v1", -1 },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char text[512], err[CACHE_ERR_LEN] = "";
+		struct cache_podgroup *pg;
+		cJSON *j;
+
+		snprintf(text, sizeof(text), "{'apiVersion':'%s','metadata':{'name':'g'}}",
+			 cases[i].api_version);
+		j = json_sq(text);
+		pg = cache_podgroup_parse(j, &OPTS, err, sizeof(err));
+		cJSON_Delete(j);
+		if ((pg ? (int)pg->api : -1) != cases[i].api ||
+		    (!pg && !strstr(err, "not one troupe reads"))) {
+			print_message("%s: got %d (%s), want %d\n", cases[i].api_version,
+				      pg ? (int)pg->api : -1, err, cases[i].api);
+			bad++;
+		}
+		cache_podgroup_free(pg);
+	}
+	assert_int_equal(bad, 0);
+}
+
 static void test_cache_podgroup_parse_requires_name(void **state)
 {
 	static const struct {
@@ -558,6 +682,8 @@ int main(void)
 		cmocka_unit_test(test_cache_pod_parse_gpu_ids_annotation),
 		cmocka_unit_test(test_cache_pod_parse_bad_gpu_request_sets_demand_error),
 		cmocka_unit_test(test_cache_podgroup_parse_fields),
+		cmocka_unit_test(test_cache_podgroup_parse_each_api),
+		cmocka_unit_test(test_cache_podgroup_parse_api_version),
 		cmocka_unit_test(test_cache_podgroup_parse_requires_name),
 	};
 

@@ -1,7 +1,8 @@
 /* Unit tests of admission at filter (admit.c): every member of a mixed gang
  * gets a place of its own size, a PodGroup's minResources is checked before
- * anything is reserved, and a gang naming no quorum waits for its members to
- * settle (on a fake clock).
+ * anything is reserved, a Volcano PodGroup's minMember and queue are the gang's,
+ * and a gang naming no quorum waits for its members to settle (on a fake
+ * clock).
  */
 #include "model.h"
 
@@ -72,40 +73,75 @@ static void test_gang_mixed_members_each_get_a_place_of_their_size(void **state)
 	m_free(m);
 }
 
+/* Parse and apply a Pod, or a PodGroup, given as JSON. */
+static void apply_json(struct cache *c, const char *json, bool podgroup)
+{
+	char err[CACHE_ERR_LEN] = "";
+	cJSON *o = cJSON_Parse(json);
+
+	assert_non_null(o);
+	if (podgroup)
+		assert_int_equal(cache_podgroup_apply(c, cache_podgroup_parse(o, &gpu_opts, err,
+									      sizeof(err))), 0);
+	else
+		assert_int_equal(cache_pod_apply(c, cache_pod_parse(o, &gpu_opts, err, sizeof(err))),
+				 0);
+	cJSON_Delete(o);
+}
+
+/* Two 8-GPU pods of one group in namespace ml, w0 and w1, their group named by
+ * <group_key> in <meta_field> ("labels" or "annotations"), with <extra> more
+ * metadata ("" or ',"labels":{...}'). */
+static void apply_two_members(struct cache *c, const char *meta_field, const char *group_key,
+			      const char *group, const char *extra)
+{
+	for (int i = 0; i < 2; i++) {
+		char json[640];
+
+		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"w%d\",\"namespace\":\"ml\","
+			 "\"uid\":\"w%d\",\"%s\":{\"%s\":\"%s\"}%s},"
+			 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+			 "{\"nvidia.com/gpu\":\"8\"}}}]}}", i, i, meta_field, group_key, group, extra);
+		apply_json(c, json, false);
+	}
+}
+
+/* Member <mb>'s filter over nodes n0 and n1. */
+static enum gang_verdict filter_two(struct cache *c, struct gang_manager *gm,
+				    const struct gang_member *mb, bool allowed[2], char *reason,
+				    size_t len)
+{
+	struct cache_node_view views[2];
+	enum gang_verdict v;
+
+	cache_read_begin(c);
+	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
+	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
+	v = gang_filter(gm, mb, views, 2, allowed, reason, len);
+	cache_read_end(c);
+	return v;
+}
+
 /* A PodGroup's minResources that the offered nodes cannot hold refuses the gang
  * before anything is planned or reserved. */
 static void test_gang_filter_checks_the_podgroup_min_resources(void **state)
 {
 	struct gang_config cfg;
 	struct cache *c = cache_new(&gpu_opts);
-	struct cache_node_view views[2];
+	struct cache_node_view view;
 	struct gang_manager *gm;
 	struct gang_member mb = { 0 };
-	char reason[640], err[CACHE_ERR_LEN];
+	char reason[640];
 	bool allowed[2];
-	cJSON *o;
 
 	(void)state;
 	gang_config_defaults(&cfg);
 	cfg.default_timeout_s = 5;
 	assert_non_null(c);
 	cache_nodes(c, 2);
-	for (int i = 0; i < 2; i++) {
-		char json[512];
-
-		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"w%d\",\"namespace\":\"ml\","
-			 "\"uid\":\"w%d\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"big\"}},"
-			 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
-			 "{\"nvidia.com/gpu\":\"8\"}}}]}}", i, i);
-		o = cJSON_Parse(json);
-		assert_int_equal(cache_pod_apply(c, cache_pod_parse(o, &gpu_opts, err, sizeof(err))), 0);
-		cJSON_Delete(o);
-	}
-	o = cJSON_Parse("{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\"},\"spec\":{\"minMember\":2,"
-			"\"minResources\":{\"nvidia.com/gpu\":\"32\"}}}");
-	assert_int_equal(cache_podgroup_apply(c, cache_podgroup_parse(o, &gpu_opts, err, sizeof(err))),
-			 0);
-	cJSON_Delete(o);
+	apply_two_members(c, "labels", "scheduling.x-k8s.io/pod-group", "big", "");
+	apply_json(c, "{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\"},\"spec\":{\"minMember\":2,"
+		   "\"minResources\":{\"nvidia.com/gpu\":\"32\"}}}", true);
 	gm = gang_manager_new(c, &cfg);
 	assert_non_null(gm);
 	mb.uid = "w0";
@@ -113,35 +149,69 @@ static void test_gang_filter_checks_the_podgroup_min_resources(void **state)
 	mb.name = "w0";
 	mb.group = "big";
 	mb.req.demand.gpus = 8;
-	cache_read_begin(c);
-	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
-	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
-	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
-			 GANG_REFUSED);
-	cache_read_end(c);
+	assert_int_equal(filter_two(c, gm, &mb, allowed, reason, sizeof(reason)), GANG_REFUSED);
 	assert_non_null(strstr(reason, "minResources needs 32 GPUs; the offered nodes have 16 free"));
 	assert_false(allowed[0] || allowed[1]);
 	/* Nothing was reserved. */
 	cache_read_begin(c);
-	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
-	assert_int_equal(views[0].used, 0);
+	assert_true(cache_node_lookup(c, "n0", 2, &view));
+	assert_int_equal(view.used, 0);
 	cache_read_end(c);
 	/* minResources the offered nodes can hold: the gang is planned. */
-	o = cJSON_Parse("{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\"},\"spec\":{\"minMember\":2,"
-			"\"minResources\":{\"nvidia.com/gpu\":\"16\"}}}");
-	assert_int_equal(cache_podgroup_apply(c, cache_podgroup_parse(o, &gpu_opts, err, sizeof(err))),
-			 0);
-	cJSON_Delete(o);
-	cache_read_begin(c);
-	assert_true(cache_node_lookup(c, "n0", 2, &views[0]));
-	assert_true(cache_node_lookup(c, "n1", 2, &views[1]));
-	assert_int_equal(gang_filter(gm, &mb, views, 2, allowed, reason, sizeof(reason)),
-			 GANG_ALLOWED);
-	cache_read_end(c);
+	apply_json(c, "{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\"},\"spec\":{\"minMember\":2,"
+		   "\"minResources\":{\"nvidia.com/gpu\":\"16\"}}}", true);
+	assert_int_equal(filter_two(c, gm, &mb, allowed, reason, sizeof(reason)), GANG_ALLOWED);
 	assert_true(allowed[0] || allowed[1]);
 	gang_manager_free(gm);
 	cache_free(c);
 }
+
+/* Another scheduler's PodGroup gives a gang its terms: a Volcano group's
+ * minMember holds its members (named by Volcano's pod annotation) until that
+ * many exist, and its spec.queue is the queue the gang is ordered in, over the
+ * members' own queue label. */
+static void test_gang_takes_quorum_and_queue_from_a_volcano_podgroup(void **state)
+{
+	struct gang_config cfg;
+	struct cache *c = cache_new(&gpu_opts);
+	struct gang_manager *gm;
+	struct gang_member mb = { 0 };
+	struct gang_view v;
+	char reason[640];
+	bool allowed[2];
+
+	(void)state;
+	gang_config_defaults(&cfg);
+	assert_non_null(c);
+	cache_nodes(c, 2);
+	apply_two_members(c, "annotations", "scheduling.k8s.io/group-name", "vc",
+			  ",\"labels\":{\"troupe.io/queue\":\"own\"}");
+	apply_json(c, "{\"apiVersion\":\"scheduling.volcano.sh/v1beta1\",\"kind\":\"PodGroup\","
+		   "\"metadata\":{\"name\":\"vc\",\"namespace\":\"ml\"},"
+		   "\"spec\":{\"minMember\":3,\"queue\":\"research\"}}", true);
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	mb.uid = "w0";
+	mb.ns = "ml";
+	mb.name = "w0";
+	mb.group = "vc";
+	mb.queue = "own";
+	mb.req.demand.gpus = 8;
+	assert_int_equal(filter_two(c, gm, &mb, allowed, reason, sizeof(reason)), GANG_REFUSED);
+	assert_non_null(strstr(reason, "waiting for its members: 2 of 3 exist"));
+	/* minMember 2: planned, in the PodGroup's queue. */
+	apply_json(c, "{\"apiVersion\":\"scheduling.volcano.sh/v1beta1\",\"kind\":\"PodGroup\","
+		   "\"metadata\":{\"name\":\"vc\",\"namespace\":\"ml\"},"
+		   "\"spec\":{\"minMember\":2,\"queue\":\"research\"}}", true);
+	assert_int_equal(filter_two(c, gm, &mb, allowed, reason, sizeof(reason)), GANG_ALLOWED);
+	assert_int_equal(gang_view_get(gm, "ml", "vc", &v), 0);
+	assert_int_equal(v.quorum, 2);
+	assert_string_equal(v.queue, "research");
+	gang_view_fini(&v);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
 /* Apply pod <uid> of group "team" (label only: no PodGroup, no quorum named)
  * asking 8 GPUs. */
 static void settle_pod(struct cache *c, const char *uid)
@@ -274,6 +344,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gang_mixed_members_each_get_a_place_of_their_size),
 		cmocka_unit_test(test_gang_filter_checks_the_podgroup_min_resources),
+		cmocka_unit_test(test_gang_takes_quorum_and_queue_from_a_volcano_podgroup),
 		cmocka_unit_test(test_gang_without_a_quorum_waits_for_its_members_to_settle),
 	};
 
