@@ -60,6 +60,14 @@ static const struct cache_permission optional_permissions[CACHE_OPT_PERM_COUNT] 
 					 "list podgroups.scheduling.run.ai" },
 	[CACHE_OPT_PERM_WATCH_PG_KAI] = { "watch", "scheduling.run.ai", "podgroups", "",
 					  "watch podgroups.scheduling.run.ai" },
+	[CACHE_OPT_PERM_LIST_Q_VOLCANO] = { "list", "scheduling.volcano.sh", "queues", "",
+					    "list queues.scheduling.volcano.sh" },
+	[CACHE_OPT_PERM_WATCH_Q_VOLCANO] = { "watch", "scheduling.volcano.sh", "queues", "",
+					     "watch queues.scheduling.volcano.sh" },
+	[CACHE_OPT_PERM_LIST_Q_KAI] = { "list", "scheduling.run.ai", "queues", "",
+					"list queues.scheduling.run.ai" },
+	[CACHE_OPT_PERM_WATCH_Q_KAI] = { "watch", "scheduling.run.ai", "queues", "",
+					 "watch queues.scheduling.run.ai" },
 };
 
 const struct cache_permission *cache_permission_get(enum cache_perm p)

@@ -102,6 +102,11 @@ enum cache_optional_perm {
 	CACHE_OPT_PERM_WATCH_PG_VOLCANO,
 	CACHE_OPT_PERM_LIST_PG_KAI,             /* scheduling.run.ai podgroups */
 	CACHE_OPT_PERM_WATCH_PG_KAI,
+	/* Their Queues, for the weights (informer.c's optional streams). */
+	CACHE_OPT_PERM_LIST_Q_VOLCANO,          /* scheduling.volcano.sh queues */
+	CACHE_OPT_PERM_WATCH_Q_VOLCANO,
+	CACHE_OPT_PERM_LIST_Q_KAI,              /* scheduling.run.ai queues */
+	CACHE_OPT_PERM_WATCH_Q_KAI,
 	CACHE_OPT_PERM_COUNT
 };
 

@@ -502,6 +502,41 @@ struct cache_podgroup {
 	struct cache_podgroup_status status;
 };
 
+/* ---- Queues of other schedulers: their weights for fair sharing ------------------ */
+
+/* The Queue APIs troupe reads a weight from, each where the cluster serves it.
+ * A weight in troupe's own config (queues:) comes first; then the first of
+ * these that has a Queue of that name. */
+enum cache_queue_api {
+	CACHE_Q_VOLCANO,        /* Volcano, scheduling.volcano.sh/v1beta1: spec.weight */
+	CACHE_Q_KAI,            /* KAI Scheduler, scheduling.run.ai/v2:
+				 * spec.resources.gpu.overQuotaWeight */
+	CACHE_Q_API_COUNT
+};
+extern const struct cache_pg_api_info cache_queue_apis[CACHE_Q_API_COUNT];
+
+/* A Queue object: its name (cluster-scoped) and weight (> 0). */
+struct cache_queue {
+	char name[K8S_NAME_BUF];
+	double weight;
+};
+/* Parse a Queue of <api>. Returns 0, or -EINVAL with <err> set when it has no
+ * usable name. A weight that is absent, not a number, or not above 0 is 1 (as
+ * Volcano's admission webhook sets it); a weight above 1e6 is 1e6. */
+int cache_queue_parse(const cJSON *obj, enum cache_queue_api api, struct cache_queue *out,
+		      char *err, size_t errlen);
+/* Writer: add or replace <q> of <api>. */
+int cache_queue_apply(struct cache *c, enum cache_queue_api api, const struct cache_queue *q);
+/* Writer: remove <api>'s Queue <name>. -ENOENT when unknown. */
+int cache_queue_delete(struct cache *c, enum cache_queue_api api, const char *name);
+/* Any: the weight the first Queue API that has <name> gives it, and which API
+ * (<api>, may be NULL). Returns false when none has it. */
+bool cache_queue_weight(struct cache *c, const char *name, double *weight,
+			enum cache_queue_api *api);
+/* Any: visit every Queue of <api> (under the lock: <fn> must not call back). */
+void cache_queue_foreach(struct cache *c, enum cache_queue_api api,
+			 void (*fn)(const struct cache_queue *, void *), void *arg);
+
 /* Parse a PodGroup of <api>. Returns NULL with <err> set when it has no name. */
 struct cache_podgroup *cache_podgroup_parse_api(const cJSON *obj, enum cache_pg_api api,
 						const struct cache_opts *opts, char *err,

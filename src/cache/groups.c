@@ -138,6 +138,12 @@ void cache__groups_fini(struct cache *c)
 		}
 		strmap_fini(&c->groups[a]);
 	}
+	for (int a = 0; a < CACHE_Q_API_COUNT; a++) {
+		pos = 0;
+		while (strmap_next(&c->queues[a], &pos, NULL, &v))
+			free(v);
+		strmap_fini(&c->queues[a]);
+	}
 	pthread_mutex_destroy(&c->groups_lock);
 	pos = 0;
 	while (strmap_next(&c->members, &pos, NULL, &v))

@@ -16,16 +16,27 @@
 #include "common/util.h"
 
 const struct kind_info kinds[K_COUNT] = {
-	{ "nodes", "/api/v1/nodes", CACHE_PERM_LIST_NODES, CACHE_PERM_WATCH_NODES, -1 },
-	{ "pods", "/api/v1/pods", CACHE_PERM_LIST_PODS, CACHE_PERM_WATCH_PODS, -1 },
+	{ "nodes", "/api/v1/nodes", CACHE_PERM_LIST_NODES, CACHE_PERM_WATCH_NODES, -1, -1,
+	  "Nodes", NULL },
+	{ "pods", "/api/v1/pods", CACHE_PERM_LIST_PODS, CACHE_PERM_WATCH_PODS, -1, -1, "Pods",
+	  NULL },
 	{ "podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", CACHE_PERM_LIST_PODGROUPS,
-	  CACHE_PERM_WATCH_PODGROUPS, CACHE_PG_XK8S },
+	  CACHE_PERM_WATCH_PODGROUPS, CACHE_PG_XK8S, -1, "scheduler-plugins PodGroups",
+	  "scheduling.x-k8s.io/v1alpha1" },
 	{ "podgroups.scheduling.k8s.io", "/apis/scheduling.k8s.io/v1beta1/podgroups",
-	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_UPSTREAM },
+	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_UPSTREAM, -1, "Kubernetes PodGroups",
+	  "scheduling.k8s.io/v1beta1" },
 	{ "podgroups.scheduling.volcano.sh", "/apis/scheduling.volcano.sh/v1beta1/podgroups",
-	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_VOLCANO },
+	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_VOLCANO, -1, "Volcano PodGroups",
+	  "scheduling.volcano.sh/v1beta1" },
 	{ "podgroups.scheduling.run.ai", "/apis/scheduling.run.ai/v2alpha2/podgroups",
-	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_KAI },
+	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_KAI, -1, "KAI Scheduler PodGroups",
+	  "scheduling.run.ai/v2alpha2" },
+	{ "queues.scheduling.volcano.sh", "/apis/scheduling.volcano.sh/v1beta1/queues",
+	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, -1, CACHE_Q_VOLCANO, "Volcano Queues",
+	  "scheduling.volcano.sh/v1beta1" },
+	{ "queues.scheduling.run.ai", "/apis/scheduling.run.ai/v2/queues", CACHE_PERM_COUNT,
+	  CACHE_PERM_COUNT, -1, CACHE_Q_KAI, "KAI Scheduler Queues", "scheduling.run.ai/v2" },
 };
 
 void cache_informer_get_stats(const struct cache_informer *inf, struct cache_informer_stats *out)

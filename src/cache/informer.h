@@ -64,7 +64,8 @@
 #include "common/strbuf.h"
 #include "common/strmap.h"
 
-enum kind { K_NODES, K_PODS, K_PODGROUPS, K_PG_UPSTREAM, K_PG_VOLCANO, K_PG_KAI, K_COUNT };
+enum kind { K_NODES, K_PODS, K_PODGROUPS, K_PG_UPSTREAM, K_PG_VOLCANO, K_PG_KAI, K_Q_VOLCANO,
+	    K_Q_KAI, K_COUNT };
 
 struct kind_info {
 	const char *name;
@@ -73,11 +74,14 @@ struct kind_info {
 	 * CACHE_PERM_COUNT for an optional kind, which readiness never waits on. */
 	enum cache_perm list, watch;
 	int pg_api;                     /* enum cache_pg_api of a PodGroup kind; -1 */
+	int q_api;                      /* enum cache_queue_api of a Queue kind; -1 */
+	const char *what;               /* for logs: "Volcano PodGroups" */
+	const char *api_version;        /* of a kind that may not be served, else NULL */
 };
 
-/* An optional kind: another scheduler's PodGroups. A 404 (the API is not
- * served) or a 403 (troupe may not read it) disables its stream with one log
- * line, and it is tried again every podgroup_retry_s. */
+/* An optional kind: another scheduler's PodGroups or Queues. A 404 (the API is
+ * not served) or a 403 (troupe may not read it) disables its stream with one
+ * log line, and it is tried again every podgroup_retry_s. */
 static inline bool kind_optional(enum kind k)
 {
 	return k >= K_PG_UPSTREAM;

@@ -50,6 +50,26 @@ void cache__inf_remember_rv(struct stream *s, const char *rv)
 		snprintf(s->rv, sizeof(s->rv), "%s", rv);
 }
 
+/* Apply one Queue of the stream's kind (its weight for fair sharing). */
+static void apply_queue(struct stream *s, const cJSON *obj, bool deleted, char *key,
+			size_t keylen)
+{
+	enum cache_queue_api api = (enum cache_queue_api)kinds[s->kind].q_api;
+	struct cache_queue q;
+	char err[CACHE_ERR_LEN];
+
+	if (cache_queue_parse(obj, api, &q, err, sizeof(err)) < 0) {
+		log_warn("informer", "ignoring a queue: %s", err);
+		return;
+	}
+	if (key)
+		snprintf(key, keylen, "%s", q.name);
+	if (deleted)
+		cache_queue_delete(s->inf->cache, api, q.name);
+	else
+		cache_queue_apply(s->inf->cache, api, &q);
+}
+
 /* Apply one object of the stream's kind. <deleted>: it is gone. When <key> is
  * given, the object's identity is written there (for relist bookkeeping). */
 void cache__inf_apply_object(struct stream *s, const cJSON *obj, bool deleted, char *key,
@@ -102,6 +122,10 @@ void cache__inf_apply_object(struct stream *s, const cJSON *obj, bool deleted, c
 		enum cache_pg_api api = (enum cache_pg_api)kinds[s->kind].pg_api;
 		struct cache_podgroup *pg;
 
+		if (kinds[s->kind].q_api >= 0) {
+			apply_queue(s, obj, deleted, key, keylen);
+			return;
+		}
 		if (kinds[s->kind].pg_api < 0)
 			return;
 		pg = cache_podgroup_parse_api(obj, api, opts, err, sizeof(err));
@@ -128,6 +152,42 @@ static bool keep_seen(const char *key, void *arg)
 	struct stream *s = arg;
 
 	return strmap_get(&s->seen, key, strlen(key)) != NULL;
+}
+
+struct q_sweep {
+	struct stream *s;
+	char (*gone)[K8S_NAME_BUF];
+	size_t n, cap;
+};
+
+static void collect_gone_queue(const struct cache_queue *q, void *arg)
+{
+	struct q_sweep *sw = arg;
+
+	if (keep_seen(q->name, sw->s))
+		return;
+	if (sw->n == sw->cap) {
+		size_t cap = sw->cap ? sw->cap * 2 : 16;
+		char (*g)[K8S_NAME_BUF] = realloc(sw->gone, cap * sizeof(*g));
+
+		if (!g)
+			return;
+		sw->gone = g;
+		sw->cap = cap;
+	}
+	snprintf(sw->gone[sw->n++], sizeof(sw->gone[0]), "%s", q->name);
+}
+
+/* After a complete list of a Queue kind: delete what it did not contain. */
+static void sweep_queues(struct stream *s)
+{
+	enum cache_queue_api api = (enum cache_queue_api)kinds[s->kind].q_api;
+	struct q_sweep sw = { s, NULL, 0, 0 };
+
+	cache_queue_foreach(s->inf->cache, api, collect_gone_queue, &sw);
+	for (size_t i = 0; i < sw.n; i++)
+		cache_queue_delete(s->inf->cache, api, sw.gone[i]);
+	free(sw.gone);
 }
 
 struct pg_sweep {
@@ -171,6 +231,10 @@ void cache__inf_sweep(struct stream *s)
 	default: {
 		struct pg_sweep sw = { s, NULL, 0, 0 };
 
+		if (kinds[s->kind].q_api >= 0) {
+			sweep_queues(s);
+			break;
+		}
 		if (kinds[s->kind].pg_api < 0)
 			break;
 		cache_podgroup_foreach(c, collect_gone_group, &sw);

@@ -193,28 +193,29 @@ static void mark_synced(struct stream *s)
 	cache__inf_readiness_update(inf);
 }
 
-/* A PodGroup API that is not served (404), or, for another scheduler's, that
- * troupe may not read (403): its groups are not known (a gang then takes its
- * quorum from its pods' labels); the list is tried again every
- * podgroup_retry_s, so an API installed later is picked up. Said once until a
- * list of it succeeds again. */
-static void disable_podgroups(struct stream *s, long status, bool watch)
+/* A PodGroup or Queue API that is not served (404), or, for another
+ * scheduler's, that troupe may not read (403): its objects are not known (a
+ * gang then takes its quorum from its pods' labels, a queue its weight from
+ * troupe's config or 1); the list is tried again every podgroup_retry_s, so an
+ * API installed later is picked up. Said once until a list of it succeeds
+ * again. */
+static void disable_optional(struct stream *s, long status, bool watch)
 {
 	struct cache_informer *inf = s->inf;
-	const struct cache_pg_api_info *a = &cache_pg_apis[kinds[s->kind].pg_api];
+	const struct kind_info *k = &kinds[s->kind];
 
 	if (!s->absent_said) {
 		s->absent_said = true;
 		if (status == 404)
-			log_info("informer", "%s PodGroups (%s) are not served here; checking "
-				 "again every %u s", a->who, a->api_version,
-				 inf->opts.podgroup_retry_s);
+			log_info("informer", "%s (%s) are not served here; checking again every "
+				 "%u s", k->what, k->api_version, inf->opts.podgroup_retry_s);
 		else
-			log_warn("informer", "%s PodGroups (%s): troupe may not %s them (403); "
-				 "their gangs take their quorum from pod labels; grant list and "
-				 "watch on %s to read them (checking again every %u s)", a->who,
-				 a->api_version, watch ? "watch" : "list", kinds[s->kind].name,
-				 inf->opts.podgroup_retry_s);
+			log_warn("informer", "%s (%s): troupe may not %s them (403); %s; grant "
+				 "list and watch on %s to read them (checking again every %u s)",
+				 k->what, k->api_version, watch ? "watch" : "list",
+				 k->pg_api >= 0 ? "their gangs take their quorum from pod labels"
+						: "their weights are not used",
+				 k->name, inf->opts.podgroup_retry_s);
 	}
 	free(s->cont);
 	s->cont = NULL;
@@ -244,8 +245,8 @@ static void list_page_done(struct stream *s, long status, CURLcode rc)
 
 	if (rc != CURLE_OK || status != 200) {
 		if (rc == CURLE_OK && (status == 404 || (status == 403 && kind_optional(s->kind))) &&
-		    kinds[s->kind].pg_api >= 0) {
-			disable_podgroups(s, status, false);
+		    kinds[s->kind].api_version) {
+			disable_optional(s, status, false);
 			return;
 		}
 		if (rc == CURLE_OK && status == 410 && s->cont) {
@@ -350,8 +351,8 @@ static void watch_done(struct stream *s, long status, CURLcode rc)
 		return;
 	}
 	if (rc == CURLE_OK && (status == 404 || (status == 403 && kind_optional(s->kind))) &&
-	    kinds[s->kind].pg_api >= 0) {
-		disable_podgroups(s, status, true);
+	    kinds[s->kind].api_version) {
+		disable_optional(s, status, true);
 		return;
 	}
 	if (rc == CURLE_OK && status == 401)

@@ -119,6 +119,8 @@ struct cache {
 	pthread_mutex_t groups_lock;
 	/* Per PodGroup API: "ns/name" -> struct podgroup; guarded by groups_lock. */
 	struct strmap groups[CACHE_PG_API_COUNT];
+	/* Per Queue API: name -> struct cache_queue; guarded by groups_lock too. */
+	struct strmap queues[CACHE_Q_API_COUNT];
 	/* Pod-group members by group, so a gang's counts cost its members, not
 	 * every pod. Lock order: a stripe's lock, then members_lock. */
 	pthread_mutex_t members_lock;

@@ -44,6 +44,8 @@ struct cache *cache_new(const struct cache_opts *opts)
 	pthread_mutex_init(&c->groups_lock, NULL);
 	for (int a = 0; a < CACHE_PG_API_COUNT; a++)
 		strmap_init(&c->groups[a]);
+	for (int a = 0; a < CACHE_Q_API_COUNT; a++)
+		strmap_init(&c->queues[a]);
 	pthread_mutex_init(&c->members_lock, NULL);
 	strmap_init(&c->members);
 	for (int i = 0; i < POD_STRIPES; i++) {

@@ -376,10 +376,10 @@ void ext__explain_put_queue(const struct ext_service *svc, const char *queue, co
 			if (strcmp(qs[i].name, queue) != 0)
 				continue;
 			found = true;
-			strbuf_printf(sb, ",\"weight\":%g,\"share\":%.4f,\"waitingGangs\":%u,"
-				      "\"plannedGangs\":%u,\"gpus\":%llu", qs[i].weight,
-				      qs[i].share, qs[i].waiting, qs[i].planned,
-				      (unsigned long long)qs[i].gpus);
+			strbuf_printf(sb, ",\"weight\":%g,\"weightFrom\":\"%s\",\"share\":%.4f,"
+				      "\"waitingGangs\":%u,\"plannedGangs\":%u,\"gpus\":%llu",
+				      qs[i].weight, qs[i].weight_from, qs[i].share, qs[i].waiting,
+				      qs[i].planned, (unsigned long long)qs[i].gpus);
 		}
 	}
 	free(qs);

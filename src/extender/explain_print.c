@@ -175,7 +175,7 @@ static void print_queue(FILE *out, const cJSON *q)
 	fprintf(out, "\nQueue %s: weighted dominant share %.3f", str_or(q, "name", "?"),
 		num(q, "share"));
 	if (has_num(q, "weight"))
-		fprintf(out, ", weight %g", num(q, "weight"));
+		fprintf(out, ", weight %g (%s)", num(q, "weight"), str_or(q, "weightFrom", "?"));
 	if (has_num(q, "waitingGangs"))
 		fprintf(out, ", %.0f gangs waiting, %.0f planned", num(q, "waitingGangs"),
 			num(q, "plannedGangs"));

@@ -84,6 +84,27 @@ double gang_config_queue_weight(const struct gang_config *cfg, const char *queue
 	return 1.0;
 }
 
+double gang__queue_weight(const struct gang_manager *m, const char *queue, const char **from)
+{
+	enum cache_queue_api api;
+	double w;
+
+	for (unsigned i = 0; i < m->cfg.n_queues; i++)
+		if (strcmp(m->cfg.queue_names[i], queue) == 0) {
+			if (from)
+				*from = "config";
+			return m->cfg.queue_weights[i] > 0 ? m->cfg.queue_weights[i] : 1.0;
+		}
+	if (cache_queue_weight(m->cache, queue, &w, &api)) {
+		if (from)
+			*from = cache_queue_apis[api].who;
+		return w;
+	}
+	if (from)
+		*from = "default";
+	return 1.0;
+}
+
 double gang__share_of(const struct gang_manager *m, const struct shares *s, const char *queue)
 {
 	const struct usage_entry *e = strmap_get(&s->by_queue, queue, strlen(queue));
@@ -97,7 +118,7 @@ double gang__share_of(const struct gang_manager *m, const struct shares *s, cons
 		d = (double)e->u.cpu_milli / (double)s->totals.ready_cpu_milli;
 	if (s->totals.ready_mem_bytes > 0 && (double)e->u.mem_bytes / s->totals.ready_mem_bytes > d)
 		d = (double)e->u.mem_bytes / (double)s->totals.ready_mem_bytes;
-	return d / gang_config_queue_weight(&m->cfg, queue);
+	return d / gang__queue_weight(m, queue, NULL);
 }
 
 uint64_t gang__queue_gpus(const struct shares *s, const char *queue)

@@ -400,6 +400,7 @@ void gang_view_list_free(struct gang_view *v, unsigned n);
 struct gang_queue_view {
 	char name[K8S_NAME_BUF];
 	double weight;
+	const char *weight_from;        /* "config", "Volcano", "KAI Scheduler", "default" */
 	double share;                   /* weighted dominant share now */
 	unsigned waiting, planned;      /* its gangs waiting; with a plan */
 	unsigned binding;               /* of those planned, with binds parked */

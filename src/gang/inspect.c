@@ -240,10 +240,7 @@ static struct gang_queue_view *queue_of(struct strmap *map, const struct gang_ma
 	if (!q)
 		return NULL;
 	snprintf(q->name, sizeof(q->name), "%s", name);
-	q->weight = 1.0;
-	for (unsigned i = 0; i < m->cfg.n_queues; i++)
-		if (strcmp(m->cfg.queue_names[i], name) == 0 && m->cfg.queue_weights[i] > 0)
-			q->weight = m->cfg.queue_weights[i];
+	q->weight = gang__queue_weight(m, name, &q->weight_from);
 	q->share = gang__share_of(m, s, name);
 	if (strmap_put(map, q->name, strlen(q->name), q, NULL) < 0) {
 		free(q);

@@ -274,6 +274,12 @@ struct shares {
 /* Each queue's usage from a walk of every pod: never with the lock held. */
 void gang__shares_load(struct gang_manager *m, struct shares *s);
 void gang__shares_fini(struct shares *s);
+/* <queue>'s weight: its entry in troupe's config (queues:; 1 when <= 0), else
+ * the first Queue object of another scheduler that has it (Volcano's
+ * spec.weight, KAI's GPU overQuotaWeight), else 1; <from> (may be NULL) says
+ * which: "config", the scheduler's name, "default". Lock held or not: the
+ * config part is the caller's to guard (the manager's lock). */
+double gang__queue_weight(const struct gang_manager *m, const char *queue, const char **from);
 double gang__share_of(const struct gang_manager *m, const struct shares *s, const char *queue);
 /* The GPUs <queue>'s pods hold, from the walk. */
 uint64_t gang__queue_gpus(const struct shares *s, const char *queue);

@@ -300,7 +300,7 @@ class Chart(E2E):
         # No scheduler roles for troupe's account in this mode.
         bound = {o["roleRef"]["name"] for k, o in objs.items() if k[0] == "ClusterRoleBinding"}
         self.assertEqual(bound, {"troupe", "troupe-delegated-auth", "troupe-events",
-                                 "troupe-podgroup-status", "troupe-other-podgroups"})
+                                 "troupe-podgroup-status", "troupe-other-schedulers"})
 
     def test_rbac(self):
         shipped = {(o["kind"], o["metadata"]["name"]): o
@@ -325,12 +325,15 @@ class Chart(E2E):
                                              {"get", "patch"}})
             self.assertEqual(rules(status), rules(shipped[("ClusterRole",
                                                            "troupe-podgroup-status")]))
-            # Other schedulers' PodGroups: read only, a role of its own.
-            other = objs[("ClusterRole", "troupe-other-podgroups")]
-            self.assertEqual(rules(other), {(g, "podgroups"): {"list", "watch"} for g in (
-                "scheduling.k8s.io", "scheduling.volcano.sh", "scheduling.run.ai")})
+            # Other schedulers' PodGroups and Queues: read only, a role of its own.
+            other = objs[("ClusterRole", "troupe-other-schedulers")]
+            want = {(g, "podgroups"): {"list", "watch"} for g in (
+                "scheduling.k8s.io", "scheduling.volcano.sh", "scheduling.run.ai")}
+            want.update({(g, "queues"): {"list", "watch"} for g in (
+                "scheduling.volcano.sh", "scheduling.run.ai")})
+            self.assertEqual(rules(other), want)
             self.assertEqual(rules(other), rules(shipped[("ClusterRole",
-                                                          "troupe-other-podgroups")]))
+                                                          "troupe-other-schedulers")]))
             lease = objs[("Role", "troupe-leader-election")]
             self.assertEqual(lease["metadata"]["namespace"], self.ns)
             self.assertEqual(rules(lease), {("coordination.k8s.io", "leases"):
@@ -342,7 +345,7 @@ class Chart(E2E):
             extra = {"system:kube-scheduler", "system:volume-scheduler",
                      "extension-apiserver-authentication-reader"} if mode == "sidecar" else set()
             self.assertEqual(granted, {"troupe", "troupe-delegated-auth", "troupe-events",
-                                       "troupe-podgroup-status", "troupe-other-podgroups",
+                                       "troupe-podgroup-status", "troupe-other-schedulers",
                                        "troupe-leader-election"} | extra, mode)
             for k, o in objs.items():
                 if k[0] in ("ClusterRoleBinding", "RoleBinding"):

@@ -26,7 +26,8 @@ binds find their quorum at once. Neither waits for the other.
                                      PodGroup's minMember (two of three Volcano
                                      members, one of two KAI members: nothing
                                      binds; a label-only gang would have bound),
-                                     in the PodGroup's queue
+                                     in the PodGroup's queue, at the weight of
+                                     that scheduler's Queue object
 """
 import json
 import os
@@ -44,17 +45,18 @@ HOSTS = ["gpu-0000", "gpu-0003", "gpu-0006"]
 # APIs that appear while troupe runs are looked for every 2 s (default 300).
 TROUPE_CONFIG = FAST_TROUPE.replace("api:\n", "api:\n  podgroup_retry_seconds: 2\n")
 
-# The PodGroup CRDs of Volcano (scheduling.volcano.sh/v1beta1) and KAI Scheduler
-# (scheduling.run.ai/v2alpha2) with their real group, version, plural and
-# scope; the schema keeps any field, the objects below set the real ones.
-PODGROUP_CRD = """\
+# The PodGroup and Queue CRDs of Volcano (scheduling.volcano.sh/v1beta1) and KAI
+# Scheduler (PodGroup scheduling.run.ai/v2alpha2, Queue v2) with their real
+# group, version, plural and scope; the schema keeps any field, the objects
+# below set the real ones.
+CRD = """\
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: podgroups.%(group)s}
+metadata: {name: %(plural)s.%(group)s}
 spec:
   group: %(group)s
-  names: {kind: PodGroup, listKind: PodGroupList, plural: podgroups, singular: podgroup}
-  scope: Namespaced
+  names: {kind: %(kind)s, listKind: %(kind)sList, plural: %(plural)s, singular: %(singular)s}
+  scope: %(scope)s
   versions:
   - name: %(version)s
     served: true
@@ -62,8 +64,13 @@ spec:
     schema:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
 """
-OTHER_CRDS = "---\n".join(PODGROUP_CRD % {"group": g, "version": v} for g, v in (
-    ("scheduling.volcano.sh", "v1beta1"), ("scheduling.run.ai", "v2alpha2")))
+OTHER_CRDS = "---\n".join(
+    CRD % {"group": g, "version": v, "kind": k, "plural": k.lower() + "s",
+           "singular": k.lower(), "scope": "Namespaced" if k == "PodGroup" else "Cluster"}
+    for g, v, k in (("scheduling.volcano.sh", "v1beta1", "PodGroup"),
+                    ("scheduling.run.ai", "v2alpha2", "PodGroup"),
+                    ("scheduling.volcano.sh", "v1beta1", "Queue"),
+                    ("scheduling.run.ai", "v2", "Queue")))
 
 
 setUpModule, tearDownModule = module_cluster(
@@ -86,11 +93,14 @@ class UpstreamGang(E2E):
         return [p for p in self.pods() if p["spec"].get("nodeName")
                 and (p["spec"].get("schedulingGroup") or {}).get("podGroupName") == name]
 
-    def explain_gang(self, name):
+    def explain(self, name):
         """troupe's explanation of pod group <name> (its /debug/explain)."""
         url = "%s/debug/explain?podgroup=%s/%s" % (self.c.troupe_ops_url, self.ns, name)
         with urllib.request.urlopen(url, timeout=10) as r:
-            return json.loads(r.read())["gang"]
+            return json.loads(r.read())
+
+    def explain_gang(self, name):
+        return self.explain(name)["gang"]
 
     def test_gang_binds_whole(self):
         # The plugin is really there: kube-scheduler's configuration lists it.
@@ -134,16 +144,29 @@ class UpstreamGang(E2E):
     def test_volcano_and_kai_podgroups(self):
         mark = len(self.c.log("troupe"))
         self.c.apply(OTHER_CRDS)
-        for kind in ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.run.ai"):
+        for kind in ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.run.ai",
+                     "queues.scheduling.volcano.sh", "queues.scheduling.run.ai"):
             wait_until(lambda: "[informer] %s: listed" % kind in self.c.log("troupe")[mark:],
                        timeout=60, what="troupe listing " + kind)
+        # The queues' weights, each from its scheduler's Queue (cluster-scoped).
+        for path, name, spec in (
+                ("/apis/scheduling.volcano.sh/v1beta1/queues", "research", {"weight": 3}),
+                ("/apis/scheduling.run.ai/v2/queues", "team-a",
+                 {"resources": {"gpu": {"quota": 8, "overQuotaWeight": 2, "limit": -1}}})):
+            status, out = self.c.request("POST", path, {
+                "apiVersion": path.split("/")[2] + "/" + path.split("/")[3], "kind": "Queue",
+                "metadata": {"name": name}, "spec": spec})
+            self.assertEqual(status, 201, out)
+            self.addCleanup(self.c.request, "DELETE", path + "/" + name)
         cases = (
-            # (API, group, minMember, queue, the pods' group annotation, members)
+            # (API, group, minMember, queue, the pods' group annotation, members,
+            #  the queue's weight and where it comes from)
             ("scheduling.volcano.sh/v1beta1", "vc", 3, "research",
-             "scheduling.k8s.io/group-name", 3),
-            ("scheduling.run.ai/v2alpha2", "kai", 2, "team-a", "pod-group-name", 2),
+             "scheduling.k8s.io/group-name", 3, 3, "Volcano"),
+            ("scheduling.run.ai/v2alpha2", "kai", 2, "team-a", "pod-group-name", 2, 2,
+             "KAI Scheduler"),
         )
-        for api, group, min_member, queue, key, n in cases:
+        for api, group, min_member, queue, key, n, weight, weight_from in cases:
             self.create({"apiVersion": api, "kind": "PodGroup",
                          "metadata": {"name": group},
                          "spec": {"minMember": min_member, "queue": queue}},
@@ -156,18 +179,21 @@ class UpstreamGang(E2E):
         # One member short of each PodGroup's minMember: nothing binds (with
         # no PodGroup, troupe's settle rule would bind them after 1 s).
         self.assert_never_bound(["vc-0", "vc-1", "kai-0"], 8)
-        for api, group, min_member, queue, key, n in cases:
+        for api, group, min_member, queue, key, n, weight, weight_from in cases:
             gang = self.explain_gang(group)
             self.assertEqual((gang["podGroupApi"], gang["quorum"], gang["quorumFrom"],
                               gang["podGroupQueue"]),
                              (api, min_member, "podGroup", queue), gang)
             self.create(gpu_pod("%s-%d" % (group, n - 1), 1, hosts=HOSTS,
                                 annotations={key: group}))
-        for api, group, min_member, queue, key, n in cases:
+        for api, group, min_member, queue, key, n, weight, weight_from in cases:
             for i in range(n):
                 self.wait_bound("%s-%d" % (group, i), timeout=90)
-            # The gang was ordered in its PodGroup's queue.
+            # The gang was ordered in its PodGroup's queue, at that Queue's weight.
             self.assertEqual(self.explain_gang(group)["manager"]["queue"], queue)
+            q = self.explain(group)["queue"]
+            self.assertEqual((q["name"], q["weight"], q["weightFrom"]),
+                             (queue, weight, weight_from), q)
         invariants.assert_holds(self.c)
 
 

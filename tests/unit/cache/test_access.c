@@ -163,37 +163,50 @@ static void test_cache_permissions_are_the_shipped_cluster_role(void **state)
 	rbac_check_role_grants_exactly("troupe", perms, CACHE_PERM_COUNT, false, "troupe");
 }
 
-/* config/deploy/rbac.yaml's ClusterRole troupe-other-podgroups grants exactly
+/* config/deploy/rbac.yaml's ClusterRole troupe-other-schedulers grants exactly
  * list and watch of the PodGroups of every API troupe reads besides
- * scheduler-plugins' (whose are in the ClusterRole troupe), and each of those
- * permissions names the group of the API's list path. */
-static void test_cache_other_podgroups_are_their_own_cluster_role(void **state)
+ * scheduler-plugins' (whose are in the ClusterRole troupe), and of the Queues
+ * of every Queue API; each of those permissions names the group and resource
+ * of the API's list path. */
+static void test_cache_other_schedulers_are_their_own_cluster_role(void **state)
 {
+	/* Each API's list and watch permissions, and its path, in the same order. */
 	static const struct {
-		enum cache_pg_api api;
 		enum cache_optional_perm list, watch;
 	} apis[] = {
-		{ CACHE_PG_UPSTREAM, CACHE_OPT_PERM_LIST_PG_UPSTREAM, CACHE_OPT_PERM_WATCH_PG_UPSTREAM },
-		{ CACHE_PG_VOLCANO, CACHE_OPT_PERM_LIST_PG_VOLCANO, CACHE_OPT_PERM_WATCH_PG_VOLCANO },
-		{ CACHE_PG_KAI, CACHE_OPT_PERM_LIST_PG_KAI, CACHE_OPT_PERM_WATCH_PG_KAI },
+		{ CACHE_OPT_PERM_LIST_PG_UPSTREAM, CACHE_OPT_PERM_WATCH_PG_UPSTREAM },
+		{ CACHE_OPT_PERM_LIST_PG_VOLCANO, CACHE_OPT_PERM_WATCH_PG_VOLCANO },
+		{ CACHE_OPT_PERM_LIST_PG_KAI, CACHE_OPT_PERM_WATCH_PG_KAI },
+		{ CACHE_OPT_PERM_LIST_Q_VOLCANO, CACHE_OPT_PERM_WATCH_Q_VOLCANO },
+		{ CACHE_OPT_PERM_LIST_Q_KAI, CACHE_OPT_PERM_WATCH_Q_KAI },
+	};
+	const char *paths[] = {
+		cache_pg_apis[CACHE_PG_UPSTREAM].path, cache_pg_apis[CACHE_PG_VOLCANO].path,
+		cache_pg_apis[CACHE_PG_KAI].path, cache_queue_apis[CACHE_Q_VOLCANO].path,
+		cache_queue_apis[CACHE_Q_KAI].path,
 	};
 	const struct cache_permission *perms[2 * ARRAY_SIZE(apis)];
 
 	(void)state;
-	assert_int_equal(ARRAY_SIZE(apis), CACHE_PG_API_COUNT - 1);
+	assert_int_equal(ARRAY_SIZE(apis), CACHE_PG_API_COUNT - 1 + CACHE_Q_API_COUNT);
 	for (size_t i = 0; i < ARRAY_SIZE(apis); i++) {
-		char path[128];
+		const char *path = paths[i];
+		char want[160];
 
 		perms[2 * i] = cache_optional_permission_get(apis[i].list);
 		perms[2 * i + 1] = cache_optional_permission_get(apis[i].watch);
-		snprintf(path, sizeof(path), "/apis/%s/", perms[2 * i]->group);
-		assert_true(strncmp(cache_pg_apis[apis[i].api].path, path, strlen(path)) == 0);
+		/* "/apis/<group>/<version>/<resource>" */
+		assert_true(strncmp(path, "/apis/", 6) == 0);
+		snprintf(want, sizeof(want), "/apis/%s/", perms[2 * i]->group);
+		assert_true(strncmp(path, want, strlen(want)) == 0);
+		assert_string_equal(strrchr(path, '/') + 1, perms[2 * i]->resource);
 		assert_string_equal(perms[2 * i]->group, perms[2 * i + 1]->group);
+		assert_string_equal(perms[2 * i]->resource, perms[2 * i + 1]->resource);
 		assert_string_equal(perms[2 * i]->verb, "list");
 		assert_string_equal(perms[2 * i + 1]->verb, "watch");
 	}
-	rbac_check_role_grants_exactly("troupe-other-podgroups", perms, ARRAY_SIZE(perms), true,
-				       "troupe's reading of other schedulers' PodGroups");
+	rbac_check_role_grants_exactly("troupe-other-schedulers", perms, ARRAY_SIZE(perms), true,
+				       "troupe's reading of other schedulers' PodGroups and Queues");
 }
 
 static void test_cache_status_message_reads_a_status(void **state)
@@ -234,7 +247,7 @@ int main(void)
 		cmocka_unit_test(test_cache_access_review_new_names_the_permission),
 		cmocka_unit_test(test_cache_access_review_parse_answers),
 		cmocka_unit_test(test_cache_permissions_are_the_shipped_cluster_role),
-		cmocka_unit_test(test_cache_other_podgroups_are_their_own_cluster_role),
+		cmocka_unit_test(test_cache_other_schedulers_are_their_own_cluster_role),
 		cmocka_unit_test(test_cache_status_message_reads_a_status),
 	};
 

@@ -206,6 +206,86 @@ static void test_cache_podgroup_apis_kept_apart_and_looked_up_in_precedence(void
 	assert_int_equal(cache_podgroup_delete(c, CACHE_PG_API_COUNT, "ml", "g"), -EINVAL);
 }
 
+/* ---- Other schedulers' Queues ------------------------------------------------- */
+
+/* A Queue's weight as each API gives it, and 1 where it gives none usable. */
+static void test_cache_queue_parse_weights(void **state)
+{
+	static const struct {
+		enum cache_queue_api api;
+		const char *json;
+		int ok;
+		double weight;
+	} cases[] = {
+		{ CACHE_Q_VOLCANO, "{'metadata':{'name':'q'},'spec':{'weight':4}}", 1, 4 },
+		{ CACHE_Q_VOLCANO, "{'metadata':{'name':'q'},'spec':{'weight':0}}", 1, 1 },
+		{ CACHE_Q_VOLCANO, "{'metadata':{'name':'q'},'spec':{'weight':-2}}", 1, 1 },
+		{ CACHE_Q_VOLCANO, "{'metadata':{'name':'q'},'spec':{'weight':'4'}}", 1, 1 },
+		{ CACHE_Q_VOLCANO, "{'metadata':{'name':'q'},'spec':{'weight':1e300}}", 1, 1e6 },
+		{ CACHE_Q_VOLCANO, "{'metadata':{'name':'q'}}", 1, 1 },
+		{ CACHE_Q_VOLCANO, "{'metadata':{'name':'q'},'spec':{'resources':{'gpu':"
+				   "{'overQuotaWeight':3}}}}", 1, 1 },
+		{ CACHE_Q_KAI, "{'metadata':{'name':'q'},'spec':{'resources':{'gpu':"
+			       "{'quota':8,'overQuotaWeight':2.5,'limit':-1}}}}", 1, 2.5 },
+		{ CACHE_Q_KAI, "{'metadata':{'name':'q'},'spec':{'weight':4}}", 1, 1 },
+		{ CACHE_Q_KAI, "{'metadata':{},'spec':{}}", 0, 0 },
+		{ CACHE_Q_KAI, "{'metadata':{'name':''}}", 0, 0 },
+		{ CACHE_Q_API_COUNT, "{'metadata':{'name':'q'}}", 0, 0 },
+	};
+	int bad = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct cache_queue q = { .weight = -1 };
+		char err[CACHE_ERR_LEN] = "";
+		cJSON *j = json_sq(cases[i].json);
+		int ret = cache_queue_parse(j, cases[i].api, &q, err, sizeof(err));
+
+		cJSON_Delete(j);
+		if ((ret == 0) != cases[i].ok || (ret == 0 && (q.weight != cases[i].weight ||
+							       strcmp(q.name, "q") != 0)) ||
+		    (ret < 0 && !err[0])) {
+			print_message("%s (api %d): ret %d weight %g name '%s' err '%s'\n",
+				      cases[i].json, cases[i].api, ret, q.weight, q.name, err);
+			bad++;
+		}
+	}
+	assert_int_equal(bad, 0);
+}
+
+/* Queues of both APIs kept apart; a weight comes from Volcano's first, then
+ * KAI's; deleting one uncovers the other. */
+static void test_cache_queue_weights_by_api(void **state)
+{
+	struct cache *c = *state;
+	struct cache_queue v = { "research", 4 }, k = { "research", 2.5 }, only = { "infer", 3 };
+	enum cache_queue_api api;
+	double w = 0;
+
+	assert_false(cache_queue_weight(c, "research", &w, &api));
+	assert_int_equal(cache_queue_apply(c, CACHE_Q_KAI, &k), 0);
+	assert_int_equal(cache_queue_apply(c, CACHE_Q_KAI, &only), 0);
+	assert_true(cache_queue_weight(c, "research", &w, &api));
+	assert_true(w == 2.5 && api == CACHE_Q_KAI);
+	assert_int_equal(cache_queue_apply(c, CACHE_Q_VOLCANO, &v), 0);
+	assert_true(cache_queue_weight(c, "research", &w, &api));
+	assert_true(w == 4 && api == CACHE_Q_VOLCANO);
+	assert_true(cache_queue_weight(c, "infer", &w, NULL));
+	assert_true(w == 3);
+	/* Replaced whole. */
+	v.weight = 6;
+	assert_int_equal(cache_queue_apply(c, CACHE_Q_VOLCANO, &v), 0);
+	assert_true(cache_queue_weight(c, "research", &w, &api) && w == 6);
+	assert_int_equal(cache_queue_delete(c, CACHE_Q_VOLCANO, "research"), 0);
+	assert_int_equal(cache_queue_delete(c, CACHE_Q_VOLCANO, "research"), -ENOENT);
+	assert_true(cache_queue_weight(c, "research", &w, &api));
+	assert_true(w == 2.5 && api == CACHE_Q_KAI);
+	assert_int_equal(cache_queue_delete(c, CACHE_Q_KAI, "research"), 0);
+	assert_false(cache_queue_weight(c, "research", &w, &api));
+	assert_int_equal(cache_queue_apply(c, CACHE_Q_API_COUNT, &v), -EINVAL);
+	assert_int_equal(cache_queue_delete(c, CACHE_Q_API_COUNT, "infer"), -EINVAL);
+}
+
 /* ---- Pod-group member index -------------------------------------------------- */
 
 struct brute_count {
@@ -426,6 +506,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		CACHE_TEST(test_cache_podgroup_apply_get_replace_delete),
 		CACHE_TEST(test_cache_podgroup_apis_kept_apart_and_looked_up_in_precedence),
+		cmocka_unit_test(test_cache_queue_parse_weights),
+		CACHE_TEST(test_cache_queue_weights_by_api),
 		CACHE_TEST(test_cache_group_keeps_one_plan_per_group),
 		cmocka_unit_test(test_cache_group_index_matches_a_full_scan),
 	};

@@ -556,6 +556,61 @@ static void test_gang_config_queue_weight_defaults_to_one(void **state)
 	assert_true(gang_config_queue_weight(&cfg, "other") == 1.0);
 }
 
+/* A queue troupe's config does not name takes its weight from another
+ * scheduler's Queue (Volcano's first, then KAI's); the config's entry wins over
+ * both; with neither, 1. The weighted share, and the queue's view, follow. */
+static void test_gang_queue_weight_from_other_schedulers_queues(void **state)
+{
+	struct fake_clock clk;
+	struct gang_config cfg;
+	struct cache *c = cache_new(&gpu_opts);
+	struct cache_queue vq = { "research", 4 }, kq = { "research", 2 }, kq2 = { "infer", 8 };
+	struct gang_queue_view *qs = NULL;
+	struct gang_manager *gm;
+	struct shares sh;
+	const char *from = NULL;
+	unsigned n = 0;
+
+	(void)state;
+	fake_config(&cfg, &clk);
+	cfg.n_queues = 1;
+	snprintf(cfg.queue_names[0], sizeof(cfg.queue_names[0]), "infer");
+	cfg.queue_weights[0] = 2.0;
+	assert_non_null(c);
+	cache_nodes(c, 2);                              /* 16 GPUs */
+	use(c, "u-research", "n0", 0xff, "research");   /* 8 of 16 */
+	use(c, "u-infer", "n1", 0xff, "infer");         /* 8 of 16 */
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	assert_true(gang__queue_weight(gm, "research", &from) == 1.0);
+	assert_string_equal(from, "default");
+	assert_int_equal(cache_queue_apply(c, CACHE_Q_KAI, &kq), 0);
+	assert_int_equal(cache_queue_apply(c, CACHE_Q_KAI, &kq2), 0);
+	assert_true(gang__queue_weight(gm, "research", &from) == 2.0);
+	assert_string_equal(from, "KAI Scheduler");
+	assert_int_equal(cache_queue_apply(c, CACHE_Q_VOLCANO, &vq), 0);
+	assert_true(gang__queue_weight(gm, "research", &from) == 4.0);
+	assert_string_equal(from, "Volcano");
+	/* troupe's config wins over KAI's weight of 8. */
+	assert_true(gang__queue_weight(gm, "infer", &from) == 2.0);
+	assert_string_equal(from, "config");
+	gang__shares_load(gm, &sh);
+	assert_true(fabs(gang__share_of(gm, &sh, "research") - 0.125) < 1e-9);
+	assert_true(fabs(gang__share_of(gm, &sh, "infer") - 0.25) < 1e-9);
+	gang__shares_fini(&sh);
+	assert_int_equal(gang_queue_list(gm, &qs, &n), 0);
+	for (unsigned i = 0; i < n; i++)
+		if (strcmp(qs[i].name, "research") == 0) {
+			assert_true(qs[i].weight == 4.0);
+			assert_string_equal(qs[i].weight_from, "Volcano");
+			from = NULL;
+		}
+	assert_null(from);                              /* "research" was listed */
+	free(qs);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -564,6 +619,7 @@ int main(void)
 		cmocka_unit_test(test_gang_fair_rule_is_priority_then_share_then_age_then_key),
 		cmocka_unit_test(test_gang_fair_rule_random_pairs_agree_with_the_tuple_order),
 		cmocka_unit_test(test_gang_config_queue_weight_defaults_to_one),
+		cmocka_unit_test(test_gang_queue_weight_from_other_schedulers_queues),
 		cmocka_unit_test(test_gang_holds_grow_on_the_emptiest_nodes_as_gpus_free),
 		cmocka_unit_test(test_gang_starvation_counts_on_the_managers_clock),
 		cmocka_unit_test(test_gang_only_a_watch_shows_gangs_nobody_filtered),
