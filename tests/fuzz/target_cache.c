@@ -152,15 +152,32 @@ static bool run_objects(const uint8_t *data, size_t len)
 	if (p)
 		check_pod(p);
 	cache_pod_free(p);
-	err[0] = '\0';
-	pg = cache_podgroup_parse(obj, &opts, err, sizeof(err));
-	FUZZ_CHECK(pg || err[0], "pod group: refused without a reason");
-	if (pg)
-		FUZZ_CHECK(pg->ns && pg->name && pg->name[0] && pg->min_member >= 0 &&
-			   pg->timeout_s >= 0 && pg->min_cpu_milli >= 0 && pg->min_mem_bytes >= 0,
-			   "pod group: %s/%s min %d timeout %d", pg->ns ? pg->ns : "?",
-			   pg->name ? pg->name : "?", pg->min_member, pg->timeout_s);
-	cache_podgroup_free(pg);
+	/* As a snapshot reads it (by apiVersion), then as each API's stream does. */
+	for (int a = -1; a < CACHE_PG_API_COUNT; a++) {
+		err[0] = '\0';
+		pg = a < 0 ? cache_podgroup_parse(obj, &opts, err, sizeof(err))
+			   : cache_podgroup_parse_api(obj, (enum cache_pg_api)a, &opts, err,
+						      sizeof(err));
+		FUZZ_CHECK(pg || err[0], "pod group: refused without a reason");
+		if (pg)
+			FUZZ_CHECK(pg->ns && pg->name && pg->name[0] && pg->min_member >= 0 &&
+				   pg->timeout_s >= 0 && pg->min_cpu_milli >= 0 &&
+				   pg->min_mem_bytes >= 0 && pg->queue &&
+				   (unsigned)pg->api < CACHE_PG_API_COUNT,
+				   "pod group: %s/%s min %d timeout %d", pg->ns ? pg->ns : "?",
+				   pg->name ? pg->name : "?", pg->min_member, pg->timeout_s);
+		cache_podgroup_free(pg);
+	}
+	for (int a = 0; a < CACHE_Q_API_COUNT; a++) {
+		struct cache_queue q;
+
+		err[0] = '\0';
+		if (cache_queue_parse(obj, (enum cache_queue_api)a, &q, err, sizeof(err)) == 0)
+			FUZZ_CHECK(q.name[0] && q.weight > 0 && q.weight <= 1e6,
+				   "queue %s: weight %g", q.name, q.weight);
+		else
+			FUZZ_CHECK(err[0], "queue: refused without a reason");
+	}
 	cJSON_Delete(obj);
 	return true;
 }
@@ -288,15 +305,14 @@ static void feed(const char *what, enum kind kind, const uint8_t *data, size_t l
  * cannot change which events are applied. */
 static bool run_watch(const uint8_t *data, size_t len)
 {
-	static const char *const names[K_COUNT] = { "node watch", "pod watch", "pod group watch" };
 	bool deep = false;
 
 	for (int k = 0; k < K_COUNT; k++) {
 		struct stream_result whole, cut;
 		uint64_t rng = hash(data, len) + (uint64_t)k;
 
-		feed(names[k], (enum kind)k, data, len, NULL, &whole);
-		feed(names[k], (enum kind)k, data, len, &rng, &cut);
+		feed(kinds[k].name, (enum kind)k, data, len, NULL, &whole);
+		feed(kinds[k].name, (enum kind)k, data, len, &rng, &cut);
 		FUZZ_CHECK(strcmp(whole.rv, cut.rv) == 0 && whole.events == cut.events &&
 			   whole.relist == cut.relist && whole.broken == cut.broken &&
 			   (whole.relist || whole.broken || whole.pending == cut.pending) &&
@@ -304,7 +320,7 @@ static bool run_watch(const uint8_t *data, size_t len)
 			   whole.stats.podgroups == cut.stats.podgroups &&
 			   whole.stats.gpus_held == cut.stats.gpus_held,
 			   "%s: cut into chunks it did not do what it did whole (events %llu / %llu, "
-			   "resourceVersion %s / %s, pods %zu / %zu)", names[k],
+			   "resourceVersion %s / %s, pods %zu / %zu)", kinds[k].name,
 			   (unsigned long long)whole.events, (unsigned long long)cut.events, whole.rv,
 			   cut.rv, whole.stats.pods, cut.stats.pods);
 		deep |= whole.events > 0;
@@ -324,6 +340,17 @@ struct seen_check {
 	unsigned stray;
 	char key[K8S_KEY_BUF];
 };
+
+/* A Queue of the stream's API that the page did not list. */
+static void check_queue_listed(const struct cache_queue *q, void *arg)
+{
+	struct seen_check *sc = arg;
+
+	if (!still_listed(q->name, sc->s)) {
+		sc->stray++;
+		snprintf(sc->key, sizeof(sc->key), "%s", q->name);
+	}
+}
 
 static bool check_node_listed(const struct cache_node_view *v, void *arg)
 {
@@ -354,6 +381,9 @@ static void check_group_listed(const struct cache_podgroup *pg, void *arg)
 	struct seen_check *sc = arg;
 	char key[K8S_KEY_BUF];
 
+	/* Each API's list sweeps its own groups only. */
+	if ((int)pg->api != kinds[sc->s->kind].pg_api)
+		return;
 	snprintf(key, sizeof(key), "%s/%s", pg->ns, pg->name);
 	if (!still_listed(key, sc->s)) {
 		sc->stray++;
@@ -363,7 +393,6 @@ static void check_group_listed(const struct cache_podgroup *pg, void *arg)
 
 static bool run_list(const uint8_t *data, size_t len)
 {
-	static const char *const names[K_COUNT] = { "node list", "pod list", "pod group list" };
 	cJSON *root = len ? cJSON_ParseWithLength((const char *)data, len) : NULL;
 	const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items"), *it, *meta;
 
@@ -384,7 +413,8 @@ static bool run_list(const uint8_t *data, size_t len)
 		s.phase = P_LISTING;
 		cJSON_ArrayForEach(it, json_list(items)) {
 			cache__inf_apply_object(&s, it, false, key, sizeof(key));
-			FUZZ_CHECK(memchr(key, '\0', sizeof(key)), "%s: key not terminated", names[k]);
+			FUZZ_CHECK(memchr(key, '\0', sizeof(key)), "%s list: key not terminated",
+				   kinds[k].name);
 			if (key[0])
 				cache__inf_seen_add(&s, key);
 		}
@@ -397,12 +427,15 @@ static bool run_list(const uint8_t *data, size_t len)
 			cache_read_end(c);
 		} else if (k == K_PODS) {
 			cache_pod_foreach(c, check_pod_listed, &sc);
+		} else if (kinds[k].q_api >= 0) {
+			cache_queue_foreach(c, (enum cache_queue_api)kinds[k].q_api,
+					    check_queue_listed, &sc);
 		} else {
 			cache_podgroup_foreach(c, check_group_listed, &sc);
 		}
-		FUZZ_CHECK(!sc.stray, "%s: %u objects the page did not list survived its sweep, "
-			   "e.g. %s", names[k], sc.stray, sc.key);
-		check_cache(c, names[k]);
+		FUZZ_CHECK(!sc.stray, "%s list: %u objects the page did not list survived its "
+			   "sweep, e.g. %s", kinds[k].name, sc.stray, sc.key);
+		check_cache(c, kinds[k].name);
 		stream_fini(&s);
 		cache_free(c);
 	}
