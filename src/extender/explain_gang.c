@@ -81,31 +81,6 @@ static void member_queue_fn(const struct cache_pod_info *p, const char *uid, voi
 
 /* ---- The plan troupe would make now -------------------------------------------- */
 
-struct views {
-	struct cache_node_view *v;
-	size_t n, cap;
-	bool oom;
-};
-
-static bool collect_view(const struct cache_node_view *v, void *arg)
-{
-	struct views *vs = arg;
-
-	if (vs->n == vs->cap) {
-		size_t cap = vs->cap ? vs->cap * 2 : 256;
-		struct cache_node_view *p = realloc(vs->v, cap * sizeof(*p));
-
-		if (!p) {
-			vs->oom = true;
-			return false;
-		}
-		vs->v = p;
-		vs->cap = cap;
-	}
-	vs->v[vs->n++] = *v;
-	return true;
-}
-
 /* How many members asking <req> node <v> takes alone: its free devices taken
  * set after set, as the planner's first step does. */
 static unsigned members_on(const struct ext_service *svc, const struct cache_node_view *v,
@@ -130,7 +105,7 @@ static unsigned members_on(const struct ext_service *svc, const struct cache_nod
 /* "closestDomain": at the finest level where some node has a label, the
  * domain whose nodes take the most members alone (ties: by name), and how many
  * it lacks. */
-static void put_closest(const struct ext_service *svc, const struct views *vs,
+static void put_closest(const struct ext_service *svc, const struct ext_views *vs,
 			const struct gang_levels *lv, const struct placement_request *req,
 			unsigned need, struct strbuf *sb)
 {
@@ -198,26 +173,17 @@ out:
 static void put_plan_now(const struct ext_service *svc, const struct placement_request *req,
 			 unsigned need, const char *topology, struct strbuf *sb)
 {
-	const struct gang_levels *lv = svc->cfg->gang.levels.n ? &svc->cfg->gang.levels
-							       : &gang_default_levels;
 	struct gang_levels required;
 	const char *key = NULL;
-	struct views vs = { 0 };
+	const struct gang_levels *lv = ext__gang_levels(svc, topology, &required, &key);
+	struct ext_views vs;
 	struct gang_plan plan;
 	char why[EXT_GANG_REASON_BUF], ids[EXT_DEVICE_IDS_BUF];
 	int rc;
 
-	/* A bad value: filter refuses the member with the parse error, which
-	 * explain's pod part shows; the plan is then the unconstrained one. */
-	if (gang_topology_parse(topology, &key, why, sizeof(why)) == 0 && key) {
-		gang_levels_required(lv, key, &required);
-		lv = &required;
-	}
 	cache_read_begin(svc->cache);
-	cache_node_foreach(svc->cache, collect_view, &vs);
-	if (vs.oom) {
+	if (ext__views_collect(svc, &vs) < 0) {
 		cache_read_end(svc->cache);
-		free(vs.v);
 		strbuf_puts(sb, ",\"planNow\":null,\"closestDomain\":null");
 		return;
 	}
@@ -247,7 +213,7 @@ static void put_plan_now(const struct ext_service *svc, const struct placement_r
 	strbuf_puts(sb, ",\"closestDomain\":");
 	put_closest(svc, &vs, lv, req, need, sb);
 	cache_read_end(svc->cache);
-	free(vs.v);
+	ext__views_fini(&vs);
 }
 
 /* ---- The gang manager's view ---------------------------------------------------------- */

@@ -208,6 +208,22 @@ int ext__bind_retry_delay_ms(int result, unsigned attempt, unsigned retry_after_
 int ext__bind_check_node(const struct ext_service *svc, const struct cache_pod_info *info,
 			 const char *node, char *why, size_t len);
 
+/* views.c: every node's view, in one read section the caller holds (its
+ * cache_read_begin/end). Returns 0, or -ENOMEM (and no views). */
+struct ext_views {
+	struct cache_node_view *v;
+	size_t n, cap;
+	bool oom;
+};
+int ext__views_collect(const struct ext_service *svc, struct ext_views *vs);
+void ext__views_fini(struct ext_views *vs);
+/* views.c: the levels a gang plans over: gang.levels (or the default), held
+ * inside the domain a member's troupe.io/gang-topology requires (<required>
+ * is the storage; <key> receives the required label key or NULL; a value
+ * that does not parse is no requirement). */
+const struct gang_levels *ext__gang_levels(const struct ext_service *svc, const char *topology,
+					   struct gang_levels *required, const char **key);
+
 /* observe.c: the informer's readiness, or a snapshot's (ready once loaded). */
 void ext__readiness_get(const struct ext_service *svc, struct cache_readiness *out);
 

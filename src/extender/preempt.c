@@ -1,8 +1,12 @@
 /* preempt: keep only the candidate nodes where evicting kube-scheduler's
  * proposed victims would really let the pod run, and never propose evicting
- * part of a bound gang (unless gang.allow_partial_preemption). The answer names
- * the victims by UID (NodeNameToMetaVictims), the form kube-scheduler expects
- * back from an extender.
+ * part of a bound gang (unless gang.allow_partial_preemption). For a member of
+ * a gang still short of its quorum, the whole gang must then fit: its members
+ * still to place are planned on every node as it would be with every
+ * candidate's victims gone, and only the candidates that plan uses are kept
+ * (none when it does not fit). The answer names the victims by UID
+ * (NodeNameToMetaVictims), the form kube-scheduler expects back from an
+ * extender.
  *
  * A candidate whose victims troupe knows to run on another node is dropped:
  * evicting them frees nothing there. Any number of victims is read (the body's
@@ -67,7 +71,7 @@ static bool splits_a_gang(const struct ext_service *svc, const struct gang_victi
  * gang.allow_partial_preemption). */
 static const char *preempt_judge(const struct ext_service *svc, const struct placement_request *req,
 				 bool judge, const char *node, const char *const *uids, size_t n_uids,
-				 char *buf, size_t buflen)
+				 uint64_t *freed_out, uint32_t *unattr_out, char *buf, size_t buflen)
 {
 	struct cache_node_view v;
 	struct placement_fit fit;
@@ -127,6 +131,85 @@ static const char *preempt_judge(const struct ext_service *svc, const struct pla
 	cache_read_end(svc->cache);
 out:
 	free(gv);
+	*freed_out = freed;
+	*unattr_out = unattr;
+	return why;
+}
+
+/* A candidate node kept by preempt_judge: its victims (uids[first..first+n))
+ * and what evicting them frees. */
+struct candidate {
+	const char *node;
+	size_t first, n;
+	int64_t pdb;
+	uint64_t freed;
+	uint32_t unattr;
+	bool keep;
+};
+
+/* Preempting for a gang member helps only if the whole gang then fits: plan the
+ * members still to place (<need>, each asking what the preemptor asks) on every
+ * node as it would be once every candidate's victims are gone, and keep only
+ * the candidates in that plan. kube-scheduler evicts one candidate's victims
+ * per preemption, and each member that still does not fit preempts again, so
+ * the plan may take several candidates. Returns why none is kept, or NULL. */
+static const char *gang_plan_after_eviction(const struct ext_service *svc,
+					    const struct cache_pod *cp,
+					    const struct placement_request *req, unsigned need,
+					    struct candidate *cs, size_t n_cs, char *buf,
+					    size_t buflen)
+{
+	struct gang_levels required;
+	const char *key = NULL;
+	const struct gang_levels *lv = ext__gang_levels(svc, cp->gang_topology, &required, &key);
+	const char *why = NULL;
+	struct ext_views vs;
+	struct gang_plan plan;
+	unsigned *slot_node = NULL;
+	char err[EXT_GANG_REASON_BUF];
+
+	cache_read_begin(svc->cache);
+	if (ext__views_collect(svc, &vs) < 0) {
+		cache_read_end(svc->cache);
+		return "out of memory planning the gang";
+	}
+	slot_node = calloc(n_cs ? n_cs : 1, sizeof(*slot_node));
+	if (!slot_node) {
+		why = "out of memory planning the gang";
+		goto out;
+	}
+	/* Each candidate's node as it would be without its victims. */
+	for (size_t i = 0; i < n_cs; i++) {
+		slot_node[i] = UINT32_MAX;
+		for (size_t j = 0; j < vs.n; j++) {
+			struct cache_node_view *v = &vs.v[j];
+
+			if (strcmp(v->node->name, cs[i].node) != 0)
+				continue;
+			v->used &= ~cs[i].freed;
+			v->unattributed = v->unattributed > cs[i].unattr
+						  ? v->unattributed - cs[i].unattr : 0;
+			slot_node[i] = (unsigned)j;
+			break;
+		}
+	}
+	if (gang_plan_make(vs.v, (unsigned)vs.n, need, req, lv, &plan, err, sizeof(err)) < 0) {
+		snprintf(buf, buflen, "its gang's %u members still to place would not fit even "
+			 "with every candidate's victims evicted: %s", need, err);
+		why = buf;
+		goto out;
+	}
+	for (size_t i = 0; i < n_cs; i++)
+		for (unsigned k = 0; k < plan.n_slots && slot_node[i] != UINT32_MAX; k++)
+			if (plan.slots[k].node == slot_node[i]) {
+				cs[i].keep = true;
+				break;
+			}
+	gang_plan_fini(&plan);
+out:
+	cache_read_end(svc->cache);
+	ext__views_fini(&vs);
+	free(slot_node);
 	return why;
 }
 
@@ -152,7 +235,9 @@ void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
 	cJSON *root = NULL;
 	char err[EXT_REQUEST_ERR_BUF], why_buf[PREEMPT_WHY_BUF];
 	const char **uids = NULL;
-	size_t n = 0, dropped = 0, cap = 0;
+	struct candidate *cs = NULL;
+	size_t n = 0, dropped = 0, cap = 0, n_uids = 0, n_cs = 0, cs_cap = 0;
+	unsigned need = 0, quorum = 0;
 
 	if (ext_preempt_decode(body, len, &root, &pod, &meta, &full, err, sizeof(err)) < 0) {
 		log_warn("extender", "preempt: bad request (%zu bytes): %s", len, err);
@@ -168,17 +253,24 @@ void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
 				req.policy.kind = PLACEMENT_POLICY_PREFERRED;
 		}
 	}
-	strbuf_puts(&r->body, "{\"NodeNameToMetaVictims\":{");
+	/* A gang member: the members still to place, the preemptor among them. */
+	if (cp && cp->group && svc->gangs && req.demand.gpus > 0) {
+		struct gang_member mb = ext__member_of(cp, &req);
+
+		need = gang_members_needed(svc->gangs, &mb, &quorum);
+		if (quorum <= 1)
+			need = 0;
+	}
+	/* The candidates that evicting their victims would really help. */
 	cJSON_ArrayForEach(node, (meta ? meta : full)) {
 		const cJSON *pods = json_get(node, "Pods");
-		const char *why = NULL;
+		struct candidate c = { 0 };
+		const char *why;
 		const cJSON *p;
-		int64_t pdb;
-		size_t k = 0;
 
 		if (!node->string)
 			continue;
-		if (pdb_violations(node, &pdb) < 0) {
+		if (pdb_violations(node, &c.pdb) < 0) {
 			log_warn("extender", "preempt: bad request: node %s: NumPDBViolations is not "
 				 "a whole number from 0 to 2^53", node->string);
 			ext__reply_error(r, 400, "troupe: bad preempt request: node %.253s: "
@@ -186,53 +278,91 @@ void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
 					 node->string);
 			goto out;
 		}
+		c.node = node->string;
+		c.first = n_uids;
 		cJSON_ArrayForEach(p, json_list(pods)) {
 			const char *uid = meta ? json_str(p, "UID")
 					       : json_str(json_obj(p, "metadata"), "uid");
 
 			if (!uid)
 				continue;
-			if (k == cap) {
+			if (n_uids == cap) {
 				const char **g = realloc(uids, (cap = cap ? cap * 2 : 64) * sizeof(*g));
 
-				if (!g) {
-					ext__reply_error(r, 500, "troupe: out of memory reading the "
-							 "victims");
-					goto out;
-				}
+				if (!g)
+					goto oom;
 				uids = g;
 			}
-			uids[k++] = uid;
+			uids[n_uids++] = uid;
 		}
-		if (!k)
+		c.n = n_uids - c.first;
+		if (!c.n)
 			continue;       /* the scheduler refuses an empty victim list */
-		why = preempt_judge(svc, &req, req.demand.gpus > 0, node->string, uids, k, why_buf,
-				    sizeof(why_buf));
+		why = preempt_judge(svc, &req, req.demand.gpus > 0, c.node, uids + c.first, c.n,
+				    &c.freed, &c.unattr, why_buf, sizeof(why_buf));
 		if (why) {
 			log_debug("extender", "preempt: pod %s/%s: dropping node %s: %s",
-				  cp ? cp->ns : "?", cp ? cp->name : "?", node->string, why);
+				  cp ? cp->ns : "?", cp ? cp->name : "?", c.node, why);
 			dropped++;
 			continue;
 		}
+		c.keep = true;
+		if (n_cs == cs_cap) {
+			struct candidate *g = realloc(cs, (cs_cap = cs_cap ? cs_cap * 2 : 16) *
+							      sizeof(*g));
+
+			if (!g)
+				goto oom;
+			cs = g;
+		}
+		cs[n_cs++] = c;
+	}
+	if (need > 1 && n_cs) {
+		const char *why;
+
+		for (size_t i = 0; i < n_cs; i++)
+			cs[i].keep = false;
+		why = gang_plan_after_eviction(svc, cp, &req, need, cs, n_cs, why_buf,
+					       sizeof(why_buf));
+		for (size_t i = 0; i < n_cs; i++) {
+			if (cs[i].keep)
+				continue;
+			dropped++;
+			log_info("extender", "preempt: pod %s/%s (gang %s/%s, %u of quorum %u to "
+				 "place): dropping node %s: %s", cp->ns, cp->name, cp->ns, cp->group,
+				 need, quorum, cs[i].node, why ? why : "not in the gang's plan with "
+				 "the candidates' victims evicted");
+		}
+	}
+	strbuf_puts(&r->body, "{\"NodeNameToMetaVictims\":{");
+	for (size_t c = 0; c < n_cs; c++) {
+		if (!cs[c].keep)
+			continue;
 		if (n++)
 			strbuf_putc(&r->body, ',');
-		strbuf_put_json_str(&r->body, node->string, strlen(node->string));
+		strbuf_put_json_str(&r->body, cs[c].node, strlen(cs[c].node));
 		strbuf_puts(&r->body, ":{\"Pods\":[");
-		for (size_t i = 0; i < k; i++) {
+		for (size_t i = 0; i < cs[c].n; i++) {
+			const char *uid = uids[cs[c].first + i];
+
 			if (i)
 				strbuf_putc(&r->body, ',');
 			strbuf_puts(&r->body, "{\"UID\":");
-			strbuf_put_json_str(&r->body, uids[i], strlen(uids[i]));
+			strbuf_put_json_str(&r->body, uid, strlen(uid));
 			strbuf_putc(&r->body, '}');
 		}
 		strbuf_puts(&r->body, "],\"NumPDBViolations\":");
-		strbuf_put_i64(&r->body, pdb);
+		strbuf_put_i64(&r->body, cs[c].pdb);
 		strbuf_putc(&r->body, '}');
 	}
 	strbuf_puts(&r->body, "}}");
 	log_debug("extender", "preempt: kept %zu candidate nodes, dropped %zu", n, dropped);
+	goto out;
+oom:
+	ext__reply_error(r, 500, "troupe: out of memory reading the victims");
 out:
 	free(uids);
+	free(cs);
 	cache_pod_free(cp);
 	cJSON_Delete(root);
 }

@@ -58,6 +58,19 @@ bool gang__terms(struct gang_manager *m, const struct gang_member *mb, unsigned 
 	return false;
 }
 
+unsigned gang_members_needed(struct gang_manager *m, const struct gang_member *mb,
+			     unsigned *quorum)
+{
+	unsigned exist = 0, bound = 0, timeout_s;
+
+	*quorum = 0;
+	if (!mb->group)
+		return 0;
+	cache_group_count(m->cache, mb->ns, mb->group, &exist, &bound);
+	(void)gang__terms(m, mb, exist, quorum, &timeout_s, NULL);
+	return *quorum > bound ? *quorum - bound : 0;
+}
+
 const char *gang__queue(struct gang_manager *m, const struct gang_member *mb, char *buf,
 			size_t len)
 {

@@ -221,6 +221,12 @@ enum gang_verdict gang_filter(struct gang_manager *m, const struct gang_member *
 			      const struct cache_node_view *views, unsigned n, bool *allowed,
 			      char *reason, size_t reasonlen);
 
+/* The members of <mb>'s gang still to place for its quorum: the quorum (its
+ * PodGroup's, else the largest a member names, else every member that exists)
+ * less the members bound, in <quorum> the quorum. Thread: any. */
+unsigned gang_members_needed(struct gang_manager *m, const struct gang_member *mb,
+			     unsigned *quorum);
+
 /* Whether <node> has an open slot for this member (prioritize). */
 enum gang_verdict gang_has_slot(struct gang_manager *m, const struct gang_member *mb,
 				const char *node, bool *has);

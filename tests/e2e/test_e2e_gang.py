@@ -7,6 +7,15 @@ kube-scheduler calling troupe.
                                         runs once the winner is deleted
   test_gang_missing_member              a gang short of its minMember binds
                                         nothing, and its pods' events say why
+  test_high_gang_preempts_low_gangs_whole
+                                        a gang of two 8-GPU members at high
+                                        priority, two low-priority gangs of two
+                                        4-GPU members filling its two nodes:
+                                        kube-scheduler preempts through troupe's
+                                        preempt verb (which keeps only nodes in
+                                        the gang's plan after eviction); both
+                                        low gangs are evicted whole, never left
+                                        partly running, and the high gang binds
   test_cpu_only_member                  a CPU-only member does not reach troupe
                                         (managedResources) and binds at once,
                                         alone; with nvidia.com/gpu: 0 it reaches
@@ -22,7 +31,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import invariants  # noqa: E402
-from e2e_common import E2E, gpu_pod, wait_until, module_cluster  # noqa: E402
+from e2e_common import E2E, gpu_pod, metric_samples, wait_until, module_cluster  # noqa: E402
 
 HOSTS = ["gpu-0000", "gpu-0003", "gpu-0006"]
 LABEL = "scheduling.x-k8s.io/pod-group"
@@ -75,6 +84,57 @@ class Gangs(E2E):
         wait_until(lambda: len(self.bound(loser)) == 3, timeout=120, what="the loser bound")
         nodes = sorted(p["spec"]["nodeName"] for p in self.bound(loser))
         self.assertEqual(nodes, HOSTS)
+
+    def live(self, group):
+        """The members of <group> that exist and are not being deleted."""
+        return [p for p in self.pods(selector=LABEL + "=" + group)
+                if not p["metadata"].get("deletionTimestamp")]
+
+    def test_high_gang_preempts_low_gangs_whole(self):
+        for name, value in (("e2e-low", 0), ("e2e-high", 1000000)):
+            status, out = self.c.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                                         {"metadata": {"name": name}, "value": value})
+            self.assertIn(status, (201, 409), out)
+        lows = (("low-a", HOSTS[0]), ("low-b", HOSTS[1]))
+        for group, host in lows:
+            self.podgroup(group, 2)
+            for i in range(2):
+                self.create(gpu_pod("%s-%d" % (group, i), 4, hosts=[host], labels={LABEL: group},
+                                    priority="e2e-low"))
+        for group, _ in lows:
+            for i in range(2):
+                self.wait_running("%s-%d" % (group, i), timeout=90)
+        before = metric_samples(self.c.metrics("troupe"), "troupe_requests_total")
+        self.podgroup("high", 2)
+        for i in range(2):
+            self.create(gpu_pod("high-%d" % i, 8, hosts=HOSTS[:2], labels={LABEL: "high"},
+                                priority="e2e-high"))
+        # Until the high gang is bound: a low gang is whole or gone, but for
+        # the moment its members' deletions take (one preemption evicts both:
+        # they are one node's victims).
+        partial_since = {}
+        deadline = time.monotonic() + 180
+        while len(self.bound("high")) < 2:
+            self.assertLess(time.monotonic(), deadline, "the high gang was not bound in 180 s")
+            now = time.monotonic()
+            for group, _ in lows:
+                if len(self.live(group)) == 1:
+                    partial_since.setdefault(group, now)
+                    self.assertLess(now - partial_since[group], 10,
+                                    "gang %s left partly running" % group)
+                else:
+                    partial_since.pop(group, None)
+            time.sleep(0.5)
+        self.assertEqual(sorted(p["spec"]["nodeName"] for p in self.bound("high")),
+                         sorted(HOSTS[:2]))
+        for group, _ in lows:
+            wait_until(lambda: not self.live(group), timeout=30,
+                       what="low gang %s evicted whole" % group)
+        after = metric_samples(self.c.metrics("troupe"), "troupe_requests_total")
+        preempts = sum(v - before.get(k, 0) for k, v in after.items() if 'verb="preempt"' in k)
+        self.assertGreaterEqual(preempts, 2, "kube-scheduler did not ask troupe's preempt "
+                                "verb for each low gang's node")
+        invariants.assert_holds(self.c, settle=10)
 
     def test_gang_missing_member(self):
         self.podgroup("short", 3)
