@@ -263,9 +263,10 @@ int cache_podgroup_apply(struct cache *c, struct cache_podgroup *pg)
 
 	cache__writer_check(c);
 	if (!g || (unsigned)pg->api >= CACHE_PG_API_COUNT) {
+		ret = g ? -EINVAL : -ENOMEM;
 		cache_podgroup_free(pg);
 		free(g);
-		return g ? -EINVAL : -ENOMEM;
+		return ret;
 	}
 	group_key(g->key, sizeof(g->key), pg->ns, pg->name);
 	g->pg = pg;

@@ -43,7 +43,9 @@ void cache__inf_readiness_update(struct cache_informer *inf)
 
 	r.missing = inf->review_denied | inf->request_denied;
 	for (int k = 0; k < K_COUNT; k++) {
-		if (inf->streams[k].failing) {
+		/* Another scheduler's objects: their failures are logged, never a
+		 * reason to be unready (kind_optional). */
+		if (inf->streams[k].failing && !kind_optional((enum kind)k)) {
 			snprintf(r.detail, sizeof(r.detail), "%s", inf->streams[k].failure);
 			break;
 		}

@@ -184,8 +184,10 @@ static void mark_synced(struct stream *s)
 	bool all = true;
 
 	s->synced = true;
+	/* Readiness never waits for another scheduler's objects (kind_optional):
+	 * their APIs may be slow or broken without troupe's own being so. */
 	for (int k = 0; k < K_COUNT; k++)
-		all = all && inf->streams[k].synced;
+		all = all && (inf->streams[k].synced || kind_optional((enum kind)k));
 	if (all && !cache_is_synced(inf->cache)) {
 		cache_set_synced(inf->cache, true);
 		log_info("informer", "initial lists applied");

@@ -403,13 +403,14 @@ void ext__explain_podgroup(const struct ext_service *svc, const char *ns, const 
 		}
 		if (svc->gangs)
 			gang_view_fini(&v);
-		if (!queue[0] && cache_podgroup_get(svc->cache, ns, name, &pg, pgbuf,
-						    sizeof(pgbuf)) == 0 && pg.queue[0])
-			snprintf(queue, sizeof(queue), "%s", pg.queue);
 		if (!queue[0]) {
 			cache_group_foreach(svc->cache, ns, name, member_queue_fn, &m);
 			snprintf(queue, sizeof(queue), "%s", m.queue);
 			prio = m.priority;
+			/* Ordered in its PodGroup's queue when that names one. */
+			if (cache_podgroup_get(svc->cache, ns, name, &pg, pgbuf,
+					       sizeof(pgbuf)) == 0 && pg.queue[0])
+				snprintf(queue, sizeof(queue), "%s", pg.queue);
 		}
 		ext__explain_put_queue(svc, queue, ns, name, prio, sb);
 	}

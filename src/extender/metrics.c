@@ -366,8 +366,8 @@ static const struct {
 	{ "troupe_queue_dominant_share", "The queue's weighted dominant share: the largest "
 	  "share of the ready nodes' GPUs, CPU and memory its pods occupy, divided by its "
 	  "weight (the lowest goes first)", Q_SHARE },
-	{ "troupe_queue_weight", "The queue's weight (queues: in the config; 1 when not named)",
-	  Q_WEIGHT },
+	{ "troupe_queue_weight", "The queue's weight (queues: in the config, else its Volcano or "
+	  "KAI Queue object's, else 1)", Q_WEIGHT },
 	{ "troupe_queue_gangs_waiting", "The queue's gangs waiting for capacity", Q_WAITING },
 	{ "troupe_queue_gangs_planned", "The queue's gangs with a plan", Q_PLANNED },
 	{ "troupe_queue_gpus", "GPUs the queue's pods hold", Q_GPUS },

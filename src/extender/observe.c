@@ -115,7 +115,12 @@ static void debug_group(const struct cache_podgroup *pg, void *arg)
 	strbuf_put_json_str(dc->out, pg->ns, strlen(pg->ns));
 	strbuf_puts(dc->out, ",\"name\":");
 	strbuf_put_json_str(dc->out, pg->name, strlen(pg->name));
-	strbuf_printf(dc->out, ",\"minMember\":%d}", pg->min_member);
+	strbuf_puts(dc->out, ",\"apiVersion\":");
+	strbuf_put_json_str(dc->out, cache_pg_apis[pg->api].api_version,
+			    strlen(cache_pg_apis[pg->api].api_version));
+	strbuf_printf(dc->out, ",\"minMember\":%d,\"queue\":", pg->min_member);
+	strbuf_put_json_str(dc->out, pg->queue, strlen(pg->queue));
+	strbuf_putc(dc->out, '}');
 }
 
 void ext_debug_cache(const struct ext_service *svc, struct ext_reply *r)

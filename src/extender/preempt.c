@@ -152,11 +152,15 @@ struct candidate {
  * node as it would be once every candidate's victims are gone, and keep only
  * the candidates in that plan. kube-scheduler evicts one candidate's victims
  * per preemption, and each member that still does not fit preempts again, so
- * the plan may take several candidates. Returns why none is kept, or NULL. */
+ * the plan may take several candidates. The plan is made on every node troupe
+ * would place the gang on (usable for its GPU kind, as filter's planner asks):
+ * kube-scheduler's own constraints on the members (affinity, taints) are not in
+ * troupe's cache, so a free node they exclude may still count here. Returns
+ * why none is kept, or NULL; -ENOMEM in <oom> when it could not plan. */
 static const char *gang_plan_after_eviction(const struct ext_service *svc,
 					    const struct cache_pod *cp,
 					    const struct placement_request *req, unsigned need,
-					    struct candidate *cs, size_t n_cs, char *buf,
+					    struct candidate *cs, size_t n_cs, bool *oom, char *buf,
 					    size_t buflen)
 {
 	struct gang_levels required;
@@ -168,13 +172,16 @@ static const char *gang_plan_after_eviction(const struct ext_service *svc,
 	unsigned *slot_node = NULL;
 	char err[EXT_GANG_REASON_BUF];
 
+	*oom = false;
 	cache_read_begin(svc->cache);
 	if (ext__views_collect(svc, &vs) < 0) {
 		cache_read_end(svc->cache);
+		*oom = true;
 		return "out of memory planning the gang";
 	}
 	slot_node = calloc(n_cs ? n_cs : 1, sizeof(*slot_node));
 	if (!slot_node) {
+		*oom = true;
 		why = "out of memory planning the gang";
 		goto out;
 	}
@@ -199,9 +206,13 @@ static const char *gang_plan_after_eviction(const struct ext_service *svc,
 		why = buf;
 		goto out;
 	}
+	/* A candidate the plan uses, on devices its victims free (or, for victims
+	 * whose devices troupe does not know, on its node at all): evicting the
+	 * victims of any other is for nothing. */
 	for (size_t i = 0; i < n_cs; i++)
 		for (unsigned k = 0; k < plan.n_slots && slot_node[i] != UINT32_MAX; k++)
-			if (plan.slots[k].node == slot_node[i]) {
+			if (plan.slots[k].node == slot_node[i] &&
+			    ((plan.slots[k].devices & cs[i].freed) || cs[i].unattr)) {
 				cs[i].keep = true;
 				break;
 			}
@@ -319,11 +330,17 @@ void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
 	}
 	if (need > 1 && n_cs) {
 		const char *why;
+		bool oom;
 
 		for (size_t i = 0; i < n_cs; i++)
 			cs[i].keep = false;
-		why = gang_plan_after_eviction(svc, cp, &req, need, cs, n_cs, why_buf,
+		why = gang_plan_after_eviction(svc, cp, &req, need, cs, n_cs, &oom, why_buf,
 					       sizeof(why_buf));
+		if (oom) {
+			ext__reply_error(r, 500, "troupe: out of memory planning gang %s/%s",
+					 cp->ns, cp->group);
+			goto out;
+		}
 		for (size_t i = 0; i < n_cs; i++) {
 			if (cs[i].keep)
 				continue;

@@ -71,14 +71,20 @@ unsigned gang_members_needed(struct gang_manager *m, const struct gang_member *m
 	return *quorum > bound ? *quorum - bound : 0;
 }
 
-const char *gang__queue(struct gang_manager *m, const struct gang_member *mb, char *buf,
-			size_t len)
+const char *gang__group_queue(struct gang_manager *m, const char *ns, const char *group,
+			      const char *fallback, char *buf, size_t len)
 {
 	struct cache_podgroup pg;
 
-	if (cache_podgroup_get(m->cache, mb->ns, mb->group, &pg, buf, len) == 0 && pg.queue[0])
+	if (group && cache_podgroup_get(m->cache, ns, group, &pg, buf, len) == 0 && pg.queue[0])
 		return pg.queue;
-	return mb->queue ? mb->queue : mb->ns;
+	return fallback;
+}
+
+const char *gang__queue(struct gang_manager *m, const struct gang_member *mb, char *buf,
+			size_t len)
+{
+	return gang__group_queue(m, mb->ns, mb->group, mb->queue ? mb->queue : mb->ns, buf, len);
 }
 
 /* ---- What a gang asks: its members' needs ------------------------------------ */

@@ -31,22 +31,89 @@ struct usage {
 struct usage_entry {
 	struct usage u;
 	char queue[K8S_NAME_BUF];
+	/* Its weight, read once (under the manager's lock, at the first share
+	 * asked of it), so that one sort sees one weight however the config or a
+	 * Queue object changes meanwhile. */
+	bool weighed;
+	double weight;
+};
+
+/* A pod group's queue as gang__group_queue finds it (its PodGroup's
+ * spec.queue, of the first API of cache_pg_precedence that has the group),
+ * gathered before the walk of every pod, which may not call into the cache. */
+struct pg_queue {
+	char key[K8S_KEY_BUF];          /* "ns/name", the map's key */
+	unsigned rank;                  /* its API's place in cache_pg_precedence */
+	char queue[K8S_NAME_BUF];       /* "" when that PodGroup names none */
+};
+
+static unsigned pg_rank(enum cache_pg_api api)
+{
+	for (unsigned i = 0; i < CACHE_PG_API_COUNT; i++)
+		if (cache_pg_precedence[i] == api)
+			return i;
+	return CACHE_PG_API_COUNT;
+}
+
+static void collect_pg_queue(const struct cache_podgroup *pg, void *arg)
+{
+	struct strmap *map = arg;
+	char key[K8S_KEY_BUF];
+	struct pg_queue *q;
+	unsigned rank = pg_rank(pg->api);
+	int n = snprintf(key, sizeof(key), "%s/%s", pg->ns, pg->name);
+
+	if (n <= 0 || (size_t)n >= sizeof(key))
+		return;
+	q = strmap_get(map, key, (size_t)n);
+	if (q && q->rank <= rank)
+		return;         /* an API before it has the group */
+	if (!q) {
+		q = calloc(1, sizeof(*q));
+		if (!q)
+			return;
+		memcpy(q->key, key, (size_t)n + 1);
+		if (strmap_put(map, q->key, (size_t)n, q, NULL) < 0) {
+			free(q);
+			return;
+		}
+	}
+	q->rank = rank;
+	snprintf(q->queue, sizeof(q->queue), "%s", pg->queue);
+}
+
+struct usage_walk {
+	struct shares *s;
+	struct strmap *pg_queues;
 };
 
 static void add_usage(const struct cache_pod_info *p, const char *uid, void *arg)
 {
-	struct shares *s = arg;
+	struct usage_walk *w = arg;
+	struct shares *s = w->s;
+	const char *queue = p->queue;
 	struct usage_entry *e;
 
 	(void)uid;
 	if (p->state != CACHE_POD_STATE_ASSUMED && p->state != CACHE_POD_STATE_BOUND)
 		return;
-	e = strmap_get(&s->by_queue, p->queue, strlen(p->queue));
+	/* A gang member counts where its gang is ordered: its PodGroup's queue
+	 * when that names one (a reservation carries its gang's queue already). */
+	if (!p->reservation && p->group[0]) {
+		char key[K8S_KEY_BUF];
+		int n = snprintf(key, sizeof(key), "%s/%s", p->ns, p->group);
+		const struct pg_queue *q = n > 0 && (size_t)n < sizeof(key)
+					   ? strmap_get(w->pg_queues, key, (size_t)n) : NULL;
+
+		if (q && q->queue[0])
+			queue = q->queue;
+	}
+	e = strmap_get(&s->by_queue, queue, strlen(queue));
 	if (!e) {
 		e = calloc(1, sizeof(*e));
 		if (!e)
 			return;
-		snprintf(e->queue, sizeof(e->queue), "%s", p->queue);
+		snprintf(e->queue, sizeof(e->queue), "%s", queue);
 		if (strmap_put(&s->by_queue, e->queue, strlen(e->queue), e, NULL) < 0) {
 			free(e);
 			return;
@@ -61,9 +128,19 @@ static void add_usage(const struct cache_pod_info *p, const char *uid, void *arg
 
 void gang__shares_load(struct gang_manager *m, struct shares *s)
 {
+	struct strmap pg_queues;
+	struct usage_walk w = { s, &pg_queues };
+	size_t pos = 0;
+	void *v;
+
 	strmap_init(&s->by_queue);
+	strmap_init(&pg_queues);
 	cache_get_stats(m->cache, &s->totals);
-	cache_pod_foreach(m->cache, add_usage, s);
+	cache_podgroup_foreach(m->cache, collect_pg_queue, &pg_queues);
+	cache_pod_foreach(m->cache, add_usage, &w);
+	while (strmap_next(&pg_queues, &pos, NULL, &v))
+		free(v);
+	strmap_fini(&pg_queues);
 }
 
 void gang__shares_fini(struct shares *s)
@@ -118,7 +195,15 @@ double gang__share_of(const struct gang_manager *m, const struct shares *s, cons
 		d = (double)e->u.cpu_milli / (double)s->totals.ready_cpu_milli;
 	if (s->totals.ready_mem_bytes > 0 && (double)e->u.mem_bytes / s->totals.ready_mem_bytes > d)
 		d = (double)e->u.mem_bytes / (double)s->totals.ready_mem_bytes;
-	return d / gang__queue_weight(m, queue, NULL);
+	if (!e->weighed) {
+		/* The caller's own copy of the shares (gang__shares_load's), only
+		 * ever read by the thread that loaded it. */
+		struct usage_entry *w = (struct usage_entry *)e;
+
+		w->weight = gang__queue_weight(m, queue, NULL);
+		w->weighed = true;
+	}
+	return d / e->weight;
 }
 
 uint64_t gang__queue_gpus(const struct shares *s, const char *queue)

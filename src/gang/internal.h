@@ -194,9 +194,13 @@ void gang__unlock(struct gang_manager *m);
 
 /* ---- admit.c: what a gang asks, and its terms ---------------------------------- */
 
-/* The queue a gang is ordered in: its PodGroup's spec.queue (Volcano, KAI),
- * else the member's queue label, else its namespace. The result may point
- * into <buf> (K8S_KEY_BUF + K8S_UID_BUF + K8S_NAME_BUF holds any). */
+/* The queue gang <ns>/<group> is ordered in, and its members' usage counted
+ * in: its PodGroup's spec.queue (Volcano, KAI), else <fallback>. The result may
+ * point into <buf> (K8S_KEY_BUF + K8S_UID_BUF + K8S_NAME_BUF holds any). */
+const char *gang__group_queue(struct gang_manager *m, const char *ns, const char *group,
+			      const char *fallback, char *buf, size_t len);
+/* The same for member <mb>: <fallback> is its queue label, else its
+ * namespace. */
 const char *gang__queue(struct gang_manager *m, const struct gang_member *mb, char *buf,
 			size_t len);
 /* Quorum and timeout: the PodGroup first, then the pod's own annotations.

@@ -234,6 +234,8 @@ static void discover_group(const char *ns, const char *group, void *arg)
 	struct gang_member who = { .ns = ns, .group = group };
 	struct gang_need needs[GANG_MAX_NEEDS];
 	unsigned quorum, timeout_s, n_needs = 0;
+	char queue_buf[K8S_KEY_BUF + K8S_UID_BUF + K8S_NAME_BUF];
+	const char *queue;
 	struct gang *g;
 	uint64_t gpus = 0;
 
@@ -252,7 +254,8 @@ static void discover_group(const char *ns, const char *group, void *arg)
 		goto out;
 	gang__enter(g, GANG_WAITING, d->now);
 	g->quorum = quorum;
-	if (g->n_targets && (g->priority != c.priority || strcmp(g->queue, c.queue) != 0))
+	queue = gang__group_queue(d->m, ns, group, c.queue, queue_buf, sizeof(queue_buf));
+	if (g->n_targets && (g->priority != c.priority || strcmp(g->queue, queue) != 0))
 		d->m->holds_dirty = true;       /* the held-node set names both */
 	g->need = 0;
 	g->req = needs[0].req;
@@ -263,7 +266,7 @@ static void discover_group(const char *ns, const char *group, void *arg)
 	}
 	g->need_gpus = gpus;
 	g->priority = c.priority;
-	snprintf(g->queue, sizeof(g->queue), "%s", c.queue);
+	snprintf(g->queue, sizeof(g->queue), "%s", queue);
 	g->last_seen_ns = d->now;
 out:
 	free(c.list);

@@ -611,6 +611,64 @@ static void test_gang_queue_weight_from_other_schedulers_queues(void **state)
 	cache_free(c);
 }
 
+/* A gang member's usage counts toward its PodGroup's queue when that names
+ * one, whatever the pod's own label (the queue the gang is ordered in); a
+ * member of a group whose PodGroup names none, toward its own. */
+static void test_gang_member_usage_counts_in_its_podgroups_queue(void **state)
+{
+	struct fake_clock clk;
+	struct gang_config cfg;
+	struct cache *c = cache_new(&gpu_opts);
+	struct gang_manager *gm;
+	struct shares sh;
+	char err[CACHE_ERR_LEN];
+
+	(void)state;
+	fake_config(&cfg, &clk);
+	assert_non_null(c);
+	cache_nodes(c, 2);                              /* 16 GPUs */
+	for (int i = 0; i < 2; i++) {
+		char json[768];
+		cJSON *o;
+
+		/* vc-0 on n0 (group vc), other-0 on n1 (group other): 8 GPUs each,
+		 * both labelled for queue "own". */
+		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"%s-0\",\"namespace\":\"ml\","
+			 "\"uid\":\"u-%d\",\"labels\":{\"troupe.io/queue\":\"own\"},\"annotations\":"
+			 "{\"scheduling.k8s.io/group-name\":\"%s\",\"troupe.io/gpu-ids\":"
+			 "\"0,1,2,3,4,5,6,7\"}},\"spec\":{\"nodeName\":\"n%d\",\"containers\":"
+			 "[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"8\"}}}]},"
+			 "\"status\":{\"phase\":\"Running\"}}", i ? "other" : "vc", i,
+			 i ? "other" : "vc", i);
+		o = cJSON_Parse(json);
+		assert_int_equal(cache_pod_apply(c, cache_pod_parse(o, &gpu_opts, err, sizeof(err))), 0);
+		cJSON_Delete(o);
+	}
+	for (int i = 0; i < 2; i++) {
+		cJSON *o = cJSON_Parse(i ? "{\"apiVersion\":\"scheduling.volcano.sh/v1beta1\","
+					   "\"metadata\":{\"name\":\"other\",\"namespace\":\"ml\"},"
+					   "\"spec\":{\"minMember\":1}}"
+					 : "{\"apiVersion\":\"scheduling.volcano.sh/v1beta1\","
+					   "\"metadata\":{\"name\":\"vc\",\"namespace\":\"ml\"},"
+					   "\"spec\":{\"minMember\":1,\"queue\":\"research\"}}");
+
+		assert_int_equal(cache_podgroup_apply(c, cache_podgroup_parse(o, &gpu_opts, err,
+									      sizeof(err))), 0);
+		cJSON_Delete(o);
+	}
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	gang__shares_load(gm, &sh);
+	assert_int_equal(gang__queue_gpus(&sh, "research"), 8);
+	assert_int_equal(gang__queue_gpus(&sh, "own"), 8);
+	pthread_mutex_lock(&gm->lock);
+	assert_true(fabs(gang__share_of(gm, &sh, "research") - 0.5) < 1e-9);
+	pthread_mutex_unlock(&gm->lock);
+	gang__shares_fini(&sh);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -620,6 +678,7 @@ int main(void)
 		cmocka_unit_test(test_gang_fair_rule_random_pairs_agree_with_the_tuple_order),
 		cmocka_unit_test(test_gang_config_queue_weight_defaults_to_one),
 		cmocka_unit_test(test_gang_queue_weight_from_other_schedulers_queues),
+		cmocka_unit_test(test_gang_member_usage_counts_in_its_podgroups_queue),
 		cmocka_unit_test(test_gang_holds_grow_on_the_emptiest_nodes_as_gpus_free),
 		cmocka_unit_test(test_gang_starvation_counts_on_the_managers_clock),
 		cmocka_unit_test(test_gang_only_a_watch_shows_gangs_nobody_filtered),
