@@ -68,6 +68,14 @@ static const struct cache_permission optional_permissions[CACHE_OPT_PERM_COUNT] 
 					"list queues.scheduling.run.ai" },
 	[CACHE_OPT_PERM_WATCH_Q_KAI] = { "watch", "scheduling.run.ai", "queues", "",
 					 "watch queues.scheduling.run.ai" },
+	[CACHE_OPT_PERM_LIST_DRA_SLICES] = { "list", "resource.k8s.io", "resourceslices", "",
+					     "list resourceslices" },
+	[CACHE_OPT_PERM_WATCH_DRA_SLICES] = { "watch", "resource.k8s.io", "resourceslices", "",
+					      "watch resourceslices" },
+	[CACHE_OPT_PERM_LIST_DRA_CLAIMS] = { "list", "resource.k8s.io", "resourceclaims", "",
+					     "list resourceclaims" },
+	[CACHE_OPT_PERM_WATCH_DRA_CLAIMS] = { "watch", "resource.k8s.io", "resourceclaims", "",
+					      "watch resourceclaims" },
 };
 
 const struct cache_permission *cache_permission_get(enum cache_perm p)

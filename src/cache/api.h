@@ -107,6 +107,11 @@ enum cache_optional_perm {
 	CACHE_OPT_PERM_WATCH_Q_VOLCANO,
 	CACHE_OPT_PERM_LIST_Q_KAI,              /* scheduling.run.ai queues */
 	CACHE_OPT_PERM_WATCH_Q_KAI,
+	/* DRA's slices and claims (dra.c), for GPUs given through DRA. */
+	CACHE_OPT_PERM_LIST_DRA_SLICES,         /* resource.k8s.io resourceslices */
+	CACHE_OPT_PERM_WATCH_DRA_SLICES,
+	CACHE_OPT_PERM_LIST_DRA_CLAIMS,         /* resource.k8s.io resourceclaims */
+	CACHE_OPT_PERM_WATCH_DRA_CLAIMS,
 	CACHE_OPT_PERM_COUNT
 };
 

@@ -34,6 +34,7 @@
 enum {
 	CACHE_MAX_GPUS = 64,            /* devices per node the mask can name */
 	CACHE_MAX_GPU_RESOURCES = 8,    /* managed resource names (nvidia.com/gpu, ...) */
+	CACHE_MAX_DRA_DRIVERS = 4,      /* DRA drivers whose GPUs troupe counts */
 	CACHE_ERR_LEN = 256,
 	/* Annotation troupe.io/topology's value, as cache_pod_info keeps it: a
 	 * policy name ("nvlink", "same-socket", ...), not a Kubernetes name. */
@@ -61,6 +62,11 @@ struct cache_opts {
 	 * snapshot) kept at most; at the cap the oldest that occupy nothing are
 	 * dropped first (cache_pod_remember). 0: CACHE_FILTER_ONLY_PODS_DEFAULT. */
 	size_t max_filter_only_pods;
+	/* DRA drivers (e.g. "gpu.nvidia.com") whose ResourceSlices publish GPUs
+	 * troupe also manages: a device of theirs allocated to a ResourceClaim is
+	 * counted as used on its node (dra.c). None: DRA is not watched. */
+	const char *dra_drivers[CACHE_MAX_DRA_DRIVERS];
+	unsigned n_dra_drivers;
 };
 
 /* Pods remembered from filter calls, by default. Whoever can reach troupe's
@@ -501,6 +507,34 @@ struct cache_podgroup {
 	int64_t created_us;             /* metadata.creationTimestamp; 0 when absent */
 	struct cache_podgroup_status status;
 };
+
+/* ---- DRA: GPUs allocated through ResourceClaims ---------------------------------- */
+
+/* The devices of the configured DRA drivers, from their ResourceSlices
+ * (resource.k8s.io/v1), and the claims allocated on them. Each allocated claim
+ * holds its devices on their node as a pod would: an entry of the pod table
+ * under uid "dra:<claim uid>", in the claim's namespace and name, so a GPU
+ * given through DRA is never offered again by troupe. A device is named to
+ * troupe's index by its "uuid" attribute (the node's troupe.io/gpu-uuids),
+ * else its "index" attribute; a claim with a device named by neither holds
+ * that many GPUs of its node unattributed. Writer thread; every call may change
+ * the claims' entries. */
+enum { CACHE_DRA_UID_PREFIX_LEN = 4 };  /* "dra:" */
+/* Writer: a ResourceSlice (added or changed); <deleted>: it is gone. Returns 0,
+ * or -EINVAL with <err> when it is not a usable slice (no name). */
+int cache_dra_slice(struct cache *c, const cJSON *slice, bool deleted, char *err, size_t errlen);
+/* Writer: a ResourceClaim (added or changed); <deleted>: it is gone. Returns 0,
+ * or -EINVAL with <err> (no uid or name). */
+int cache_dra_claim(struct cache *c, const cJSON *claim, bool deleted, char *err, size_t errlen);
+/* Writer: forget what a relist of <claims> (else slices) did not contain
+ * (<keep> answers for a claim's uid, a slice's name). */
+void cache_dra_sweep(struct cache *c, bool claims, bool (*keep)(const char *key, void *arg),
+		     void *arg);
+/* Whether <uid> is a claim's entry of the pod table. */
+static inline bool cache_dra_uid(const char *uid)
+{
+	return uid[0] == 'd' && uid[1] == 'r' && uid[2] == 'a' && uid[3] == ':';
+}
 
 /* ---- Queues of other schedulers: their weights for fair sharing ------------------ */
 

@@ -16,27 +16,31 @@
 #include "common/util.h"
 
 const struct kind_info kinds[K_COUNT] = {
-	{ "nodes", "/api/v1/nodes", CACHE_PERM_LIST_NODES, CACHE_PERM_WATCH_NODES, -1, -1,
+	{ "nodes", "/api/v1/nodes", CACHE_PERM_LIST_NODES, CACHE_PERM_WATCH_NODES, -1, -1, 0,
 	  "Nodes", NULL },
-	{ "pods", "/api/v1/pods", CACHE_PERM_LIST_PODS, CACHE_PERM_WATCH_PODS, -1, -1, "Pods",
+	{ "pods", "/api/v1/pods", CACHE_PERM_LIST_PODS, CACHE_PERM_WATCH_PODS, -1, -1, 0, "Pods",
 	  NULL },
 	{ "podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", CACHE_PERM_LIST_PODGROUPS,
-	  CACHE_PERM_WATCH_PODGROUPS, CACHE_PG_XK8S, -1, "scheduler-plugins PodGroups",
+	  CACHE_PERM_WATCH_PODGROUPS, CACHE_PG_XK8S, -1, 0, "scheduler-plugins PodGroups",
 	  "scheduling.x-k8s.io/v1alpha1" },
 	{ "podgroups.scheduling.k8s.io", "/apis/scheduling.k8s.io/v1beta1/podgroups",
-	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_UPSTREAM, -1, "Kubernetes PodGroups",
+	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_UPSTREAM, -1, 0, "Kubernetes PodGroups",
 	  "scheduling.k8s.io/v1beta1" },
 	{ "podgroups.scheduling.volcano.sh", "/apis/scheduling.volcano.sh/v1beta1/podgroups",
-	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_VOLCANO, -1, "Volcano PodGroups",
+	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_VOLCANO, -1, 0, "Volcano PodGroups",
 	  "scheduling.volcano.sh/v1beta1" },
 	{ "podgroups.scheduling.run.ai", "/apis/scheduling.run.ai/v2alpha2/podgroups",
-	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_KAI, -1, "KAI Scheduler PodGroups",
+	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, CACHE_PG_KAI, -1, 0, "KAI Scheduler PodGroups",
 	  "scheduling.run.ai/v2alpha2" },
 	{ "queues.scheduling.volcano.sh", "/apis/scheduling.volcano.sh/v1beta1/queues",
-	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, -1, CACHE_Q_VOLCANO, "Volcano Queues",
+	  CACHE_PERM_COUNT, CACHE_PERM_COUNT, -1, CACHE_Q_VOLCANO, 0, "Volcano Queues",
 	  "scheduling.volcano.sh/v1beta1" },
 	{ "queues.scheduling.run.ai", "/apis/scheduling.run.ai/v2/queues", CACHE_PERM_COUNT,
-	  CACHE_PERM_COUNT, -1, CACHE_Q_KAI, "KAI Scheduler Queues", "scheduling.run.ai/v2" },
+	  CACHE_PERM_COUNT, -1, CACHE_Q_KAI, 0, "KAI Scheduler Queues", "scheduling.run.ai/v2" },
+	{ "resourceslices", "/apis/resource.k8s.io/v1/resourceslices", CACHE_PERM_COUNT,
+	  CACHE_PERM_COUNT, -1, -1, 1, "DRA ResourceSlices", "resource.k8s.io/v1" },
+	{ "resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims", CACHE_PERM_COUNT,
+	  CACHE_PERM_COUNT, -1, -1, 2, "DRA ResourceClaims", "resource.k8s.io/v1" },
 };
 
 void cache_informer_get_stats(const struct cache_informer *inf, struct cache_informer_stats *out)
@@ -192,6 +196,12 @@ struct cache_informer *cache_informer_start(struct cache *c, struct cache_api *a
 		inf->streams[k].kind = (enum kind)k;
 		inf->streams[k].phase = P_START;
 		strmap_init(&inf->streams[k].seen);
+		/* No DRA driver configured: DRA's objects are never asked for. */
+		if (kinds[k].dra && !cache_get_opts(c)->n_dra_drivers) {
+			inf->streams[k].phase = P_DISABLED;
+			inf->streams[k].due_ns = UINT64_MAX;
+			inf->streams[k].synced = true;
+		}
 	}
 	cache_set_synced(c, false);
 	cache_set_live(c);

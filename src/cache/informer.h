@@ -65,7 +65,7 @@
 #include "common/strmap.h"
 
 enum kind { K_NODES, K_PODS, K_PODGROUPS, K_PG_UPSTREAM, K_PG_VOLCANO, K_PG_KAI, K_Q_VOLCANO,
-	    K_Q_KAI, K_COUNT };
+	    K_Q_KAI, K_DRA_SLICES, K_DRA_CLAIMS, K_COUNT };
 
 struct kind_info {
 	const char *name;
@@ -75,13 +75,16 @@ struct kind_info {
 	enum cache_perm list, watch;
 	int pg_api;                     /* enum cache_pg_api of a PodGroup kind; -1 */
 	int q_api;                      /* enum cache_queue_api of a Queue kind; -1 */
+	int dra;                        /* 1: ResourceSlices, 2: ResourceClaims; 0 */
 	const char *what;               /* for logs: "Volcano PodGroups" */
 	const char *api_version;        /* of a kind that may not be served, else NULL */
 };
 
-/* An optional kind: another scheduler's PodGroups or Queues. A 404 (the API is
- * not served) or a 403 (troupe may not read it) disables its stream with one
- * log line, and it is tried again every podgroup_retry_s. */
+/* An optional kind: another scheduler's PodGroups or Queues, or DRA's slices
+ * and claims. A 404 (the API is not served) or a 403 (troupe may not read it)
+ * disables its stream with one log line, and it is tried again every
+ * podgroup_retry_s. DRA's streams do not run at all without a DRA driver
+ * configured (cache_opts.dra_drivers). */
 static inline bool kind_optional(enum kind k)
 {
 	return k >= K_PG_UPSTREAM;

@@ -70,6 +70,26 @@ static void apply_queue(struct stream *s, const cJSON *obj, bool deleted, char *
 		cache_queue_apply(s->inf->cache, api, &q);
 }
 
+/* Apply one DRA ResourceSlice or ResourceClaim (dra.c). Its key for the relist
+ * sweep: a slice's name, a claim's uid. */
+static void apply_dra(struct stream *s, const cJSON *obj, bool deleted, char *key,
+		      size_t keylen)
+{
+	const cJSON *meta = json_obj(obj, "metadata");
+	const char *id = json_str(meta, kinds[s->kind].dra == 1 ? "name" : "uid");
+	char err[CACHE_ERR_LEN];
+	int ret = kinds[s->kind].dra == 1
+			  ? cache_dra_slice(s->inf->cache, obj, deleted, err, sizeof(err))
+			  : cache_dra_claim(s->inf->cache, obj, deleted, err, sizeof(err));
+
+	if (ret < 0) {
+		log_warn("informer", "ignoring a %s: %s", kinds[s->kind].name, err);
+		return;
+	}
+	if (key && id)
+		snprintf(key, keylen, "%s", id);
+}
+
 /* Apply one object of the stream's kind. <deleted>: it is gone. When <key> is
  * given, the object's identity is written there (for relist bookkeeping). */
 void cache__inf_apply_object(struct stream *s, const cJSON *obj, bool deleted, char *key,
@@ -124,6 +144,10 @@ void cache__inf_apply_object(struct stream *s, const cJSON *obj, bool deleted, c
 
 		if (kinds[s->kind].q_api >= 0) {
 			apply_queue(s, obj, deleted, key, keylen);
+			return;
+		}
+		if (kinds[s->kind].dra) {
+			apply_dra(s, obj, deleted, key, keylen);
 			return;
 		}
 		if (kinds[s->kind].pg_api < 0)
@@ -233,6 +257,10 @@ void cache__inf_sweep(struct stream *s)
 
 		if (kinds[s->kind].q_api >= 0) {
 			sweep_queues(s);
+			break;
+		}
+		if (kinds[s->kind].dra) {
+			cache_dra_sweep(c, kinds[s->kind].dra == 2, keep_seen, s);
 			break;
 		}
 		if (kinds[s->kind].pg_api < 0)

@@ -216,7 +216,8 @@ static void disable_optional(struct stream *s, long status, bool watch)
 				 "list and watch on %s to read them (checking again every %u s)",
 				 k->what, k->api_version, watch ? "watch" : "list",
 				 k->pg_api >= 0 ? "their gangs take their quorum from pod labels"
-						: "their weights are not used",
+				 : k->dra ? "GPUs given through DRA are not counted"
+					  : "their weights are not used",
 				 k->name, inf->opts.podgroup_retry_s);
 	}
 	free(s->cont);

@@ -121,6 +121,10 @@ struct cache {
 	struct strmap groups[CACHE_PG_API_COUNT];
 	/* Per Queue API: name -> struct cache_queue; guarded by groups_lock too. */
 	struct strmap queues[CACHE_Q_API_COUNT];
+	/* DRA (dra.c), the writer's alone: "driver/pool/device" -> struct
+	 * dra_device; slice name -> struct dra_keys; claim uid -> struct
+	 * dra_claim. */
+	struct strmap dra_devices, dra_slices, dra_claims;
 	/* Pod-group members by group, so a gang's counts cost its members, not
 	 * every pod. Lock order: a stripe's lock, then members_lock. */
 	pthread_mutex_t members_lock;
@@ -361,5 +365,7 @@ void cache__members_move(struct cache *c, const char *uid, const struct cache_po
 void cache__members_plan(struct cache *c, struct cache_pod *pod);
 /* cache_free: the pod-group map and the member index. */
 void cache__groups_fini(struct cache *c);
+/* cache_free: DRA's slices and claims (dra.c). */
+void cache__dra_fini(struct cache *c);
 
 #endif

@@ -693,9 +693,10 @@ void cache__pod_sweep(struct cache *c, bool (*keep)(const char *uid, void *arg),
 
 			/* Assumed pods are never swept: a pod created after the list's
 			 * resourceVersion and bound meanwhile is not in the list, and
-			 * its fate is the binder's answer or the watch's replay. */
+			 * its fate is the binder's answer or the watch's replay. A
+			 * ResourceClaim's entry is the claims' relist's (dra.c). */
 			if (e->reservation || !e->from_api || e->state == CACHE_POD_STATE_ASSUMED ||
-			    keep(e->uid, arg))
+			    cache_dra_uid(e->uid) || keep(e->uid, arg))
 				continue;
 			if (!gone_push(&gone, &n, &cap, e))
 				break;

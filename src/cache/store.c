@@ -46,6 +46,9 @@ struct cache *cache_new(const struct cache_opts *opts)
 		strmap_init(&c->groups[a]);
 	for (int a = 0; a < CACHE_Q_API_COUNT; a++)
 		strmap_init(&c->queues[a]);
+	strmap_init(&c->dra_devices);
+	strmap_init(&c->dra_slices);
+	strmap_init(&c->dra_claims);
 	pthread_mutex_init(&c->members_lock, NULL);
 	strmap_init(&c->members);
 	for (int i = 0; i < POD_STRIPES; i++) {
@@ -72,6 +75,7 @@ void cache_free(struct cache *c)
 	cache__pods_fini(c);
 	cache__nodes_fini(c);
 	cache__groups_fini(c);
+	cache__dra_fini(c);
 	ck_epoch_barrier(c->writer);
 	cache__readers_free(c);
 	pthread_mutex_destroy(&c->readers_lock);

@@ -87,6 +87,11 @@ void ext_config_defaults(struct ext_config *cfg)
 	snprintf(cfg->gpu_names[0], sizeof(cfg->gpu_names[0]), "nvidia.com/gpu");
 	cfg->cache.gpu_resources[0] = cfg->gpu_names[0];
 	cfg->cache.n_gpu_resources = 1;
+	/* NVIDIA's DRA driver: its GPUs, where a node also has them as
+	 * nvidia.com/gpu, are never given twice. */
+	snprintf(cfg->dra_driver_names[0], sizeof(cfg->dra_driver_names[0]), "gpu.nvidia.com");
+	cfg->cache.dra_drivers[0] = cfg->dra_driver_names[0];
+	cfg->cache.n_dra_drivers = 1;
 	snprintf(cfg->score_policy, sizeof(cfg->score_policy), "topology");
 	/* Chosen with bench/sim_quality.py over ten seeds (docs/placement-quality.md):
 	 * best fit by GPUs decides (fit), then the set's links (topology) and
@@ -168,7 +173,7 @@ int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, si
 /* ---- The key table ------------------------------------------------------ */
 
 enum kind { K_MAP, K_STRING, K_UINT, K_SIZE, K_DOUBLE, K_LOGLEVEL, K_LISTEN, K_STRLIST, K_QUEUES,
-	    K_BOOL, K_LEVELS, K_OPS_ADDRESS, K_SUBJECTS };
+	    K_BOOL, K_LEVELS, K_OPS_ADDRESS, K_SUBJECTS, K_DRIVERS };
 
 struct key {
 	const char *path;       /* dotted path from the root */
@@ -196,6 +201,8 @@ static const struct key keys[] = {
 	{ "http.path_prefix", K_STRING, F(path_prefix), S(path_prefix) },
 	{ "resources", K_MAP, 0, 0 },
 	{ "resources.gpu", K_STRLIST, 0, 0 },
+	{ "dra", K_MAP, 0, 0 },
+	{ "dra.drivers", K_DRIVERS, 0, 0 },
 	{ "scoring", K_MAP, 0, 0 },
 	{ "scoring.policy", K_STRING, F(score_policy), S(score_policy) },
 	{ "scoring.weights", K_MAP, 0, 0 },
@@ -413,6 +420,37 @@ static int set_value(struct ext_config *cfg, const struct key *k, const cJSON *v
 		}
 		return 0;
 	}
+	case K_DRIVERS: {
+		const cJSON *it;
+		unsigned n = 0;
+
+		if (!cJSON_IsArray(v))
+			goto type;
+		cJSON_ArrayForEach(it, v) {
+			const char *name = cJSON_IsString(it) ? it->valuestring : NULL;
+			bool ok = name && name[0] && strlen(name) < sizeof(cfg->dra_driver_names[0]);
+
+			for (const char *p = name; ok && *p; p++)
+				ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+				     *p == '-' || *p == '.';
+			if (!ok) {
+				snprintf(err, errlen, "%s: each entry must be a DRA driver name such as "
+					 "gpu.nvidia.com (lower-case letters, digits, '-' and '.')",
+					 k->path);
+				return -EINVAL;
+			}
+			if (n == CACHE_MAX_DRA_DRIVERS) {
+				snprintf(err, errlen, "%s: at most %d drivers", k->path,
+					 CACHE_MAX_DRA_DRIVERS);
+				return -EINVAL;
+			}
+			snprintf(cfg->dra_driver_names[n], sizeof(cfg->dra_driver_names[n]), "%s", name);
+			cfg->cache.dra_drivers[n] = cfg->dra_driver_names[n];
+			n++;
+		}
+		cfg->cache.n_dra_drivers = n;
+		return 0;
+	}
 	case K_STRLIST: {
 		const cJSON *it;
 		unsigned n = 0;
@@ -446,7 +484,7 @@ type:
 		 k->kind == K_MAP ? "a mapping" : k->kind == K_STRING || k->kind == K_LISTEN ||
 		 k->kind == K_OPS_ADDRESS ?
 		 "a string" : k->kind == K_STRLIST ? "a non-empty list of strings" :
-		 k->kind == K_SUBJECTS ? "a list of strings" :
+		 k->kind == K_SUBJECTS || k->kind == K_DRIVERS ? "a list of strings" :
 		 k->kind == K_DOUBLE ? "a number from 0 to 1000000" : k->kind == K_BOOL ? "true or false" :
 		 "a whole non-negative number");
 	return -EINVAL;

@@ -62,6 +62,7 @@ struct ext_config {
 	char path_prefix[128];          /* e.g. "/sched": verbs at /sched/filter */
 	struct cache_opts cache;        /* managed GPU resource names */
 	char gpu_names[CACHE_MAX_GPU_RESOURCES][128];   /* storage behind cache.gpu_resources */
+	char dra_driver_names[CACHE_MAX_DRA_DRIVERS][64]; /* storage behind cache.dra_drivers */
 	char score_policy[32];
 	struct placement_weights weights;
 	unsigned bind_timeout_s;        /* api.bind_timeout_seconds */

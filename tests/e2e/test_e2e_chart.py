@@ -331,6 +331,8 @@ class Chart(E2E):
                 "scheduling.k8s.io", "scheduling.volcano.sh", "scheduling.run.ai")}
             want.update({(g, "queues"): {"list", "watch"} for g in (
                 "scheduling.volcano.sh", "scheduling.run.ai")})
+            want.update({("resource.k8s.io", r): {"list", "watch"} for r in (
+                "resourceslices", "resourceclaims")})
             self.assertEqual(rules(other), want)
             self.assertEqual(rules(other), rules(shipped[("ClusterRole",
                                                           "troupe-other-schedulers")]))

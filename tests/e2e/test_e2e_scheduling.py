@@ -15,6 +15,13 @@ the real API server, checked by reading pods, events and conditions.
                                               troupe; one with both gets its
                                               claim from kube-scheduler's DRA
                                               plugin and its GPUs from troupe
+  test_gpus_given_through_dra_are_not_offered_again
+                                           a node's GPUs published both as
+                                              nvidia.com/gpu and by
+                                              gpu.nvidia.com's ResourceSlice: a
+                                              claim given 3 through DRA, troupe
+                                              refuses an 8-GPU pod there and
+                                              gives a 5-GPU pod the other five
   test_topology_required                   3. troupe.io/topology: required on
                                               NVSwitch, cube-mesh and PCIe nodes
   test_preemption_through_postfilter       6. preemption through troupe's
@@ -37,6 +44,7 @@ import os
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The attackers of the integration test, pointed at the real rig.
@@ -209,6 +217,64 @@ class Scheduling(E2E):
         after = metric_samples(self.c.metrics("troupe"), "troupe_requests_total")
         binds = sum(v - before.get(k, 0) for k, v in after.items() if 'verb="bind"' in k)
         self.assertEqual(binds, 1, after)
+
+    def test_gpus_given_through_dra_are_not_offered_again(self):
+        # gpu-0004's eight GPUs, published a second time by NVIDIA's DRA
+        # driver (gpu.nvidia.com, troupe's default dra.drivers) with their
+        # index: a claim kube-scheduler's DRA plugin gives three of them holds
+        # them in troupe's cache too, so troupe never offers them again.
+        driver, node = "gpu.nvidia.com", "gpu-0004"
+        cls, sl = "e2e-nvidia-gpu", "e2e-dra-nvidia-" + node
+        self.c.apply(json.dumps({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": cls},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "%s"' % driver}}]}}))
+        self.addCleanup(self.c.kubectl, "delete", "deviceclass", cls, "--ignore-not-found")
+        self.c.apply(json.dumps({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": sl},
+            "spec": {"driver": driver, "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-%d" % i,
+                                  "attributes": {"index": {"int": i},
+                                                 "uuid": {"string": "GPU-e2e-%d" % i}}}
+                                 for i in range(8)]}}))
+        self.addCleanup(self.c.kubectl, "delete", "resourceslice", sl, "--ignore-not-found")
+        claim = self.create({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "three"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": cls, "allocationMode": "ExactCount", "count": 3}}]}}},
+            path="/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims" % self.ns)
+        pod = gpu_pod("dra-user", None, hosts=[node])
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "three"}]
+        pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+        self.create(pod)
+        self.assertEqual(self.wait_bound("dra-user")["spec"]["nodeName"], node)
+        alloc = wait_until(lambda: self.c.get(
+            "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/three" % self.ns)
+            .get("status", {}).get("allocation"), what="claim allocated")
+        given = sorted(int(r["device"].rsplit("-", 1)[1]) for r in alloc["devices"]["results"])
+        self.assertEqual(len(given), 3, alloc)
+        # troupe holds them once its watch shows the allocation.
+        uid = "dra:" + claim["metadata"]["uid"]
+        wait_until(lambda: uid in urllib.request.urlopen(
+            self.c.troupe_ops_url + "/debug/cache", timeout=10).read().decode(), timeout=30,
+            what="troupe's cache holding the claim's GPUs")
+        self.create(gpu_pod("all-eight", 8, hosts=[node]))
+        self.create(gpu_pod("the-rest", 5, hosts=[node]))
+        p = self.wait_bound("the-rest", timeout=90)
+        self.assertEqual(sorted(set(gpu_ids(p)) | set(given)), list(range(8)),
+                         "troupe gave a GPU DRA had given")
+        self.assert_never_bound(["all-eight"], 8)
+        ev = self.wait_event("all-eight", "FailedScheduling")
+        self.assertIn("troupe", ev["message"])
+        # The claim deleted with its pod: the GPUs are troupe's to give again.
+        self.delete_pod("the-rest")
+        self.delete_pod("dra-user")
+        self.c.request("DELETE", "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/three"
+                       % self.ns)
+        self.assertEqual(self.wait_bound("all-eight", timeout=120)["spec"]["nodeName"], node)
 
     def test_topology_required(self):
         hosts = ["gpu-0000", "gpu-0001", "gpu-0002"]     # NVSwitch, cube-mesh, PCIe

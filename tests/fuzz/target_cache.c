@@ -60,6 +60,9 @@ static int opts_init(void)
 	opts.gpu_resources[0] = gpu_names[0];
 	opts.gpu_resources[1] = gpu_names[1];
 	opts.n_gpu_resources = 2;
+	/* DRA's streams apply what they read (dra.c) for this driver. */
+	opts.dra_drivers[0] = "gpu.nvidia.com";
+	opts.n_dra_drivers = 1;
 	registry = placement_registry_new();
 	if (!registry)
 		return -1;
@@ -368,9 +371,10 @@ static void check_pod_listed(const struct cache_pod_info *info, const char *uid,
 	struct seen_check *sc = arg;
 
 	/* Only what the API showed is swept: a pod remembered from a request
-	 * or a reservation is not the list's to delete. */
+	 * or a reservation is not the list's to delete, nor a ResourceClaim's
+	 * entry (the claims' relist's). */
 	if (info->from_api && !info->reservation && info->state != CACHE_POD_STATE_ASSUMED &&
-	    !still_listed(uid, sc->s)) {
+	    !cache_dra_uid(uid) && !still_listed(uid, sc->s)) {
 		sc->stray++;
 		snprintf(sc->key, sizeof(sc->key), "%s", uid);
 	}

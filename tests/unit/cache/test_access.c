@@ -179,16 +179,19 @@ static void test_cache_other_schedulers_are_their_own_cluster_role(void **state)
 		{ CACHE_OPT_PERM_LIST_PG_KAI, CACHE_OPT_PERM_WATCH_PG_KAI },
 		{ CACHE_OPT_PERM_LIST_Q_VOLCANO, CACHE_OPT_PERM_WATCH_Q_VOLCANO },
 		{ CACHE_OPT_PERM_LIST_Q_KAI, CACHE_OPT_PERM_WATCH_Q_KAI },
+		{ CACHE_OPT_PERM_LIST_DRA_SLICES, CACHE_OPT_PERM_WATCH_DRA_SLICES },
+		{ CACHE_OPT_PERM_LIST_DRA_CLAIMS, CACHE_OPT_PERM_WATCH_DRA_CLAIMS },
 	};
 	const char *paths[] = {
 		cache_pg_apis[CACHE_PG_UPSTREAM].path, cache_pg_apis[CACHE_PG_VOLCANO].path,
 		cache_pg_apis[CACHE_PG_KAI].path, cache_queue_apis[CACHE_Q_VOLCANO].path,
-		cache_queue_apis[CACHE_Q_KAI].path,
+		cache_queue_apis[CACHE_Q_KAI].path, "/apis/resource.k8s.io/v1/resourceslices",
+		"/apis/resource.k8s.io/v1/resourceclaims",
 	};
 	const struct cache_permission *perms[2 * ARRAY_SIZE(apis)];
 
 	(void)state;
-	assert_int_equal(ARRAY_SIZE(apis), CACHE_PG_API_COUNT - 1 + CACHE_Q_API_COUNT);
+	assert_int_equal(ARRAY_SIZE(apis), CACHE_PG_API_COUNT - 1 + CACHE_Q_API_COUNT + 2);
 	for (size_t i = 0; i < ARRAY_SIZE(apis); i++) {
 		const char *path = paths[i];
 		char want[160];
@@ -206,7 +209,8 @@ static void test_cache_other_schedulers_are_their_own_cluster_role(void **state)
 		assert_string_equal(perms[2 * i + 1]->verb, "watch");
 	}
 	rbac_check_role_grants_exactly("troupe-other-schedulers", perms, ARRAY_SIZE(perms), true,
-				       "troupe's reading of other schedulers' PodGroups and Queues");
+				       "troupe's reading of other schedulers' PodGroups and Queues "
+				       "and of DRA's slices and claims");
 }
 
 static void test_cache_status_message_reads_a_status(void **state)

@@ -34,6 +34,8 @@ static void assert_config_defaults(const struct ext_config *c)
 	assert_string_equal(c->path_prefix, "");
 	assert_int_equal(c->cache.n_gpu_resources, 1);
 	assert_string_equal(c->cache.gpu_resources[0], "nvidia.com/gpu");
+	assert_int_equal(c->cache.n_dra_drivers, 1);
+	assert_string_equal(c->cache.dra_drivers[0], "gpu.nvidia.com");
 	assert_string_equal(c->score_policy, "topology");
 	assert_true(c->weights.packing == 0.0);
 	assert_true(c->weights.topology == 3.0);
@@ -100,6 +102,8 @@ static void test_ext_config_load_sets_every_key(void **state)
 		"  path_prefix: /sched\n"
 		"resources:\n"
 		"  gpu: [nvidia.com/gpu, amd.com/gpu]\n"
+		"dra:\n"
+		"  drivers: [gpu.nvidia.com, gpu.example.com]\n"
 		"scoring:\n"
 		"  policy: binpack\n"
 		"  weights:\n"
@@ -133,6 +137,8 @@ static void test_ext_config_load_sets_every_key(void **state)
 	assert_int_equal(cfg.cache.n_gpu_resources, 2);
 	assert_string_equal(cfg.cache.gpu_resources[0], "nvidia.com/gpu");
 	assert_string_equal(cfg.cache.gpu_resources[1], "amd.com/gpu");
+	assert_int_equal(cfg.cache.n_dra_drivers, 2);
+	assert_string_equal(cfg.cache.dra_drivers[1], "gpu.example.com");
 	assert_string_equal(cfg.score_policy, "binpack");
 	assert_true(cfg.weights.packing == 2.5);
 	/* 0 is kept: permissions are then checked at start only. */
@@ -145,6 +151,10 @@ static void test_ext_config_load_sets_every_key(void **state)
 	assert_int_equal(cfg.unconfirmed_bind_s, 45);
 	assert_int_equal(cfg.filter_only_pod_s, 1200);
 	assert_int_equal(ext_config_validate(&cfg, err, sizeof(err)), 0);
+	/* An empty list turns DRA's watch off. */
+	if (load_text(&cfg, "dra:\n  drivers: []\n", err, sizeof(err)) != 0)
+		fail_msg("load failed: %s", err);
+	assert_int_equal(cfg.cache.n_dra_drivers, 0);
 }
 
 static void test_ext_config_load_empty_file_keeps_defaults(void **state)
@@ -197,6 +207,11 @@ static const struct config_error_case wrong_types[] = {
 	{ "resources:\n  gpu: []\n", "resources.gpu" },
 	{ "resources:\n  gpu: [gpu]\n", "resources.gpu" },
 	{ "resources:\n  gpu: [1]\n", "resources.gpu" },
+	{ "dra:\n  drivers: gpu.nvidia.com\n", "dra.drivers" },
+	{ "dra:\n  drivers: [nvidia.com/gpu]\n", "dra.drivers" },
+	{ "dra:\n  drivers: [GPU.nvidia.com]\n", "dra.drivers" },
+	{ "dra:\n  drivers: [\"\"]\n", "dra.drivers" },
+	{ "dra:\n  drivers: [a, b, c, d, e]\n", "at most 4" },
 	{ "scoring:\n  policy: [binpack]\n", "scoring.policy" },
 	{ "scoring:\n  weights: 1\n", "scoring.weights" },
 	{ "scoring:\n  weights:\n    packing: -1\n", "scoring.weights.packing" },
@@ -473,6 +488,8 @@ static void test_ext_config_shipped_troupe_yaml_is_the_defaults(void **state)
 	assert_string_equal(file.path_prefix, def.path_prefix);
 	assert_int_equal(file.cache.n_gpu_resources, def.cache.n_gpu_resources);
 	assert_string_equal(file.cache.gpu_resources[0], def.cache.gpu_resources[0]);
+	assert_int_equal(file.cache.n_dra_drivers, def.cache.n_dra_drivers);
+	assert_string_equal(file.cache.dra_drivers[0], def.cache.dra_drivers[0]);
 	assert_string_equal(file.score_policy, def.score_policy);
 	assert_true(file.weights.packing == def.weights.packing);
 	assert_int_equal(file.informer.access_check_s, def.informer.access_check_s);
