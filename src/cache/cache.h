@@ -136,6 +136,10 @@ struct cache_pod {
 	const char *node;               /* spec.nodeName, NULL when unbound */
 	enum cache_pod_phase phase;
 	bool deleting;                  /* metadata.deletionTimestamp is set */
+	/* spec.schedulingGates is not empty: kube-scheduler does not schedule it
+	 * yet (Kueue's admission and topology gates), so it is no gang member that
+	 * can be placed now. */
+	bool gated;
 	bool has_devices;               /* devices are known: from one of the two below */
 	uint64_t devices;               /* the devices the pod holds */
 	/* troupe.io/gpu-ids-actual, what the node agent read back from the kubelet
@@ -315,6 +319,7 @@ struct cache_pod_info {
 	int32_t priority;               /* spec.priority */
 	enum cache_pod_phase phase;     /* status.phase (podgroup_status.c counts by it) */
 	bool active;                    /* neither finished nor being deleted */
+	bool gated;                     /* scheduling gates hold it back (cache_pod.gated) */
 	uint32_t min_member;            /* quorum named on the pod, 0 when none */
 	struct cache_demand demand;
 	bool demand_valid;

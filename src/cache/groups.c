@@ -506,7 +506,10 @@ static void count_member(const struct cache_pod_info *p, const char *uid, void *
 	struct group_counts *gc = arg;
 
 	(void)uid;
-	if (!p->active)
+	/* A gated member (Kueue's admission or topology gate) is not one
+	 * kube-scheduler can place yet: the gang waits for it as for a member
+	 * not created. */
+	if (!p->active || (p->gated && !p->node[0]))
 		return;
 	gc->exist++;
 	if (p->node[0])

@@ -398,6 +398,8 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	p->phase = phase_parse(json_str(status, "phase"));
 	p->deleting = json_get(meta, "deletionTimestamp") != NULL &&
 		      !cJSON_IsNull(json_get(meta, "deletionTimestamp"));
+	p->gated = cJSON_IsArray(json_get(spec, "schedulingGates")) &&
+		   cJSON_GetArraySize(json_get(spec, "schedulingGates")) > 0;
 	if (bad_demand) {
 		memset(&p->demand, 0, sizeof(p->demand));
 		p->demand.gpu_resource = -1;

@@ -457,6 +457,7 @@ void cache__pod_entry_info(const struct pod_entry *e, struct cache_pod_info *out
 	out->priority = e->pod->priority;
 	out->phase = e->pod->phase;
 	out->active = pod_is_active(e->pod);
+	out->gated = e->pod->gated;
 	out->min_member = e->pod->min_member;
 	out->demand = e->pod->demand;
 	out->demand_valid = e->pod->demand_error == NULL;

@@ -202,7 +202,7 @@ static const char *gang_plan_after_eviction(const struct ext_service *svc,
 	}
 	if (gang_plan_make(vs.v, (unsigned)vs.n, need, req, lv, &plan, err, sizeof(err)) < 0) {
 		snprintf(buf, buflen, "its gang's %u members still to place would not fit even "
-			 "with every candidate's victims evicted: %s", need, err);
+			 "with every candidate's victims evicted: %.400s", need, err);
 		why = buf;
 		goto out;
 	}

@@ -212,6 +212,50 @@ static void test_gang_takes_quorum_and_queue_from_a_volcano_podgroup(void **stat
 	cache_free(c);
 }
 
+/* A member held back by a scheduling gate (Kueue's admission gate) is not a
+ * member kube-scheduler can place: a gang of two with one gated waits for its
+ * members, and once the gate is gone it is planned. */
+static void test_gang_gated_member_is_not_there_yet(void **state)
+{
+	struct gang_config cfg;
+	struct cache *c = cache_new(&gpu_opts);
+	struct gang_manager *gm;
+	struct gang_member mb = { 0 };
+	char reason[640];
+	bool allowed[2];
+	unsigned exist = 0, bound = 0;
+
+	(void)state;
+	gang_config_defaults(&cfg);
+	assert_non_null(c);
+	cache_nodes(c, 2);
+	apply_two_members(c, "labels", "scheduling.x-k8s.io/pod-group", "kq", "");
+	/* w1 again, gated. */
+	apply_json(c, "{\"metadata\":{\"name\":\"w1\",\"namespace\":\"ml\",\"uid\":\"w1\","
+		   "\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"kq\"}},\"spec\":{"
+		   "\"schedulingGates\":[{\"name\":\"kueue.x-k8s.io/admission\"}],"
+		   "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+		   "{\"nvidia.com/gpu\":\"8\"}}}]}}", false);
+	apply_json(c, "{\"metadata\":{\"name\":\"kq\",\"namespace\":\"ml\"},"
+		   "\"spec\":{\"minMember\":2}}", true);
+	cache_group_count(c, "ml", "kq", &exist, &bound);
+	assert_int_equal(exist, 1);
+	gm = gang_manager_new(c, &cfg);
+	assert_non_null(gm);
+	mb.uid = "w0";
+	mb.ns = "ml";
+	mb.name = "w0";
+	mb.group = "kq";
+	mb.req.demand.gpus = 8;
+	assert_int_equal(filter_two(c, gm, &mb, allowed, reason, sizeof(reason)), GANG_REFUSED);
+	assert_non_null(strstr(reason, "waiting for its members: 1 of 2 exist"));
+	/* The gate removed: both there, planned. */
+	apply_two_members(c, "labels", "scheduling.x-k8s.io/pod-group", "kq", "");
+	assert_int_equal(filter_two(c, gm, &mb, allowed, reason, sizeof(reason)), GANG_ALLOWED);
+	gang_manager_free(gm);
+	cache_free(c);
+}
+
 /* Apply pod <uid> of group "team" (label only: no PodGroup, no quorum named)
  * asking 8 GPUs. */
 static void settle_pod(struct cache *c, const char *uid)
@@ -345,6 +389,7 @@ int main(void)
 		cmocka_unit_test(test_gang_mixed_members_each_get_a_place_of_their_size),
 		cmocka_unit_test(test_gang_filter_checks_the_podgroup_min_resources),
 		cmocka_unit_test(test_gang_takes_quorum_and_queue_from_a_volcano_podgroup),
+		cmocka_unit_test(test_gang_gated_member_is_not_there_yet),
 		cmocka_unit_test(test_gang_without_a_quorum_waits_for_its_members_to_settle),
 	};
 
