@@ -14,6 +14,7 @@
  * the request is refused.
  */
 #include "extender/internal.h"
+#include "extender/node_match.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -152,13 +153,13 @@ struct candidate {
  * node as it would be once every candidate's victims are gone, and keep only
  * the candidates in that plan. kube-scheduler evicts one candidate's victims
  * per preemption, and each member that still does not fit preempts again, so
- * the plan may take several candidates. The plan is made on every node troupe
- * would place the gang on (usable for its GPU kind, as filter's planner asks):
- * kube-scheduler's own constraints on the members (affinity, taints) are not in
- * troupe's cache, so a free node they exclude may still count here. Returns
- * why none is kept, or NULL; -ENOMEM in <oom> when it could not plan. */
+ * the plan may take several candidates. The plan is made on the candidates and
+ * on every other node the preemptor <pod> may use by its node selector, node
+ * affinity and tolerations (ext_pod_may_use_node; the members of a gang share
+ * their spec), as filter's planner would take them. Returns why none is kept,
+ * or NULL; -ENOMEM in <oom> when it could not plan. */
 static const char *gang_plan_after_eviction(const struct ext_service *svc,
-					    const struct cache_pod *cp,
+					    const cJSON *pod, const struct cache_pod *cp,
 					    const struct placement_request *req, unsigned need,
 					    struct candidate *cs, size_t n_cs, bool *oom, char *buf,
 					    size_t buflen)
@@ -170,6 +171,7 @@ static const char *gang_plan_after_eviction(const struct ext_service *svc,
 	struct ext_views vs;
 	struct gang_plan plan;
 	unsigned *slot_node = NULL;
+	size_t kept = 0;
 	char err[EXT_GANG_REASON_BUF];
 
 	*oom = false;
@@ -185,6 +187,17 @@ static const char *gang_plan_after_eviction(const struct ext_service *svc,
 		why = "out of memory planning the gang";
 		goto out;
 	}
+	/* Only the nodes the members may use: the candidates, and the others the
+	 * preemptor's spec allows. */
+	for (size_t j = 0; j < vs.n; j++) {
+		bool keep = ext_pod_may_use_node(pod, vs.v[j].node);
+
+		for (size_t i = 0; i < n_cs && !keep; i++)
+			keep = strcmp(vs.v[j].node->name, cs[i].node) == 0;
+		if (keep)
+			vs.v[kept++] = vs.v[j];
+	}
+	vs.n = kept;
 	/* Each candidate's node as it would be without its victims. */
 	for (size_t i = 0; i < n_cs; i++) {
 		slot_node[i] = UINT32_MAX;
@@ -334,7 +347,7 @@ void ext_preempt(const struct ext_service *svc, const char *body, size_t len,
 
 		for (size_t i = 0; i < n_cs; i++)
 			cs[i].keep = false;
-		why = gang_plan_after_eviction(svc, cp, &req, need, cs, n_cs, &oom, why_buf,
+		why = gang_plan_after_eviction(svc, pod, cp, &req, need, cs, n_cs, &oom, why_buf,
 					       sizeof(why_buf));
 		if (oom) {
 			ext__reply_error(r, 500, "troupe: out of memory planning gang %s/%s",

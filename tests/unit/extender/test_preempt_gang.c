@@ -11,6 +11,9 @@
  *                                     asking the same keeps it)
  *   test_member_bound_already         one of two members bound: the one still
  *                                     to place is judged alone
+ *   test_plan_keeps_to_the_pods_nodes a free node the members' node affinity
+ *                                     excludes is not in the plan: both
+ *                                     candidates it allows are kept
  */
 #include "fixture.h"
 #include "gang_fixture.h"
@@ -149,6 +152,31 @@ static void test_member_bound_already(void **state)
 	cJSON_Delete(bound);
 }
 
+static void test_plan_keeps_to_the_pods_nodes(void **state)
+{
+	struct gfx *g = *state;
+	static const char two[] =
+		"{\"gpu-a100-1\":{\"Pods\":[{\"UID\":\"uid-lo-a\"}],\"NumPDBViolations\":0},"
+		"\"gpu-h100-1\":{\"Pods\":[{\"UID\":\"uid-lo-h\"}],\"NumPDBViolations\":0}}";
+	cJSON *pod, *kept, *aff;
+
+	fill(g);
+	/* gpu-a100-0 free: 8 GPUs a member could take, were it allowed there. */
+	assert_int_equal(cache_pod_delete(g->fx.cache, "6f1c2a3e-0000-4000-8000-000000000001"), 0);
+	gang_create(g, "hi", "hi", 2, 8, 2);
+	pod = gang_pod("hi-0", "hi", 2, 8, "");
+	aff = cJSON_Parse("{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":"
+			  "{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
+			  "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":"
+			  "[\"gpu-a100-1\",\"gpu-h100-1\"]}]}]}}}");
+	cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(pod, "spec"), "affinity", aff);
+	kept = preempt_for(g, pod, two);
+	assert_non_null(item(kept, "gpu-a100-1"));
+	assert_non_null(item(kept, "gpu-h100-1"));
+	cJSON_Delete(kept);
+	cJSON_Delete(pod);
+}
+
 int main(void)
 {
 #define GFX(t) cmocka_unit_test_setup_teardown(t, gfx_setup, gfx_teardown)
@@ -156,6 +184,7 @@ int main(void)
 		GFX(test_keeps_only_the_plans_nodes),
 		GFX(test_useless_preemption_dropped),
 		GFX(test_member_bound_already),
+		GFX(test_plan_keeps_to_the_pods_nodes),
 	};
 
 	log_set_level(LOG_ERROR);
