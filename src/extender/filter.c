@@ -134,6 +134,20 @@ static bool filter_gang(const struct ext_service *svc, const struct ext_args *a,
 
 	if (!svc->gangs || !fc->pod->group)
 		return false;
+	if (cache_is_live(svc->cache)) {
+		struct cache_pod_info info;
+
+		/* A member troupe's watch has not shown yet counts for nothing (a
+		 * request cannot invent members), so its gang would look short by it;
+		 * answered "waiting for its members", kube-scheduler would set it
+		 * aside until some cluster event, minutes when none comes. An error
+		 * is retried after its backoff, by when the watch has caught up. */
+		if (cache_pod_get(svc->cache, fc->pod->uid, &info) < 0 || !info.from_api) {
+			snprintf(fc->retry, sizeof(fc->retry), "troupe: gang member %s/%s is not in "
+				 "troupe's watch yet; retry", fc->pod->ns, fc->pod->name);
+			return true;
+		}
+	}
 	if (gang_topology_parse(fc->pod->gang_topology, &mb.required_key, reason,
 				sizeof(reason)) < 0) {
 		/* Every node refused with the reason: the user sees it on the pod. */

@@ -75,6 +75,39 @@ static void test_ext_filter_gang_waits_for_its_members(void **state)
 	assert_state_same(&before, &after, false, "waiting gang");
 }
 
+/* Member <name> of gang "pair" (quorum 2, 8 GPUs) as the watch shows it. */
+static void watched(struct gfx *g, const char *name)
+{
+	char err[CACHE_ERR_LEN];
+	cJSON *pod = gang_pod(name, "pair", 2, 8, "");
+
+	assert_int_equal(cache_pod_apply(g->fx.cache, cache_pod_parse(pod, &g->fx.cfg.cache, err,
+								      sizeof(err))), 0);
+	cJSON_Delete(pod);
+}
+
+/* With a live cluster, a member the watch has not shown yet (known only from
+ * its own filter request) is answered with an error, retried by kube-scheduler
+ * after its backoff, not "waiting for its members" (which would set it aside
+ * until some cluster event); once the watch shows it, it is judged as usual. */
+static void test_ext_filter_gang_member_not_watched_yet_is_retried(void **state)
+{
+	struct gfx *g = *state;
+	cJSON *j;
+
+	cache_set_live(g->fx.cache);
+	watched(g, "w-0");                      /* w-1: not yet */
+	j = filter_member(g, "w-1", "pair", 2, 8, gpu_nodes);
+	assert_contains(error_of(j), "gang member ml/w-1 is not in troupe's watch yet; retry");
+	cJSON_Delete(j);
+	/* The watch shows it: planned (both exist). */
+	watched(g, "w-1");
+	j = filter_member(g, "w-1", "pair", 2, 8, gpu_nodes);
+	assert_string_equal(error_of(j), "");
+	assert_int_equal(cJSON_GetArraySize(item(j, "NodeNames")), 2);
+	cJSON_Delete(j);
+}
+
 /* A gang the candidates cannot hold is refused on every node with the reason,
  * and reserves nothing. */
 static void test_ext_filter_gang_too_big_is_refused_everywhere(void **state)
@@ -177,6 +210,7 @@ int main(void)
 		GFX(test_ext_filter_gang_plans_and_reserves_the_whole_gang),
 		GFX(test_ext_filter_gang_second_member_uses_the_plan),
 		GFX(test_ext_filter_gang_waits_for_its_members),
+		GFX(test_ext_filter_gang_member_not_watched_yet_is_retried),
 		GFX(test_ext_filter_gang_too_big_is_refused_everywhere),
 		GFX(test_ext_filter_gang_bad_topology_annotation),
 		GFX(test_ext_filter_gang_member_without_manager_is_single),
