@@ -161,15 +161,11 @@ class Scheduling(E2E):
         self.assertRegex(ev["message"], r"^0/\d+ nodes are available: .*\d+ troupe: pod ")
         self.assertIn("Preemption is not helpful", ev["message"])
 
-    def test_dra_claims_pass_through_troupe_untouched(self):
-        # Devices published through DRA (a ResourceSlice of a driver troupe
-        # does not manage) are kube-scheduler's DRA plugin's to allocate. A
-        # pod asking only a ResourceClaim never reaches troupe (it asks no
-        # managed resource); one asking a claim and nvidia.com/gpu gets both:
-        # the claim from the DRA plugin, the GPUs from troupe, on the one node
-        # whose slice has the devices.
-        driver, node = "gpu.example.com", "gpu-0005"
-        cls, sl = "e2e-example-gpu", "e2e-dra-" + node
+    def dra_devices(self, driver, node, cls, devices):
+        """A DeviceClass <cls> for <driver>'s devices, and <driver>'s ResourceSlice
+        of <devices> on <node>, as a DRA driver publishes them; both removed
+        after the test."""
+        sl = "e2e-dra-%s-%s" % (driver.split(".")[1], node)
         self.c.apply(json.dumps({
             "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
             "metadata": {"name": cls},
@@ -180,10 +176,20 @@ class Scheduling(E2E):
             "metadata": {"name": sl},
             "spec": {"driver": driver, "nodeName": node,
                      "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": "dev-%d" % i,
-                                  "attributes": {"model": {"string": "example"}}}
-                                 for i in range(2)]}}))
+                     "devices": devices}}))
         self.addCleanup(self.c.kubectl, "delete", "resourceslice", sl, "--ignore-not-found")
+
+    def test_dra_claims_pass_through_troupe_untouched(self):
+        # Devices published through DRA (a ResourceSlice of a driver troupe
+        # does not manage) are kube-scheduler's DRA plugin's to allocate. A
+        # pod asking only a ResourceClaim never reaches troupe (it asks no
+        # managed resource); one asking a claim and nvidia.com/gpu gets both:
+        # the claim from the DRA plugin, the GPUs from troupe, on the one node
+        # whose slice has the devices.
+        driver, node = "gpu.example.com", "gpu-0005"
+        cls = "e2e-example-gpu"
+        self.dra_devices(driver, node, cls, [{"name": "dev-%d" % i, "attributes": {
+            "model": {"string": "example"}}} for i in range(2)])
         before = metric_samples(self.c.metrics("troupe"), "troupe_requests_total")
         pods = {"claim-only": None, "claim-and-gpu": 2}
         for name, gpus in pods.items():
@@ -224,22 +230,9 @@ class Scheduling(E2E):
         # index: a claim kube-scheduler's DRA plugin gives three of them holds
         # them in troupe's cache too, so troupe never offers them again.
         driver, node = "gpu.nvidia.com", "gpu-0004"
-        cls, sl = "e2e-nvidia-gpu", "e2e-dra-nvidia-" + node
-        self.c.apply(json.dumps({
-            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-            "metadata": {"name": cls},
-            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "%s"' % driver}}]}}))
-        self.addCleanup(self.c.kubectl, "delete", "deviceclass", cls, "--ignore-not-found")
-        self.c.apply(json.dumps({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": sl},
-            "spec": {"driver": driver, "nodeName": node,
-                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": "gpu-%d" % i,
-                                  "attributes": {"index": {"int": i},
-                                                 "uuid": {"string": "GPU-e2e-%d" % i}}}
-                                 for i in range(8)]}}))
-        self.addCleanup(self.c.kubectl, "delete", "resourceslice", sl, "--ignore-not-found")
+        cls = "e2e-nvidia-gpu"
+        self.dra_devices(driver, node, cls, [{"name": "gpu-%d" % i, "attributes": {
+            "index": {"int": i}, "uuid": {"string": "GPU-e2e-%d" % i}}} for i in range(8)])
         claim = self.create({
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": "three"},
