@@ -173,7 +173,8 @@ class LiveTest(unittest.TestCase):
         self.srv.create("nodes", node("n1"))
         t = self.start()
         self.ready(t)
-        self.assertEqual(t.log().count("PodGroup CRD"), 1)
+        self.assertEqual(t.log().count("scheduler-plugins PodGroups (scheduling.x-k8s.io/"
+                                       "v1alpha1) are not served here"), 1)
         self.assertEqual(t.cache()["nodes"], ["n1"])
 
     # ---- binding -------------------------------------------------------------
