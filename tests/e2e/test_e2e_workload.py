@@ -34,6 +34,7 @@ import os
 import sys
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -94,13 +95,19 @@ class UpstreamGang(E2E):
                 and (p["spec"].get("schedulingGroup") or {}).get("podGroupName") == name]
 
     def explain(self, name):
-        """troupe's explanation of pod group <name> (its /debug/explain)."""
+        """troupe's explanation of pod group <name> (its /debug/explain); {}
+        while troupe knows nothing of it (404)."""
         url = "%s/debug/explain?podgroup=%s/%s" % (self.c.troupe_ops_url, self.ns, name)
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return json.loads(r.read())
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return {}
+            raise
 
     def explain_gang(self, name):
-        return self.explain(name)["gang"]
+        return self.explain(name).get("gang", {})
 
     def test_gang_binds_whole(self):
         # The plugin is really there: kube-scheduler's configuration lists it.
@@ -171,7 +178,7 @@ class UpstreamGang(E2E):
                          "metadata": {"name": group},
                          "spec": {"minMember": min_member, "queue": queue}},
                         path="/apis/%s/namespaces/%s/podgroups" % (api, self.ns))
-            wait_until(lambda: self.explain_gang(group)["podGroupKnown"], timeout=30,
+            wait_until(lambda: self.explain_gang(group).get("podGroupKnown"), timeout=30,
                        what="troupe seeing PodGroup " + group)
             for i in range(n - 1):
                 self.create(gpu_pod("%s-%d" % (group, i), 1, hosts=HOSTS,
