@@ -101,6 +101,14 @@ void cache__inf_apply_object(struct stream *s, const cJSON *obj, bool deleted, c
 
 	if (key)
 		key[0] = '\0';
+	if (kinds[s->kind].q_api >= 0) {
+		apply_queue(s, obj, deleted, key, keylen);
+		return;
+	}
+	if (kinds[s->kind].dra) {
+		apply_dra(s, obj, deleted, key, keylen);
+		return;
+	}
 	switch (s->kind) {
 	case K_NODES: {
 		struct cache_node *n = cache_node_parse(obj, opts, err, sizeof(err));
@@ -142,14 +150,6 @@ void cache__inf_apply_object(struct stream *s, const cJSON *obj, bool deleted, c
 		enum cache_pg_api api = (enum cache_pg_api)kinds[s->kind].pg_api;
 		struct cache_podgroup *pg;
 
-		if (kinds[s->kind].q_api >= 0) {
-			apply_queue(s, obj, deleted, key, keylen);
-			return;
-		}
-		if (kinds[s->kind].dra) {
-			apply_dra(s, obj, deleted, key, keylen);
-			return;
-		}
 		if (kinds[s->kind].pg_api < 0)
 			return;
 		pg = cache_podgroup_parse_api(obj, api, opts, err, sizeof(err));
@@ -178,105 +178,75 @@ static bool keep_seen(const char *key, void *arg)
 	return strmap_get(&s->seen, key, strlen(key)) != NULL;
 }
 
-struct q_sweep {
+/* The keys a sweep deletes: gathered while the store is walked under its
+ * lock, deleted after. */
+struct gone {
 	struct stream *s;
-	char (*gone)[K8S_NAME_BUF];
+	char (*key)[K8S_KEY_BUF];
 	size_t n, cap;
 };
+
+/* Add <key> unless the list kept it. Without memory, fewer are deleted this
+ * sweep; the next relist finds them again. */
+static void gone_add(struct gone *g, const char *key)
+{
+	if (keep_seen(key, g->s))
+		return;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 64;
+		char (*k)[K8S_KEY_BUF] = realloc(g->key, cap * sizeof(*k));
+
+		if (!k)
+			return;
+		g->key = k;
+		g->cap = cap;
+	}
+	snprintf(g->key[g->n++], sizeof(g->key[0]), "%s", key);
+}
 
 static void collect_gone_queue(const struct cache_queue *q, void *arg)
 {
-	struct q_sweep *sw = arg;
-
-	if (keep_seen(q->name, sw->s))
-		return;
-	if (sw->n == sw->cap) {
-		size_t cap = sw->cap ? sw->cap * 2 : 16;
-		char (*g)[K8S_NAME_BUF] = realloc(sw->gone, cap * sizeof(*g));
-
-		if (!g)
-			return;
-		sw->gone = g;
-		sw->cap = cap;
-	}
-	snprintf(sw->gone[sw->n++], sizeof(sw->gone[0]), "%s", q->name);
+	gone_add(arg, q->name);
 }
-
-/* After a complete list of a Queue kind: delete what it did not contain. */
-static void sweep_queues(struct stream *s)
-{
-	enum cache_queue_api api = (enum cache_queue_api)kinds[s->kind].q_api;
-	struct q_sweep sw = { s, NULL, 0, 0 };
-
-	cache_queue_foreach(s->inf->cache, api, collect_gone_queue, &sw);
-	for (size_t i = 0; i < sw.n; i++)
-		cache_queue_delete(s->inf->cache, api, sw.gone[i]);
-	free(sw.gone);
-}
-
-struct pg_sweep {
-	struct stream *s;
-	char (*gone)[K8S_KEY_BUF];
-	size_t n, cap;
-};
 
 static void collect_gone_group(const struct cache_podgroup *pg, void *arg)
 {
-	struct pg_sweep *sw = arg;
+	struct gone *g = arg;
 	char key[K8S_KEY_BUF];
 
+	if ((int)pg->api != kinds[g->s->kind].pg_api)
+		return;         /* each API's list sweeps its own groups */
 	snprintf(key, sizeof(key), "%s/%s", pg->ns, pg->name);
-	if ((int)pg->api != kinds[sw->s->kind].pg_api || keep_seen(key, sw->s))
-		return;
-	if (sw->n == sw->cap) {
-		size_t cap = sw->cap ? sw->cap * 2 : 64;
-		char (*g)[K8S_KEY_BUF] = realloc(sw->gone, cap * sizeof(*g));
-
-		if (!g)
-			return;
-		sw->gone = g;
-		sw->cap = cap;
-	}
-	snprintf(sw->gone[sw->n++], sizeof(sw->gone[0]), "%s", key);
+	gone_add(g, key);
 }
 
 /* After a complete list: delete what the list did not contain. */
 void cache__inf_sweep(struct stream *s)
 {
+	const struct kind_info *k = &kinds[s->kind];
 	struct cache *c = s->inf->cache;
+	struct gone g = { s, NULL, 0, 0 };
 
-	switch (s->kind) {
-	case K_NODES:
+	if (s->kind == K_NODES) {
 		cache__node_sweep(c, keep_seen, s);
-		break;
-	case K_PODS:
+	} else if (s->kind == K_PODS) {
 		cache__pod_sweep(c, keep_seen, s);
-		break;
-	default: {
-		struct pg_sweep sw = { s, NULL, 0, 0 };
-
-		if (kinds[s->kind].q_api >= 0) {
-			sweep_queues(s);
-			break;
-		}
-		if (kinds[s->kind].dra) {
-			cache_dra_sweep(c, kinds[s->kind].dra == 2, keep_seen, s);
-			break;
-		}
-		if (kinds[s->kind].pg_api < 0)
-			break;
-		cache_podgroup_foreach(c, collect_gone_group, &sw);
-		for (size_t i = 0; i < sw.n; i++) {
-			char *slash = strchr(sw.gone[i], '/');
+	} else if (k->dra) {
+		cache_dra_sweep(c, k->dra == 2, keep_seen, s);
+	} else if (k->q_api >= 0) {
+		cache_queue_foreach(c, (enum cache_queue_api)k->q_api, collect_gone_queue, &g);
+		for (size_t i = 0; i < g.n; i++)
+			cache_queue_delete(c, (enum cache_queue_api)k->q_api, g.key[i]);
+	} else if (k->pg_api >= 0) {
+		cache_podgroup_foreach(c, collect_gone_group, &g);
+		for (size_t i = 0; i < g.n; i++) {
+			char *slash = strchr(g.key[i], '/');
 
 			*slash = '\0';
-			cache_podgroup_delete(c, (enum cache_pg_api)kinds[s->kind].pg_api,
-					      sw.gone[i], slash + 1);
+			cache_podgroup_delete(c, (enum cache_pg_api)k->pg_api, g.key[i], slash + 1);
 		}
-		free(sw.gone);
-		break;
 	}
-	}
+	free(g.key);
 }
 
 
