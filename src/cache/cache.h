@@ -46,11 +46,42 @@ struct cache;
 /* Settings fixed when the cache is created. */
 struct cache_node;
 
+/* How a node shares the physical GPUs behind a managed resource (from NVIDIA's
+ * GPU Feature Discovery labels, or troupe.yaml's sharing overrides). A shared
+ * node's devices, as troupe counts them, are replica slots: slot s is replica
+ * s % gpu_replicas of physical GPU s / gpu_replicas. */
+enum cache_sharing {
+	CACHE_SHARING_NONE = 0,         /* one device is one whole GPU */
+	CACHE_SHARING_TIME_SLICING,     /* nvidia.com/gpu.sharing-strategy=time-slicing */
+	CACHE_SHARING_MPS,              /* nvidia.com/gpu.sharing-strategy=mps */
+	CACHE_SHARING_MIG_SINGLE,       /* nvidia.com/mig.strategy=single: devices are slices */
+	CACHE_SHARING_COUNT,
+};
+/* Where a pod's replicas go on a shared node (NVIDIA's device plugin's names). */
+enum cache_packing {
+	CACHE_PACKING_DISTRIBUTED = 0,  /* each replica on the least-used GPU */
+	CACHE_PACKING_PACKED,           /* fill one GPU's replicas before the next */
+};
+/* troupe.yaml's sharing entry for one managed resource. */
+struct cache_sharing_opts {
+	/* -1: from the node's labels (auto); else the cache_sharing it is. */
+	int strategy;
+	/* Replicas per GPU; 0: from the label nvidia.com/gpu.replicas. */
+	unsigned replicas;
+	enum cache_packing packing;
+	/* The device plugin's failRequestsGreaterThanOne, which no label shows:
+	 * the kubelet refuses a request above 1 of a shared resource. */
+	bool fail_requests_greater_than_one;
+};
+
 struct cache_opts {
 	/* Managed GPU resource names, e.g. "nvidia.com/gpu". A node offers the
 	 * first one it advertises; a pod may ask for one of them. */
 	const char *gpu_resources[CACHE_MAX_GPU_RESOURCES];
 	unsigned n_gpu_resources;
+	/* Sharing, by the same index: zeroed (strategy 0) means never shared;
+	 * ext_config_defaults sets every entry to auto. */
+	struct cache_sharing_opts sharing[CACHE_MAX_GPU_RESOURCES];
 	/* Optional: data an upper layer derives from a node record (placement's
 	 * GPU topology), computed once on the writer thread before the record is
 	 * published, stored in cache_node.derived, and released on the writer
@@ -103,6 +134,17 @@ struct cache_node {
 	int64_t cpu_milli;              /* allocatable */
 	int64_t mem_bytes;              /* allocatable */
 	uint16_t n_taints;
+	/* Sharing (enum cache_sharing): devices 0..gpu_capacity-1 are replica
+	 * slots, gpu_replicas per physical GPU (1 when not shared), of
+	 * gpu_physical GPUs. */
+	uint8_t gpu_sharing;
+	uint8_t gpu_replicas;
+	uint8_t gpu_physical;
+	uint8_t gpu_packing;            /* enum cache_packing */
+	bool gpu_fail_gt1;              /* requests above 1 are refused (see opts) */
+	/* Replicas per GPU the node advertises; more than gpu_replicas when the
+	 * slots would pass CACHE_MAX_GPUS (troupe offers gpu_replicas of them). */
+	uint16_t gpu_replicas_advertised;
 	const char *topology_text;      /* annotation troupe.io/gpu-topology, or NULL */
 	const char *gpu_uuids;          /* annotation troupe.io/gpu-uuids ("GPU-a,GPU-b,..."
 					 * by device index), or NULL */
@@ -156,6 +198,10 @@ struct cache_pod {
 	uint32_t min_member;            /* quorum the pod itself names, 0 when none */
 	int32_t priority;               /* spec.priority */
 	const char *gang_topology;      /* annotation troupe.io/gang-topology, or NULL */
+	/* troupe.io/gpu-ids naming replica slots ("GPU:replica" pairs), or NULL:
+	 * resolved into <devices> against the node's record when the pod is
+	 * applied (the slots' layout is the node's). */
+	const char *slot_ids;
 	/* Annotation troupe.io/gang-plan of a bound member, or NULL: allocated
 	 * apart from the pod (one copy per group is kept, not one per member), and
 	 * taken by cache_pod_apply into its group's record. */
@@ -168,6 +214,32 @@ struct cache_pod {
 struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *opts,
 				    char *err, size_t errlen);
 void cache_node_free(struct cache_node *node);
+/* Whether a node's devices are shares of GPUs (replicas or MIG slices). */
+static inline bool cache_node_shared(const struct cache_node *node)
+{
+	return node->gpu_sharing != CACHE_SHARING_NONE;
+}
+/* The slots of physical GPU <gpu> on a shared node. */
+static inline uint64_t cache_node_gpu_slots(const struct cache_node *node, unsigned gpu)
+{
+	unsigned r = node->gpu_replicas ? node->gpu_replicas : 1;
+
+	if (gpu * r >= 64)
+		return 0;
+	return (r >= 64 ? ~0ULL : (1ULL << r) - 1) << (gpu * r);
+}
+/* "time-slicing", "mps", "mig-single" or "none". */
+const char *cache_sharing_name(enum cache_sharing s);
+/* Parse a sharing name ("none", "time-slicing", "mps"), -1 when unknown. */
+int cache_sharing_parse(const char *s);
+/* The devices of <mask> as troupe.io/gpu-ids names them on <node>: "0,3" for
+ * whole GPUs; "GPU:replica" pairs ("0:1,0:2,3:0") on a shared node. <node>
+ * NULL: whole GPUs. */
+void cache_node_devices_format(const struct cache_node *node, uint64_t mask, char *buf,
+			       size_t len);
+/* Parse "GPU:replica" pairs into <node>'s slot mask. Returns 0, or -EINVAL
+ * when a pair is malformed, repeated or not on the node. */
+int cache_node_slots_parse(const struct cache_node *node, const char *s, uint64_t *mask);
 /* The value of label <key>, or NULL. */
 const char *cache_node_label(const struct cache_node *node, const char *key);
 /* The devices a node has, healthy or not: bits 0..gpu_capacity-1. */
@@ -209,8 +281,9 @@ bool cache_node_uuids(const struct cache_node *node, uint64_t mask, char *buf, s
 
 /* Parse "0,3,5" into a device mask. Returns 0 or -EINVAL. */
 int cache_devices_parse(const char *s, uint64_t *mask);
-/* Write a mask as "0,3,5" into buf; CACHE_DEVICES_BUF holds any mask ("0,1,...,63"). */
-enum { CACHE_DEVICES_BUF = 192 };
+/* Write a mask as "0,3,5" into buf. CACHE_DEVICES_BUF holds any mask ("0,1,...,63")
+ * and any slot list (cache_node_devices_format: "0:0,0:1,...,7:7"). */
+enum { CACHE_DEVICES_BUF = 448 };
 void cache_devices_format(uint64_t mask, char *buf, size_t len);
 
 /* ---- The store -------------------------------------------------------- */

@@ -54,6 +54,202 @@ static size_t kv_keep_last(struct cache_kv *kv, size_t n)
 
 /* ---- Nodes -------------------------------------------------------------- */
 
+/* Labels NVIDIA's GPU Feature Discovery publishes per resource,
+ * "<resource>.<suffix>" (nvidia.com/gpu.replicas, nvidia.com/mig-1g.10gb.
+ * replicas), and the node's MIG strategy (docs/reference.md#sharing). */
+#define LABEL_MIG_STRATEGY "nvidia.com/mig.strategy"
+/* The device plugin's renameByDefault advertises <resource>.shared; its
+ * labels keep the resource's own name. */
+#define SHARED_SUFFIX ".shared"
+
+static const char *const sharing_names[CACHE_SHARING_COUNT] = {
+	[CACHE_SHARING_NONE] = "none",
+	[CACHE_SHARING_TIME_SLICING] = "time-slicing",
+	[CACHE_SHARING_MPS] = "mps",
+	[CACHE_SHARING_MIG_SINGLE] = "mig-single",
+};
+
+const char *cache_sharing_name(enum cache_sharing s)
+{
+	return (unsigned)s < CACHE_SHARING_COUNT ? sharing_names[s] : "none";
+}
+
+int cache_sharing_parse(const char *s)
+{
+	/* mig-single comes from the node's MIG labels, never from a setting. */
+	for (int i = 0; i < CACHE_SHARING_MIG_SINGLE; i++)
+		if (s && strcmp(s, sharing_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+/* The label "<resource>.<suffix>" of resource <res> (".shared" dropped). */
+static const char *res_label(const struct cache_node *n, const char *res, const char *suffix)
+{
+	char key[192];
+	size_t rl = strlen(res), sl = strlen(SHARED_SUFFIX);
+
+	if (rl > sl && strcmp(res + rl - sl, SHARED_SUFFIX) == 0)
+		rl -= sl;
+	if (snprintf(key, sizeof(key), "%.*s.%s", (int)rl, res, suffix) >= (int)sizeof(key))
+		return NULL;
+	return cache_node_label(n, key);
+}
+
+/* A label's whole number, or 0 when absent or not one. */
+static unsigned uint_of(const char *v)
+{
+	char *end;
+	unsigned long x;
+
+	if (!v || !*v)
+		return 0;
+	x = strtoul(v, &end, 10);
+	return *end || x > 1000000 ? 0 : (unsigned)x;
+}
+
+/* The first "<n>GB" part of a product name ("A100-SXM4-40GB", "H100-80GB-HBM3"),
+ * before <end>; 0 when none. */
+static unsigned product_gb(const char *p, const char *end)
+{
+	while (p < end) {
+		char *e;
+		unsigned long v = strtoul(p, &e, 10);
+
+		if (e > p && e + 2 <= end && (e[0] == 'G' || e[0] == 'g') &&
+		    (e[1] == 'B' || e[1] == 'b') && (e + 2 == end || e[2] == '-'))
+			return (unsigned)v;
+		p = memchr(p, '-', (size_t)(end - p));
+		if (!p)
+			break;
+		p++;
+	}
+	return 0;
+}
+
+/* Slices of one GPU a MIG profile cuts it into: the compute slices ("<n>g":
+ * 1g 7, 2g 3, 3g 2, 4g and 7g 1) or the memory ("<m>gb" of the product's
+ * "<total>GB") if fewer fit, so 1g.10gb is 4 on an A100-40GB and 7 on an
+ * H100-80GB, as mig-parted's profile tables list them; a media-extension
+ * profile ("+me") is 1. <product> is "<model>-MIG-<profile>", <cut> its
+ * "-MIG-". 0 when the profile is not "<n>g.<m>gb". */
+static unsigned mig_slices_per_gpu(const char *product, const char *cut)
+{
+	const char *profile = cut + 5;
+	char *end;
+	unsigned long g = strtoul(profile, &end, 10), mem, total;
+	unsigned by_compute;
+
+	if (end == profile || *end != 'g' || end[1] != '.')
+		return 0;
+	switch (g) {
+	case 1: by_compute = 7; break;
+	case 2: by_compute = 3; break;
+	case 3: by_compute = 2; break;
+	case 4: case 7: by_compute = 1; break;
+	default: return 0;
+	}
+	if (strstr(profile, "+me") || strstr(profile, ".me"))
+		return 1;
+	mem = strtoul(end + 2, &end, 10);
+	total = product_gb(product, cut);
+	if (mem && total && total / mem < by_compute)
+		return (unsigned)(total / mem);
+	return by_compute;
+}
+
+/* How node <n> shares resource <i> (of <c> devices advertised, <a>
+ * allocatable): fills the node's sharing fields and returns the devices troupe
+ * counts (slots), changing <*a> to match. */
+static int64_t node_sharing(struct cache_node *n, const struct cache_opts *opts, unsigned i,
+			    int64_t c, int64_t *a)
+{
+	const struct cache_sharing_opts *so = &opts->sharing[i];
+	const char *res = opts->gpu_resources[i];
+	const char *product = res_label(n, res, "product");
+	const char *mig = cache_node_label(n, LABEL_MIG_STRATEGY);
+	const char *cut = product ? strstr(product, "-MIG-") : NULL;
+	unsigned labelled = uint_of(res_label(n, res, "replicas"));
+	unsigned r = 0, g, rt;
+	int strategy = so->strategy;
+
+	n->gpu_replicas = 1;
+	n->gpu_physical = (uint8_t)(c < CACHE_MAX_GPUS ? c : CACHE_MAX_GPUS);
+	n->gpu_replicas_advertised = 1;
+	if (strategy == CACHE_SHARING_NONE || c <= 0)
+		return c;
+	/* MIG single: every device is a slice. Time-sliced slices are counted
+	 * as time-slicing over the slices. */
+	if (strategy < 0 && mig && strcmp(mig, "single") == 0 && cut && labelled <= 1) {
+		strategy = CACHE_SHARING_MIG_SINGLE;
+		r = so->replicas ? so->replicas : mig_slices_per_gpu(product, cut);
+		if (!r) {
+			log_warn("cache", "node %s: troupe does not know how many slices of a GPU "
+				 "the MIG profile in %s makes; its %s devices are counted as whole GPUs",
+				 n->name, product, res);
+			return c;
+		}
+	} else if (strategy < 0) {
+		const char *ss = res_label(n, res, "sharing-strategy");
+		size_t pl = product ? strlen(product) : 0;
+
+		strategy = cache_sharing_parse(ss);
+		/* Before GFD published the strategy: the replicas label, or the
+		 * product's -SHARED suffix, mean time-slicing. */
+		if (strategy < 0)
+			strategy = labelled > 1 || (pl > 7 && strcmp(product + pl - 7, "-SHARED") == 0)
+					   ? CACHE_SHARING_TIME_SLICING : CACHE_SHARING_NONE;
+	}
+	if (strategy == CACHE_SHARING_NONE)
+		return c;
+	if (!r)
+		r = so->replicas ? so->replicas : labelled;
+	if (r <= 1 || r > 255) {
+		log_warn("cache", "node %s: %s sharing of %s, but %u replicas per GPU; its devices "
+			 "are counted as whole GPUs", n->name,
+			 cache_sharing_name((enum cache_sharing)strategy), res, r);
+		return c;
+	}
+	g = (unsigned)((c + r - 1) / r);
+	if (g > CACHE_MAX_GPUS)
+		g = CACHE_MAX_GPUS;
+	rt = r;
+	if ((uint64_t)g * rt > CACHE_MAX_GPUS) {
+		rt = CACHE_MAX_GPUS / g;
+		log_warn("cache", "node %s: %u GPUs x %u replicas of %s is more than the %d devices "
+			 "troupe tracks per node; troupe offers %u replicas of each GPU", n->name, g,
+			 r, res, CACHE_MAX_GPUS, rt);
+		if (rt == 0)
+			return CACHE_MAX_GPUS;
+		*a = *a * rt / r;
+	}
+	n->gpu_sharing = (uint8_t)strategy;
+	n->gpu_replicas = (uint8_t)rt;
+	n->gpu_replicas_advertised = (uint16_t)r;
+	n->gpu_physical = (uint8_t)g;
+	/* Slices of one GPU are always packed: whole GPUs stay free. */
+	n->gpu_packing = strategy == CACHE_SHARING_MIG_SINGLE ? CACHE_PACKING_PACKED
+							      : (uint8_t)so->packing;
+	/* NVIDIA's plugin refuses MPS requests above 1 whatever the setting. */
+	n->gpu_fail_gt1 = strategy == CACHE_SHARING_MPS ||
+			  (strategy == CACHE_SHARING_TIME_SLICING && so->fail_requests_greater_than_one);
+	c = (int64_t)g * rt;
+	if (*a > c)
+		*a = c;
+	return c;
+}
+
+/* A shared node's unhealthy physical GPUs as the slots they hold. */
+static uint64_t unhealthy_slots(const struct cache_node *n, uint64_t gpus)
+{
+	uint64_t slots = 0;
+
+	for (unsigned g = 0; g < n->gpu_physical && g < 64; g++)
+		if (gpus & (1ULL << g))
+			slots |= cache_node_gpu_slots(n, g);
+	return slots;
+}
+
 static bool node_is_ready(const cJSON *status)
 {
 	const cJSON *conds = json_get(status, "conditions");
@@ -158,6 +354,7 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 			a = c;  /* no allocatable reported: all devices usable */
 		if (c < a)
 			c = a;
+		c = node_sharing(n, opts, i, c, &a);
 		if (c > CACHE_MAX_GPUS) {
 			log_warn("cache", "node %s reports %lld %s; troupe tracks the first %d",
 				 name, (long long)c, opts->gpu_resources[i], CACHE_MAX_GPUS);
@@ -191,6 +388,9 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 				 "indices; ignored", name, TROUPE_UNHEALTHY_ANNOTATION, bad);
 			n->unhealthy = 0;
 		}
+		/* troupe-node names physical GPUs. */
+		if (cache_node_shared(n))
+			n->unhealthy = unhealthy_slots(n, n->unhealthy);
 	}
 	return n;
 }
@@ -223,6 +423,36 @@ const char *cache_node_label(const struct cache_node *node, const char *key)
 
 /* ---- Devices ---------------------------------------------------------- */
 
+/* The device plugin's name of each replica slot in <mask>: the UUID of its
+ * GPU, "::" and the replica ("GPU-a::0,GPU-a::1"), as NVIDIA's plugin names
+ * the devices it advertises for a shared GPU. */
+static bool slot_uuids(const struct cache_node *node, uint64_t mask, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	for (unsigned s = 0; s < 64 && mask; s++) {
+		char one[128];
+		unsigned g = s / node->gpu_replicas;
+		int w;
+
+		if (!(mask & (1ULL << s)))
+			continue;
+		mask &= ~(1ULL << s);
+		if (!cache_node_uuids(&(struct cache_node){ .gpu_uuids = node->gpu_uuids },
+				      1ULL << g, one, sizeof(one)))
+			goto fail;
+		w = snprintf(buf + at, len - at, "%s%s::%u", at ? "," : "", one,
+			     s % node->gpu_replicas);
+		if (w < 0 || (size_t)w >= len - at)
+			goto fail;
+		at += (size_t)w;
+	}
+	return true;
+fail:
+	buf[0] = '\0';
+	return false;
+}
+
 bool cache_node_uuids(const struct cache_node *node, uint64_t mask, char *buf, size_t len)
 {
 	const char *p = node->gpu_uuids;
@@ -231,8 +461,10 @@ bool cache_node_uuids(const struct cache_node *node, uint64_t mask, char *buf, s
 
 	if (len)
 		buf[0] = '\0';
-	if (!p || !*p || !mask)
+	if (!p || !*p || !mask || !len)
 		return false;
+	if (cache_node_shared(node))
+		return slot_uuids(node, mask, buf, len);
 	while (*p && mask) {
 		const char *end = strchr(p, ',');
 		size_t n = end ? (size_t)(end - p) : strlen(p);
@@ -309,4 +541,69 @@ void cache_devices_format(uint64_t mask, char *buf, size_t len)
 			return;
 		at += (size_t)n;
 	}
+}
+
+void cache_node_devices_format(const struct cache_node *node, uint64_t mask, char *buf,
+			       size_t len)
+{
+	size_t at = 0;
+
+	if (!node || !cache_node_shared(node)) {
+		cache_devices_format(mask, buf, len);
+		return;
+	}
+	if (len)
+		buf[0] = '\0';
+	for (unsigned s = 0; s < 64 && mask; s++) {
+		int n;
+
+		if (!(mask & (1ULL << s)))
+			continue;
+		mask &= ~(1ULL << s);
+		n = snprintf(buf + at, len > at ? len - at : 0, "%s%u:%u", at ? "," : "",
+			     s / node->gpu_replicas, s % node->gpu_replicas);
+		if (n < 0 || (size_t)n >= len - at)
+			return;
+		at += (size_t)n;
+	}
+}
+
+int cache_node_slots_parse(const struct cache_node *node, const char *s, uint64_t *mask)
+{
+	uint64_t m = 0;
+	const char *p = s;
+
+	if (!s || !*s || !cache_node_shared(node))
+		return -EINVAL;
+	for (;;) {
+		unsigned v[2] = { 0, 0 };
+
+		for (int part = 0; part < 2; part++) {
+			int digits = 0;
+
+			while (*p == ' ')
+				p++;
+			for (; *p >= '0' && *p <= '9'; p++, digits++) {
+				v[part] = v[part] * 10 + (unsigned)(*p - '0');
+				if (v[part] >= CACHE_MAX_GPUS)
+					return -EINVAL;
+			}
+			while (*p == ' ')
+				p++;
+			if (!digits || (part == 0 && *p++ != ':'))
+				return -EINVAL;
+		}
+		if (v[0] >= node->gpu_physical || v[1] >= node->gpu_replicas)
+			return -EINVAL;
+		v[0] = v[0] * node->gpu_replicas + v[1];
+		if (v[0] >= 64 || (m & (1ULL << v[0])))
+			return -EINVAL;
+		m |= 1ULL << v[0];
+		if (*p == '\0')
+			break;
+		if (*p++ != ',')
+			return -EINVAL;
+	}
+	*mask = m;
+	return 0;
 }

@@ -298,6 +298,7 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	const char *gtopo = json_str(ann, "troupe.io/gang-topology");
 	const char *group = cache_pod_group_name(obj);
 	const char *queue = cache_pod_queue_name(obj);
+	const char *slots;
 	char derr[CACHE_ERR_LEN] = "";
 	char synth_uid[K8S_KEY_BUF];          /* "ns/name" */
 	struct cache_demand d;
@@ -341,7 +342,10 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 		gtopo = "invalid: too long";
 	if (queue && strlen(queue) > K8S_NAME_MAX)
 		queue = NULL;
-	size = sizeof(*p) + str_size(uid) + str_size(ns) + str_size(name) + str_size(node) +
+	/* Replica slots ("GPU:replica") are read against the node's record when
+	 * the pod is applied; a longer list than any node's slots is no list. */
+	slots = ids && strchr(ids, ':') && strlen(ids) < CACHE_DEVICES_BUF ? ids : NULL;
+	size = sizeof(*p) + str_size(slots) + str_size(uid) + str_size(ns) + str_size(name) + str_size(node) +
 	       (bad_demand ? str_size(derr) : 0) + str_size(group) + str_size(queue ? queue : ns) +
 	       str_size(topo) + str_size(gtopo);
 	p = calloc(1, size);
@@ -407,6 +411,7 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	} else {
 		p->demand = d;
 	}
+	p->slot_ids = node && p->demand.gpus ? blk_str(&b, slots) : NULL;
 	if (ids && cache_devices_parse(ids, &p->devices) == 0 &&
 	    (uint32_t)__builtin_popcountll(p->devices) == p->demand.gpus)
 		p->has_devices = true;

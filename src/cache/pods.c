@@ -263,11 +263,17 @@ static int entry_occupy_fact(struct cache *c, struct pod_entry *e, const struct 
 {
 	size_t len = strlen(p->node);
 	struct node_entry *ne = node_entry_get(c, p->node, len);
-	uint64_t devices = 0;
+	uint64_t devices = 0, slots = 0;
 	uint32_t unattr = p->demand.gpus;
+	bool has_devices = p->has_devices;
 
-	if (p->has_devices) {
-		devices = p->devices;
+	/* Replica slots are the node's: read them against its record. */
+	if (!has_devices && p->slot_ids && ne && ne->rec &&
+	    cache_node_slots_parse(ne->rec, p->slot_ids, &slots) == 0 &&
+	    (uint32_t)__builtin_popcountll(slots) == p->demand.gpus)
+		has_devices = true;
+	if (has_devices) {
+		devices = p->has_devices ? p->devices : slots;
 		unattr = 0;
 		/* The node says the containers got other devices than troupe
 		 * holds for the pod (its choice, or an earlier read-back): the

@@ -94,18 +94,31 @@ static char *binding_annotations(const struct bind_record *rec, const char *plan
 	return strbuf_take(&ann, NULL);
 }
 
+/* <devices> on <node> as troupe.io/gpu-ids names them (replica slots as
+ * "GPU:replica" on a shared node), and, with <rec>, its link and UUIDs. */
+static void bind_format_ids(const struct ext_service *svc, const char *node,
+				 uint64_t devices, char *ids, size_t len, struct bind_record *rec)
+{
+	struct cache_node_view v;
+
+	cache_read_begin(svc->cache);
+	if (cache_node_lookup(svc->cache, node, strlen(node), &v)) {
+		cache_node_devices_format(v.node, devices, ids, len);
+		if (rec)
+			bind_record_devices(&v, devices, rec);
+	} else {
+		cache_devices_format(devices, ids, len);
+	}
+	cache_read_end(svc->cache);
+}
+
 char *ext__binding_annotations(const struct ext_service *svc, const char *node,
 			       uint64_t devices, const char *plan, char *ids, size_t idslen)
 {
-	struct cache_node_view v;
 	struct bind_record rec = { .ids = "" };
 
-	cache_devices_format(devices, rec.ids, sizeof(rec.ids));
+	bind_format_ids(svc, node, devices, rec.ids, sizeof(rec.ids), &rec);
 	snprintf(ids, idslen, "%s", rec.ids);
-	cache_read_begin(svc->cache);
-	if (cache_node_lookup(svc->cache, node, strlen(node), &v))
-		bind_record_devices(&v, devices, &rec);
-	cache_read_end(svc->cache);
 	return binding_annotations(&rec, plan);
 }
 
@@ -332,15 +345,11 @@ struct parked {
 static void gang_released(void *ctx, bool ok, const char *why, const char *plan)
 {
 	struct parked *pk = ctx;
-	struct cache_node_view v;
 	bool complete = true;
 
 	/* What the Binding records, from the devices the member claimed. */
-	cache_devices_format(pk->devices, pk->rec.ids, sizeof(pk->rec.ids));
-	cache_read_begin(pk->svc->cache);
-	if (ok && cache_node_lookup(pk->svc->cache, pk->node, strlen(pk->node), &v))
-		bind_record_devices(&v, pk->devices, &pk->rec);
-	cache_read_end(pk->svc->cache);
+	bind_format_ids(pk->svc, pk->node, pk->devices, pk->rec.ids, sizeof(pk->rec.ids),
+			     ok ? &pk->rec : NULL);
 	if (!ok) {
 		/* The manager has already released the member's devices. */
 		log_info("extender", "bind: pod %s/%s: %s", pk->info.ns, pk->info.name, why);
@@ -647,7 +656,7 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 		else
 			ret = -EAGAIN;  /* the free mask moved under us: read again */
 	}
-	cache_devices_format(devices, rec.ids, sizeof(rec.ids));
+	bind_format_ids(svc, b.node, devices, rec.ids, sizeof(rec.ids), NULL);
 	switch (ret) {
 	case 0:
 		if (info.demand.gpus > 0)       /* was it troupe's first choice? */

@@ -84,9 +84,17 @@ void ext_config_defaults(struct ext_config *cfg)
 	cfg->connections_per_client = 0;        /* a quarter of connection_limit */
 	cfg->request_deadline_s = 10;
 	cfg->max_body_bytes = 64u * 1024 * 1024;
+	/* Whole or time-sliced GPUs, and the name NVIDIA's device plugin gives
+	 * shared ones with renameByDefault. */
 	snprintf(cfg->gpu_names[0], sizeof(cfg->gpu_names[0]), "nvidia.com/gpu");
+	snprintf(cfg->gpu_names[1], sizeof(cfg->gpu_names[1]), "nvidia.com/gpu.shared");
 	cfg->cache.gpu_resources[0] = cfg->gpu_names[0];
-	cfg->cache.n_gpu_resources = 1;
+	cfg->cache.gpu_resources[1] = cfg->gpu_names[1];
+	cfg->cache.n_gpu_resources = 2;
+	/* Sharing from each node's labels, replicas spread as NVIDIA's plugin
+	 * spreads them, no request refused: the device plugin's defaults. */
+	for (unsigned i = 0; i < CACHE_MAX_GPU_RESOURCES; i++)
+		cfg->cache.sharing[i] = (struct cache_sharing_opts){ .strategy = -1 };
 	/* NVIDIA's DRA driver: its GPUs, where a node also has them as
 	 * nvidia.com/gpu, are never given twice. */
 	snprintf(cfg->dra_driver_names[0], sizeof(cfg->dra_driver_names[0]), "gpu.nvidia.com");
@@ -173,7 +181,7 @@ int ext_config_parse_listen(struct ext_config *cfg, const char *s, char *err, si
 /* ---- The key table ------------------------------------------------------ */
 
 enum kind { K_MAP, K_STRING, K_UINT, K_SIZE, K_DOUBLE, K_LOGLEVEL, K_LISTEN, K_STRLIST, K_QUEUES,
-	    K_BOOL, K_LEVELS, K_OPS_ADDRESS, K_SUBJECTS, K_DRIVERS };
+	    K_BOOL, K_LEVELS, K_OPS_ADDRESS, K_SUBJECTS, K_DRIVERS, K_SHARING };
 
 struct key {
 	const char *path;       /* dotted path from the root */
@@ -203,6 +211,7 @@ static const struct key keys[] = {
 	{ "resources.gpu", K_STRLIST, 0, 0 },
 	{ "dra", K_MAP, 0, 0 },
 	{ "dra.drivers", K_DRIVERS, 0, 0 },
+	{ "sharing", K_SHARING, 0, 0 },
 	{ "scoring", K_MAP, 0, 0 },
 	{ "scoring.policy", K_STRING, F(score_policy), S(score_policy) },
 	{ "scoring.weights", K_MAP, 0, 0 },
@@ -275,6 +284,108 @@ static const struct key *key_find(const char *path)
 		if (strcmp(keys[i].path, path) == 0)
 			return &keys[i];
 	return NULL;
+}
+
+/* sharing: resource name -> { strategy, replicas, packing,
+ * fail_requests_greater_than_one }, each optional. */
+static int set_sharing(struct ext_config *cfg, const cJSON *v, char *err, size_t errlen)
+{
+	const cJSON *res;
+
+	if (!cJSON_IsObject(v)) {
+		snprintf(err, errlen, "sharing must be a mapping of resource names "
+			 "(nvidia.com/gpu: {strategy: auto, ...})");
+		return -EINVAL;
+	}
+	cfg->n_sharing = 0;
+	cJSON_ArrayForEach(res, v) {
+		struct cache_sharing_opts o = { .strategy = -1 };
+		const cJSON *f;
+
+		if (!res->string || !strchr(res->string, '/') ||
+		    strlen(res->string) >= sizeof(cfg->sharing[0].resource)) {
+			snprintf(err, errlen, "sharing.%s: the key must be an extended resource name "
+				 "such as nvidia.com/gpu", res->string ? res->string : "");
+			return -EINVAL;
+		}
+		if (!cJSON_IsObject(res)) {
+			snprintf(err, errlen, "sharing.%s has the wrong type (a mapping expected)",
+				 res->string);
+			return -EINVAL;
+		}
+		if (cfg->n_sharing == CACHE_MAX_GPU_RESOURCES) {
+			snprintf(err, errlen, "sharing: at most %d resources", CACHE_MAX_GPU_RESOURCES);
+			return -EINVAL;
+		}
+		cJSON_ArrayForEach(f, res) {
+			const char *k = f->string;
+			const char *sv = cJSON_IsString(f) ? f->valuestring : NULL;
+			double d = cJSON_IsNumber(f) ? f->valuedouble : NAN;
+
+			if (strcmp(k, "strategy") == 0) {
+				o.strategy = sv && strcmp(sv, "auto") == 0 ? -1 : cache_sharing_parse(sv);
+				if (!sv || (o.strategy < 0 && strcmp(sv, "auto") != 0)) {
+					snprintf(err, errlen, "sharing.%s.strategy must be one of auto, "
+						 "none, time-slicing, mps", res->string);
+					return -EINVAL;
+				}
+			} else if (strcmp(k, "replicas") == 0) {
+				if (!(d >= 0 && d <= 255 && d == floor(d))) {
+					snprintf(err, errlen, "sharing.%s.replicas must be a whole number "
+						 "from 0 (the node's label) to 255", res->string);
+					return -EINVAL;
+				}
+				o.replicas = (unsigned)d;
+			} else if (strcmp(k, "packing") == 0) {
+				if (sv && strcmp(sv, "packed") == 0) {
+					o.packing = CACHE_PACKING_PACKED;
+				} else if (sv && strcmp(sv, "distributed") == 0) {
+					o.packing = CACHE_PACKING_DISTRIBUTED;
+				} else {
+					snprintf(err, errlen, "sharing.%s.packing must be packed or "
+						 "distributed", res->string);
+					return -EINVAL;
+				}
+			} else if (strcmp(k, "fail_requests_greater_than_one") == 0) {
+				if (!cJSON_IsBool(f)) {
+					snprintf(err, errlen, "sharing.%s.fail_requests_greater_than_one "
+						 "must be true or false", res->string);
+					return -EINVAL;
+				}
+				o.fail_requests_greater_than_one = cJSON_IsTrue(f);
+			} else {
+				snprintf(err, errlen, "unknown key sharing.%s.%s (known: strategy, "
+					 "replicas, packing, fail_requests_greater_than_one)",
+					 res->string, k);
+				return -EINVAL;
+			}
+		}
+		snprintf(cfg->sharing[cfg->n_sharing].resource,
+			 sizeof(cfg->sharing[0].resource), "%s", res->string);
+		cfg->sharing[cfg->n_sharing++].opts = o;
+	}
+	return 0;
+}
+
+/* Give each managed resource its sharing entry, by name. */
+static int sharing_resolve(struct ext_config *cfg, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < CACHE_MAX_GPU_RESOURCES; i++)
+		cfg->cache.sharing[i] = (struct cache_sharing_opts){ .strategy = -1 };
+	for (unsigned j = 0; j < cfg->n_sharing; j++) {
+		unsigned i = 0;
+
+		while (i < cfg->cache.n_gpu_resources &&
+		       strcmp(cfg->cache.gpu_resources[i], cfg->sharing[j].resource) != 0)
+			i++;
+		if (i == cfg->cache.n_gpu_resources) {
+			snprintf(err, errlen, "sharing.%s: not a managed resource (resources.gpu)",
+				 cfg->sharing[j].resource);
+			return -EINVAL;
+		}
+		cfg->cache.sharing[i] = cfg->sharing[j].opts;
+	}
+	return 0;
 }
 
 static int set_value(struct ext_config *cfg, const struct key *k, const cJSON *v, char *err,
@@ -420,6 +531,8 @@ static int set_value(struct ext_config *cfg, const struct key *k, const cJSON *v
 		}
 		return 0;
 	}
+	case K_SHARING:
+		return set_sharing(cfg, v, err, errlen);
 	case K_DRIVERS: {
 		const cJSON *it;
 		unsigned n = 0;
@@ -555,6 +668,8 @@ int ext_config_load(struct ext_config *cfg, const char *path, char *err, size_t 
 		goto out;
 	}
 	ret = walk(cfg, root, "", werr, sizeof(werr));
+	if (ret == 0)
+		ret = sharing_resolve(cfg, werr, sizeof(werr));
 	if (ret < 0)
 		snprintf(err, errlen, "config %s: %s", path, werr);
 out:

@@ -63,6 +63,13 @@ struct ext_config {
 	struct cache_opts cache;        /* managed GPU resource names */
 	char gpu_names[CACHE_MAX_GPU_RESOURCES][128];   /* storage behind cache.gpu_resources */
 	char dra_driver_names[CACHE_MAX_DRA_DRIVERS][64]; /* storage behind cache.dra_drivers */
+	/* sharing.<resource>: as written; ext_config_load copies each into
+	 * cache.sharing at its resource's index (every other resource: auto). */
+	struct {
+		char resource[128];
+		struct cache_sharing_opts opts;
+	} sharing[CACHE_MAX_GPU_RESOURCES];
+	unsigned n_sharing;
 	char score_policy[32];
 	struct placement_weights weights;
 	unsigned bind_timeout_s;        /* api.bind_timeout_seconds */

@@ -354,8 +354,18 @@ static void put_best(struct walk *w, unsigned best, struct strbuf *sb)
 		strbuf_printf(sb, ",\"score\":%u,\"fineScore\":%u,\"freeGPUs\":%u",
 			      placement_rank_score(&w->rank, fit[i]->score), fit[i]->score,
 			      cache_view_free_gpus(v));
+		/* A shared node's devices are replica slots of its physical GPUs. */
+		if (cache_node_shared(v->node))
+			strbuf_printf(sb, ",\"sharing\":{\"strategy\":\"%s\",\"gpus\":%u,"
+				      "\"replicasPerGpu\":%u,\"replicasAdvertised\":%u,"
+				      "\"packing\":\"%s\"}",
+				      cache_sharing_name((enum cache_sharing)v->node->gpu_sharing),
+				      v->node->gpu_physical, v->node->gpu_replicas,
+				      v->node->gpu_replicas_advertised,
+				      v->node->gpu_packing == CACHE_PACKING_PACKED ? "packed"
+										   : "distributed");
 		if (placement_score_terms(v, w->req, &t) == 0) {
-			cache_devices_format(t.choice.set, ids, sizeof(ids));
+			cache_node_devices_format(v->node, t.choice.set, ids, sizeof(ids));
 			strbuf_printf(sb, ",\"devices\":\"%s\",\"worstLink\":", ids);
 			if (t.known && __builtin_popcountll(t.choice.set) >= 2)
 				ext__explain_put_str(sb, placement_link_name(t.choice.worst, link,

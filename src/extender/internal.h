@@ -37,15 +37,16 @@ enum {
 	/* A gang manager's filter answer (the gang, its plan's domain and counts),
 	 * which becomes the reply's Error as it is. */
 	EXT_GANG_REASON_BUF = 640,
-	/* A device list as cache_devices_format writes it: 64 devices
-	 * ("0,1,...,63") take 182 bytes. */
-	EXT_DEVICE_IDS_BUF = 256,
+	/* A device list as cache_node_devices_format writes it: 64 devices
+	 * ("0,1,...,63") take 182 bytes, 64 replica slots ("0:0,...,7:7") 256. */
+	EXT_DEVICE_IDS_BUF = CACHE_DEVICES_BUF,
 	/* A link level's name as placement_link_name writes it ("NV12", "SYS";
 	 * it needs at least 8). */
 	EXT_LINK_NAME_BUF = 16,
 	/* The devices' UUIDs as cache_node_uuids writes them, comma-separated
-	 * ("GPU-" and 36 characters each): room for 50. */
-	EXT_DEVICE_UUIDS_BUF = 2048,
+	 * ("GPU-" and 36 characters each, and "::<replica>" for a slot): room for
+	 * 64 slots. */
+	EXT_DEVICE_UUIDS_BUF = 3072,
 };
 
 /* Make <r> an error answer: <status> and {"Error":"<message>"}. */

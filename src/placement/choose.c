@@ -269,6 +269,70 @@ int placement_choose(struct placement_topo *t, uint64_t free_mask, unsigned k,
 	return ret;
 }
 
+/* ---- Shared GPUs: replica slots ------------------------------------------------ */
+
+/* The GPU of node <n> whose free slots in <free_mask> are the most (<most>) or
+ * the fewest above zero, and at least <atleast>; the lowest index on ties.
+ * -1 when none has that many. */
+static int slot_gpu(const struct cache_node *n, uint64_t free_mask, bool most, unsigned atleast,
+		    unsigned *count)
+{
+	int best = -1;
+	unsigned bf = 0;
+
+	for (unsigned g = 0; g < n->gpu_physical; g++) {
+		unsigned f = (unsigned)__builtin_popcountll(free_mask & cache_node_gpu_slots(n, g));
+
+		if (f == 0 || f < atleast)
+			continue;
+		if (best < 0 || (most ? f > bf : f < bf)) {
+			best = (int)g;
+			bf = f;
+		}
+	}
+	*count = bf;
+	return best;
+}
+
+/* Choose <k> replica slots of a shared node. Packed: the GPU with the fewest
+ * free slots that holds all <k> (best fit), else the GPUs with the most free
+ * first, so whole GPUs stay free and as few as can be are touched. Distributed:
+ * each slot on the GPU with the most free slots (the least used), as NVIDIA's
+ * device plugin spreads replicas. Topology is a property of whole GPUs, so a
+ * policy that requires links is never met here. */
+static int choose_slots(const struct cache_node *n, uint64_t free_mask, unsigned k,
+			const struct placement_policy *policy, struct placement_choice *out)
+{
+	uint64_t set = 0;
+	unsigned f;
+	int g;
+
+	if (k == 0 || (unsigned)__builtin_popcountll(free_mask) < k)
+		return -ENOSPC;
+	if (k >= 2 && (policy->kind == PLACEMENT_POLICY_REQUIRED ||
+		       policy->kind == PLACEMENT_POLICY_REQUIRED_LEVEL))
+		return -ENOSPC;
+	if (n->gpu_packing == CACHE_PACKING_PACKED &&
+	    (g = slot_gpu(n, free_mask, false, k, &f)) >= 0) {
+		set = lowest(free_mask & cache_node_gpu_slots(n, (unsigned)g), k);
+	} else {
+		bool packed = n->gpu_packing == CACHE_PACKING_PACKED;
+
+		while ((unsigned)__builtin_popcountll(set) < k &&
+		       (g = slot_gpu(n, free_mask & ~set, true, 1, &f)) >= 0) {
+			unsigned take = packed ? k - (unsigned)__builtin_popcountll(set) : 1;
+
+			set |= lowest(free_mask & ~set & cache_node_gpu_slots(n, (unsigned)g), take);
+		}
+		if ((unsigned)__builtin_popcountll(set) < k)
+			return -ENOSPC;         /* free slots beyond the physical GPUs' */
+	}
+	memset(out, 0, sizeof(*out));
+	out->set = set;
+	out->numa_nodes = 1;
+	return 0;
+}
+
 /* ---- On a node ------------------------------------------------------------------ */
 
 int placement_node_choose(const struct cache_node_view *v, uint64_t free_mask, unsigned k,
@@ -276,6 +340,8 @@ int placement_node_choose(const struct cache_node_view *v, uint64_t free_mask, u
 {
 	struct placement_topo *t = placement_node_topo(v->node);
 
+	if (cache_node_shared(v->node))
+		return choose_slots(v->node, free_mask, k, policy, out);
 	if (t)
 		return placement_choose(t, free_mask, k, policy, out);
 	/* Unknown topology: every pair equal, so the lowest free indices; a policy

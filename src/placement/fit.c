@@ -101,6 +101,13 @@ enum placement_verdict placement_check(const struct cache_node_view *view,
 	if (n->gpu_capacity < want)
 		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_CAPACITY,
 			      "troupe: node has %u %s, pod needs %u", n->gpu_capacity, rname, want);
+	/* The device plugin's failRequestsGreaterThanOne: the kubelet would
+	 * refuse the pod at admission, every time. */
+	if (n->gpu_fail_gt1 && want > 1)
+		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_CAPACITY,
+			      "troupe: node shares its GPUs (%s) and refuses requests above 1 %s "
+			      "(failRequestsGreaterThanOne); pod needs %u",
+			      cache_sharing_name((enum cache_sharing)n->gpu_sharing), rname, want);
 	if (usable == PLACEMENT_NOT_READY)
 		return refuse(out, PLACEMENT_UNSCHEDULABLE, PLACEMENT_WHY_NOT_READY,
 			      "troupe: node is not Ready");
@@ -144,6 +151,11 @@ enum placement_verdict placement_check_request(const struct cache_node_view *vie
 			 placement_link_name(req->policy.min_level, name, sizeof(name)));
 	/* Could an empty node meet it? If not, no eviction ever will. */
 	healthy = cache_node_capacity_mask(view->node) & ~view->node->unhealthy;
+	if (cache_node_shared(view->node))
+		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_TOPOLOGY_NEVER,
+			      "troupe: node shares its GPUs (%s, %u per GPU); %u %s %s needs whole "
+			      "GPUs", cache_sharing_name((enum cache_sharing)view->node->gpu_sharing),
+			      view->node->gpu_replicas, k, rname, lvl);
 	if (!t)
 		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_TOPOLOGY_UNKNOWN,
 			      "troupe: node's GPU topology is unknown; cannot promise %u %s %s",

@@ -131,7 +131,9 @@ void *placement_topo_derive(const struct cache_node *node, void *ctx)
 	char err[256];
 	void *ret = NULL;
 
-	if (node->gpu_capacity == 0)
+	/* A shared node's devices are replica slots: links join whole GPUs, and
+	 * troupe never scores slots by them. */
+	if (node->gpu_capacity == 0 || cache_node_shared(node))
 		return NULL;
 	t = malloc(sizeof(*t));
 	if (!t)

@@ -68,6 +68,48 @@ def gpu_pod(name, gpus, hosts=None, kind=None, annotations=None, labels=None, pr
             "spec": spec}
 
 
+def create_node(c, name, resources, labels=None, annotations=None, taints=None):
+    """A Node made through the API, not by kubesim: <resources> as its capacity
+    and allocatable (cpu, memory and pods added when absent), Ready, with
+    <labels> (kubernetes.io/hostname added), <annotations> and <taints>."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    labels = dict({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}, **(labels or {}))
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "labels": labels, "annotations": dict(annotations or {})}}
+    status, out = c.request("POST", "/api/v1/nodes", node)
+    if status not in (201, 409):
+        raise AssertionError("create node %s: %s" % (name, out))
+    res = dict({"cpu": "64", "memory": "512Gi", "pods": "110"}, **resources)
+    for _ in range(20):     # a controller may touch the new node meanwhile
+        cur = c.get("/api/v1/nodes/" + name)
+        cur["status"] = {
+            "capacity": res, "allocatable": res, "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "lastHeartbeatTime": now, "lastTransitionTime": now}],
+            "nodeInfo": {"kubeletVersion": c.version, "operatingSystem": "linux",
+                         "architecture": "amd64"}}
+        status, out = c.request("PUT", "/api/v1/nodes/%s/status" % name, cur)
+        if status != 409:
+            break
+        time.sleep(0.2)
+    if status != 200:
+        raise AssertionError("node %s status: %s" % (name, out))
+    # The API server's TaintNodesByCondition admission put not-ready on the
+    # new node; the rig has no node-lifecycle controller to lift it
+    # (kubesim's untaintNotReady does the same for its nodes).
+    for _ in range(20):
+        cur = c.get("/api/v1/nodes/" + name)
+        cur["spec"]["taints"] = list(taints or [])
+        if not cur["spec"]["taints"]:
+            del cur["spec"]["taints"]
+        status, out = c.request("PUT", "/api/v1/nodes/" + name, cur)
+        if status != 409:
+            break
+        time.sleep(0.2)
+    if status != 200:
+        raise AssertionError("node %s taints: %s" % (name, out))
+
+
 def gpu_ids(pod):
     v = (pod["metadata"].get("annotations") or {}).get("troupe.io/gpu-ids")
     return [int(x) for x in v.split(",")] if v else None

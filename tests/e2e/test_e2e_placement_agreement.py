@@ -31,7 +31,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import E2E, metric_samples, wait_until, module_cluster  # noqa: E402
+from e2e_common import E2E, create_node, metric_samples, wait_until, module_cluster  # noqa: E402
 from rig_releases import ROOT  # noqa: E402
 
 NODES8, NODES4 = 12, 12
@@ -73,45 +73,13 @@ def make_nodes(c):
     for kind in (NODE8, NODE4):
         with open(os.path.join(ROOT, "tests", "data", "topo", kind["topo"])) as f:
             topo[kind["topo"]] = f.read()
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for i in range(NODES8 + NODES4):
         kind = NODE8 if i < NODES8 else NODE4
         name = ("g8-%02d" % i) if i < NODES8 else ("g4-%02d" % (i - NODES8))
-        node = {"apiVersion": "v1", "kind": "Node", "metadata": {
-            "name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                     "rig.troupe.io/gpus": str(kind["gpus"])},
-            "annotations": {"troupe.io/gpu-topology": topo[kind["topo"]]}}}
-        status, out = c.request("POST", "/api/v1/nodes", node)
-        if status not in (201, 409):
-            raise AssertionError("create node %s: %s" % (name, out))
-        res = {"cpu": kind["cpu"], "memory": kind["memory"], "pods": "110",
-               "nvidia.com/gpu": str(kind["gpus"])}
-        for _ in range(20):     # a controller may touch the new node meanwhile
-            cur = c.get("/api/v1/nodes/" + name)
-            cur["status"] = {
-                "capacity": res, "allocatable": res, "phase": "Running",
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                "lastHeartbeatTime": now, "lastTransitionTime": now}],
-                "nodeInfo": {"kubeletVersion": c.version, "operatingSystem": "linux",
-                             "architecture": "amd64"}}
-            status, out = c.request("PUT", "/api/v1/nodes/%s/status" % name, cur)
-            if status != 409:
-                break
-            time.sleep(0.2)
-        if status != 200:
-            raise AssertionError("node %s status: %s" % (name, out))
-        # The API server's TaintNodesByCondition admission put not-ready on
-        # the new node; the rig has no node-lifecycle controller to lift it
-        # (kubesim's untaintNotReady does the same for its nodes).
-        for _ in range(20):
-            cur = c.get("/api/v1/nodes/" + name)
-            cur["spec"].pop("taints", None)
-            status, out = c.request("PUT", "/api/v1/nodes/" + name, cur)
-            if status != 409:
-                break
-            time.sleep(0.2)
-        if status != 200:
-            raise AssertionError("node %s taints: %s" % (name, out))
+        create_node(c, name, {"cpu": kind["cpu"], "memory": kind["memory"],
+                              "nvidia.com/gpu": str(kind["gpus"])},
+                    labels={"rig.troupe.io/gpus": str(kind["gpus"])},
+                    annotations={"troupe.io/gpu-topology": topo[kind["topo"]]})
 
 
 def pod(name, cpu, memory, gpus=0, node=None, scheduler=None):

@@ -22,6 +22,14 @@ the real API server, checked by reading pods, events and conditions.
                                               claim given 3 through DRA, troupe
                                               refuses an 8-GPU pod there and
                                               gives a 5-GPU pod the other five
+  test_shared_gpus_from_the_labels         nodes labelled as NVIDIA's GPU
+                                              Feature Discovery labels shared
+                                              GPUs: time-slicing (replicas
+                                              spread, "GPU:replica" ids, a
+                                              12-replica pod on 8 GPUs), MPS
+                                              (above 1 refused with the reason),
+                                              MIG single (slices packed on one
+                                              GPU), a required topology refused
   test_topology_required                   3. troupe.io/topology: required on
                                               NVSwitch, cube-mesh and PCIe nodes
   test_preemption_through_postfilter       6. preemption through troupe's
@@ -50,7 +58,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The attackers of the integration test, pointed at the real rig.
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from test_abuse import Attack, raise_fd_limit  # noqa: E402
-from e2e_common import E2E, gpu_pod, gpu_ids, metric_samples, wait_until, module_cluster  # noqa: E402
+from e2e_common import (E2E, create_node, gpu_pod, gpu_ids, metric_samples,  # noqa: E402
+                        wait_until, module_cluster)
 
 
 setUpModule, tearDownModule = module_cluster("scheduling", nodes=20)
@@ -268,6 +277,80 @@ class Scheduling(E2E):
         self.c.request("DELETE", "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/three"
                        % self.ns)
         self.assertEqual(self.wait_bound("all-eight", timeout=120)["spec"]["nodeName"], node)
+
+    def test_shared_gpus_from_the_labels(self):
+        # Three nodes as GFD labels them, tainted so that only this test's
+        # pods land there; kubesim's kubelet runs pods on them (kind label).
+        taint = {"key": "rig.troupe.io/shared", "value": "yes", "effect": "NoSchedule"}
+        boards = {
+            "shared-ts": ("32", {"nvidia.com/gpu.sharing-strategy": "time-slicing",
+                                 "nvidia.com/gpu.replicas": "4",
+                                 "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED"}),
+            "shared-mps": ("16", {"nvidia.com/gpu.sharing-strategy": "mps",
+                                  "nvidia.com/gpu.replicas": "2",
+                                  "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+            "shared-mig": ("56", {"nvidia.com/mig.strategy": "single",
+                                  "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb"}),
+        }
+        for name, (count, labels) in boards.items():
+            create_node(self.c, name, {"nvidia.com/gpu": count},
+                        labels=dict(labels, **{"rig.troupe.io/kind": "shared"}),
+                        annotations={"troupe.io/gpu-uuids": ",".join(
+                            "GPU-%s-%d" % (name, i) for i in range(8))}, taints=[taint])
+            self.addCleanup(self.c.request, "DELETE", "/api/v1/nodes/" + name)
+
+        def pod(name, gpus, host, annotations=None):
+            p = gpu_pod(name, gpus, hosts=[host], annotations=annotations)
+            p["spec"]["tolerations"] = [{"key": taint["key"], "operator": "Exists"}]
+            return self.create(p)
+
+        def slots(name):
+            ann = self.wait_bound(name)["metadata"]["annotations"]
+            got = [tuple(int(x) for x in s.split(":")) for s in ann["troupe.io/gpu-ids"].split(",")]
+            return got, ann.get("troupe.io/gpu-uuids", "")
+        # troupe's watch must show the nodes before it can place on them.
+        wait_until(lambda: all(n in urllib.request.urlopen(
+            self.c.troupe_ops_url + "/debug/cache", timeout=10).read().decode()
+            for n in boards), timeout=30, what="troupe's cache showing the shared nodes")
+
+        # Time-slicing, distributed (the default): eight single replicas, one
+        # after another, each on a GPU of its own; the device plugin's names.
+        seen = set()
+        for i in range(8):
+            pod("ts-%d" % i, 1, "shared-ts")
+            (g, r), = slots("ts-%d" % i)[0]
+            self.assertTrue(0 <= g < 8 and 0 <= r < 4, (g, r))
+            seen.add(g)
+        self.assertEqual(seen, set(range(8)), "replicas were not spread over the GPUs")
+        got, uuids = slots("ts-0")
+        self.assertEqual(uuids, "GPU-shared-ts-%d::%d" % got[0])
+        # Twelve replicas on the 8-GPU board: slots of the eight GPUs, never
+        # "devices 0..11".
+        pod("twelve", 12, "shared-ts")
+        got, _ = slots("twelve")
+        self.assertEqual(len(set(got)), 12)
+        self.assertTrue(all(0 <= g < 8 and 0 <= r < 4 for g, r in got), got)
+        # Topology needs whole GPUs: refused with the reason, for good.
+        pod("linked", 2, "shared-ts", annotations={"troupe.io/topology": "required"})
+        ev = self.wait_event("linked", "FailedScheduling", contains="troupe: ")
+        self.assertIn("needs whole GPUs", ev["message"])
+
+        # MPS: the device plugin refuses requests above 1, so troupe does.
+        pod("mps-two", 2, "shared-mps")
+        ev = self.wait_event("mps-two", "FailedScheduling", contains="troupe: ")
+        self.assertIn("failRequestsGreaterThanOne", ev["message"])
+        pod("mps-one", 1, "shared-mps")
+        (g, r), = slots("mps-one")[0]
+        self.assertTrue(0 <= g < 8 and 0 <= r < 2, (g, r))
+
+        # MIG single: seven 1g.5gb slices a GPU, packed onto one GPU so the
+        # other seven stay whole.
+        for i in range(3):
+            pod("mig-%d" % i, 1, "shared-mig")
+            self.wait_bound("mig-%d" % i)
+        gpus = {slots("mig-%d" % i)[0][0][0] for i in range(3)}
+        self.assertEqual(len(gpus), 1, "MIG slices spread over GPUs %s" % sorted(gpus))
+        self.assert_never_bound(["linked", "mps-two"], 3)
 
     def test_topology_required(self):
         hosts = ["gpu-0000", "gpu-0001", "gpu-0002"]     # NVSwitch, cube-mesh, PCIe

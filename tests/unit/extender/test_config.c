@@ -32,8 +32,15 @@ static void assert_config_defaults(const struct ext_config *c)
 	assert_int_equal(c->connection_timeout_s, 30);
 	assert_int_equal(c->max_body_bytes, 64u * 1024 * 1024);
 	assert_string_equal(c->path_prefix, "");
-	assert_int_equal(c->cache.n_gpu_resources, 1);
+	assert_int_equal(c->cache.n_gpu_resources, 2);
 	assert_string_equal(c->cache.gpu_resources[0], "nvidia.com/gpu");
+	assert_string_equal(c->cache.gpu_resources[1], "nvidia.com/gpu.shared");
+	for (unsigned i = 0; i < CACHE_MAX_GPU_RESOURCES; i++) {
+		assert_int_equal(c->cache.sharing[i].strategy, -1);
+		assert_int_equal(c->cache.sharing[i].replicas, 0);
+		assert_int_equal(c->cache.sharing[i].packing, CACHE_PACKING_DISTRIBUTED);
+		assert_false(c->cache.sharing[i].fail_requests_greater_than_one);
+	}
 	assert_int_equal(c->cache.n_dra_drivers, 1);
 	assert_string_equal(c->cache.dra_drivers[0], "gpu.nvidia.com");
 	assert_string_equal(c->score_policy, "topology");
@@ -104,6 +111,12 @@ static void test_ext_config_load_sets_every_key(void **state)
 		"  gpu: [nvidia.com/gpu, amd.com/gpu]\n"
 		"dra:\n"
 		"  drivers: [gpu.nvidia.com, gpu.example.com]\n"
+		"sharing:\n"
+		"  amd.com/gpu:\n"
+		"    strategy: time-slicing\n"
+		"    replicas: 4\n"
+		"    packing: packed\n"
+		"    fail_requests_greater_than_one: true\n"
 		"scoring:\n"
 		"  policy: binpack\n"
 		"  weights:\n"
@@ -139,6 +152,12 @@ static void test_ext_config_load_sets_every_key(void **state)
 	assert_string_equal(cfg.cache.gpu_resources[1], "amd.com/gpu");
 	assert_int_equal(cfg.cache.n_dra_drivers, 2);
 	assert_string_equal(cfg.cache.dra_drivers[1], "gpu.example.com");
+	/* sharing: by resource name, onto that resource's index; the rest auto. */
+	assert_int_equal(cfg.cache.sharing[0].strategy, -1);
+	assert_int_equal(cfg.cache.sharing[1].strategy, CACHE_SHARING_TIME_SLICING);
+	assert_int_equal(cfg.cache.sharing[1].replicas, 4);
+	assert_int_equal(cfg.cache.sharing[1].packing, CACHE_PACKING_PACKED);
+	assert_true(cfg.cache.sharing[1].fail_requests_greater_than_one);
 	assert_string_equal(cfg.score_policy, "binpack");
 	assert_true(cfg.weights.packing == 2.5);
 	/* 0 is kept: permissions are then checked at start only. */
@@ -212,6 +231,17 @@ static const struct config_error_case wrong_types[] = {
 	{ "dra:\n  drivers: [GPU.nvidia.com]\n", "dra.drivers" },
 	{ "dra:\n  drivers: [\"\"]\n", "dra.drivers" },
 	{ "dra:\n  drivers: [a, b, c, d, e]\n", "at most 4" },
+	{ "sharing: [nvidia.com/gpu]\n", "sharing must be a mapping" },
+	{ "sharing:\n  gpu: {}\n", "extended resource name" },
+	{ "sharing:\n  nvidia.com/gpu: 4\n", "sharing.nvidia.com/gpu has the wrong type" },
+	{ "sharing:\n  nvidia.com/gpu:\n    strategy: mig\n", "sharing.nvidia.com/gpu.strategy" },
+	{ "sharing:\n  nvidia.com/gpu:\n    replicas: 256\n", "sharing.nvidia.com/gpu.replicas" },
+	{ "sharing:\n  nvidia.com/gpu:\n    replicas: 1.5\n", "sharing.nvidia.com/gpu.replicas" },
+	{ "sharing:\n  nvidia.com/gpu:\n    packing: tight\n", "sharing.nvidia.com/gpu.packing" },
+	{ "sharing:\n  nvidia.com/gpu:\n    fail_requests_greater_than_one: yes please\n",
+	  "fail_requests_greater_than_one" },
+	{ "sharing:\n  nvidia.com/gpu:\n    slices: 7\n", "unknown key sharing.nvidia.com/gpu.slices" },
+	{ "sharing:\n  amd.com/gpu:\n    strategy: none\n", "not a managed resource" },
 	{ "scoring:\n  policy: [binpack]\n", "scoring.policy" },
 	{ "scoring:\n  weights: 1\n", "scoring.weights" },
 	{ "scoring:\n  weights:\n    packing: -1\n", "scoring.weights.packing" },
@@ -488,6 +518,8 @@ static void test_ext_config_shipped_troupe_yaml_is_the_defaults(void **state)
 	assert_string_equal(file.path_prefix, def.path_prefix);
 	assert_int_equal(file.cache.n_gpu_resources, def.cache.n_gpu_resources);
 	assert_string_equal(file.cache.gpu_resources[0], def.cache.gpu_resources[0]);
+	assert_string_equal(file.cache.gpu_resources[1], def.cache.gpu_resources[1]);
+	assert_memory_equal(file.cache.sharing, def.cache.sharing, sizeof(def.cache.sharing));
 	assert_int_equal(file.cache.n_dra_drivers, def.cache.n_dra_drivers);
 	assert_string_equal(file.cache.dra_drivers[0], def.cache.dra_drivers[0]);
 	assert_string_equal(file.score_policy, def.score_policy);
@@ -550,9 +582,14 @@ static void test_ext_config_shipped_scheduler_config_matches_troupe(void **state
 	assert_non_null(timeout);
 	/* A Go duration in seconds, at least kube-scheduler's 5 s default. */
 	assert_true(strtol(timeout, NULL, 10) >= 5 && strcmp(timeout + strlen(timeout) - 1, "s") == 0);
-	mr = cJSON_GetArrayItem(child(ext, "managedResources"), 0);
-	assert_string_equal(child(mr, "name")->valuestring, def.cache.gpu_resources[0]);
-	assert_true(cJSON_IsBool(child(mr, "ignoredByScheduler")));
+	/* The same names as troupe's resources.gpu, in the same order. */
+	assert_int_equal(cJSON_GetArraySize(child(ext, "managedResources")),
+			 (int)def.cache.n_gpu_resources);
+	for (unsigned i = 0; i < def.cache.n_gpu_resources; i++) {
+		mr = cJSON_GetArrayItem(child(ext, "managedResources"), (int)i);
+		assert_string_equal(child(mr, "name")->valuestring, def.cache.gpu_resources[i]);
+		assert_true(cJSON_IsBool(child(mr, "ignoredByScheduler")));
+	}
 	assert_true(strncmp(child(ext, "urlPrefix")->valuestring, "http", 4) == 0);
 	cJSON_Delete(docs);
 	free(buf);
