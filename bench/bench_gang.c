@@ -39,7 +39,8 @@ static unsigned first_fit(const struct cache_node_view *v, unsigned n, unsigned 
 		struct placement_choice c;
 
 		while (placed < members &&
-		       placement_node_choose(&v[i], free_mask, r->demand.gpus, &r->policy, &c) == 0) {
+		       placement_node_choose(&v[i], r->demand.gpu_resource, free_mask, r->demand.gpus,
+					     &r->policy, &c) == 0) {
 			free_mask &= ~c.set;
 			placed++;
 		}

@@ -4,6 +4,7 @@
     gen_sim_cluster.py [--nodes 64] [--out config/examples/cluster-sim-64.json]
     gen_sim_cluster.py --kind nvl72 [--racks 16] [--out config/examples/cluster-gang-nvl72.json]
     gen_sim_cluster.py --kind h100 [--nodes 128] [--out config/examples/cluster-gang-h100.json]
+    gen_sim_cluster.py --kind mig [--nodes 32] [--out config/examples/cluster-mig-mixed.json]
 
 --kind mixed (the default), the placement benchmark's cluster: four machine types,
 interleaved in equal shares (node i is type i mod 4, the mix of the retired
@@ -169,13 +170,45 @@ def h100_nodes(n):
             for i in range(n)]
 
 
+# mig-parted's "all-balanced" for an H100-80GB (its config-default.yaml): on
+# every GPU two 1g.10gb, one 2g.20gb and one 3g.40gb MIG device.
+MIG_BALANCED = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+
+
+def mig_nodes(n):
+    """8-GPU H100 nodes with every GPU cut as all-balanced, the device plugin's
+    MIG strategy mixed: nvidia.com/mig-<profile> resources and GFD's labels."""
+    out = []
+    for i in range(n):
+        name = f"mig-{i:04d}"
+        res = {"cpu": "144", "memory": "1981808640Ki", "pods": "110"}
+        labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                  "nvidia.com/gpu.count": "8", "nvidia.com/mig.strategy": "mixed",
+                  "nvidia.com/mig.config": "all-balanced", "nvidia.com/mig.capable": "true",
+                  "network.topology.nvidia.com/block": f"rack-{i // 8}"}
+        for profile, per_gpu in MIG_BALANCED.items():
+            res[f"nvidia.com/mig-{profile}"] = str(8 * per_gpu)
+            labels[f"nvidia.com/mig-{profile}.count"] = str(8 * per_gpu)
+            labels[f"nvidia.com/mig-{profile}.product"] = f"NVIDIA-H100-80GB-HBM3-MIG-{profile}"
+        out.append({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": f"mig-node-{i:05d}",
+                         "resourceVersion": str(1000 + i), "labels": labels},
+            "spec": {},
+            "status": {"capacity": res, "allocatable": dict(res), "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady"}]},
+        })
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kind", choices=("mixed", "nvl72", "h100"), default="mixed",
+    ap.add_argument("--kind", choices=("mixed", "nvl72", "h100", "mig"), default="mixed",
                     help="the cluster: the placement benchmark's four machine types "
-                    "(mixed), GB200 NVL72 racks, or 8-GPU H100 nodes")
+                    "(mixed), GB200 NVL72 racks, 8-GPU H100 nodes, or 8-GPU H100 nodes "
+                    "cut into MIG devices (mig: strategy mixed, all-balanced)")
     ap.add_argument("--nodes", type=int, default=None,
-                    help="nodes (mixed: 64, h100: 128; not for nvl72)")
+                    help="nodes (mixed: 64, h100: 128, mig: 32; not for nvl72)")
     ap.add_argument("--racks", type=int, default=16, help="NVL72 racks of 18 nodes (nvl72)")
     ap.add_argument("--out", default=None, help="the file to write (default: the example's "
                     "path under config/examples/)")
@@ -188,6 +221,9 @@ def main():
     elif a.kind == "nvl72":
         items = nvl72_nodes(a.racks)
         a.out = a.out or "config/examples/cluster-gang-nvl72.json"
+    elif a.kind == "mig":
+        items = mig_nodes(a.nodes or 32)
+        a.out = a.out or "config/examples/cluster-mig-mixed.json"
     else:
         items = h100_nodes(a.nodes or 128)
         a.out = a.out or "config/examples/cluster-gang-h100.json"

@@ -55,6 +55,10 @@ enum cache_sharing {
 	CACHE_SHARING_TIME_SLICING,     /* nvidia.com/gpu.sharing-strategy=time-slicing */
 	CACHE_SHARING_MPS,              /* nvidia.com/gpu.sharing-strategy=mps */
 	CACHE_SHARING_MIG_SINGLE,       /* nvidia.com/mig.strategy=single: devices are slices */
+	/* nvidia.com/mig.strategy=mixed: devices are MIG devices of several
+	 * profiles (resources nvidia.com/mig-<profile>) and whole GPUs, laid
+	 * out gpu_replicas to a GPU (cache_node.res_mask says whose is which). */
+	CACHE_SHARING_MIG_MIXED,
 	CACHE_SHARING_COUNT,
 };
 /* Where a pod's replicas go on a shared node (NVIDIA's device plugin's names). */
@@ -145,6 +149,10 @@ struct cache_node {
 	/* Replicas per GPU the node advertises; more than gpu_replicas when the
 	 * slots would pass CACHE_MAX_GPUS (troupe offers gpu_replicas of them). */
 	uint16_t gpu_replicas_advertised;
+	/* MIG mixed only (else NULL): by managed resource index, the devices that
+	 * are that resource's, and how many of it the kubelet offers. */
+	const uint64_t *res_mask;
+	const uint32_t *res_alloc;
 	const char *topology_text;      /* annotation troupe.io/gpu-topology, or NULL */
 	const char *gpu_uuids;          /* annotation troupe.io/gpu-uuids ("GPU-a,GPU-b,..."
 					 * by device index), or NULL */
@@ -218,6 +226,36 @@ void cache_node_free(struct cache_node *node);
 static inline bool cache_node_shared(const struct cache_node *node)
 {
 	return node->gpu_sharing != CACHE_SHARING_NONE;
+}
+/* Whether a node offers managed resource <r> at all (one of its devices is
+ * <r>'s). */
+static inline bool cache_node_offers(const struct cache_node *node, int r)
+{
+	if (r < 0 || r >= CACHE_MAX_GPU_RESOURCES)
+		return false;
+	if (node->res_mask)
+		return node->res_mask[r] != 0;
+	return node->gpu_resource == r && node->gpu_capacity > 0;
+}
+/* The devices of a node that are resource <r>'s. */
+static inline uint64_t cache_node_res_devices(const struct cache_node *node, int r)
+{
+	if (r < 0 || r >= CACHE_MAX_GPU_RESOURCES)
+		return 0;
+	if (node->res_mask)
+		return node->res_mask[r];
+	if (node->gpu_resource != r)
+		return 0;
+	return node->gpu_capacity >= 64 ? ~0ULL : (1ULL << node->gpu_capacity) - 1;
+}
+/* How many of resource <r> the kubelet offers on a node (allocatable). */
+static inline uint32_t cache_node_res_allocatable(const struct cache_node *node, int r)
+{
+	if (r < 0 || r >= CACHE_MAX_GPU_RESOURCES)
+		return 0;
+	if (node->res_mask)
+		return node->res_alloc[r];
+	return node->gpu_resource == r ? node->gpu_allocatable : 0;
 }
 /* The slots of physical GPU <gpu> on a shared node. */
 static inline uint64_t cache_node_gpu_slots(const struct cache_node *node, unsigned gpu)
@@ -325,6 +363,11 @@ struct cache_node_view {
 uint32_t cache_view_free_gpus(const struct cache_node_view *v);
 /* Free devices in a view, as a mask within capacity. */
 uint64_t cache_view_free_mask(const struct cache_node_view *v);
+/* cache_view_free_gpus and cache_view_free_mask for resource <r>: on a MIG
+ * mixed node only <r>'s devices, bounded by its allocatable (GPUs of unknown
+ * devices are taken from every resource's count: they could be any). */
+uint32_t cache_view_free_for(const struct cache_node_view *v, int r);
+uint64_t cache_view_free_mask_for(const struct cache_node_view *v, int r);
 
 /* Changes to any node's record or usage, counted as they begin. When
  * cache_changes_settled() says none is under way and gives <count>, then as long

@@ -67,6 +67,7 @@ static const char *const sharing_names[CACHE_SHARING_COUNT] = {
 	[CACHE_SHARING_TIME_SLICING] = "time-slicing",
 	[CACHE_SHARING_MPS] = "mps",
 	[CACHE_SHARING_MIG_SINGLE] = "mig-single",
+	[CACHE_SHARING_MIG_MIXED] = "mig-mixed",
 };
 
 const char *cache_sharing_name(enum cache_sharing s)
@@ -239,6 +240,139 @@ static int64_t node_sharing(struct cache_node *n, const struct cache_opts *opts,
 	return c;
 }
 
+/* ---- MIG mixed ---- */
+
+#define MIG_RESOURCE_PREFIX "nvidia.com/mig-"
+
+static bool is_mig_resource(const char *name)
+{
+	return strncmp(name, MIG_RESOURCE_PREFIX, strlen(MIG_RESOURCE_PREFIX)) == 0;
+}
+
+/* Whether node <status> advertises a managed MIG profile resource. */
+static bool advertises_mig(const struct cache_opts *opts, const cJSON *cap)
+{
+	for (unsigned i = 0; i < opts->n_gpu_resources; i++)
+		if (is_mig_resource(opts->gpu_resources[i]) &&
+		    resource_count(cap, opts->gpu_resources[i]) > 0)
+			return true;
+	return false;
+}
+
+static unsigned gcd(unsigned a, unsigned b)
+{
+	while (b) {
+		unsigned t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* Lay a MIG mixed node out: <g> MIG GPUs, each with count/g devices of every
+ * managed profile, in the order of resources.gpu, then the whole GPUs (a
+ * managed resource not named nvidia.com/mig-*), each its GPU's first slot.
+ * Every GPU takes <d> slots, d the MIG devices of one GPU; the slots no device
+ * fills, and a resource's devices beyond what the kubelet offers of it
+ * (allocatable), go into <*absent>, never free. The GPUs: nvidia.com/gpu.count
+ * less the whole ones when that divides every profile's count (GFD counts
+ * MIG-enabled GPUs there), else the greatest common divisor of the counts.
+ * Returns false (a warning said why) when there is no such layout within
+ * CACHE_MAX_GPUS slots; the node then offers its first resource only. */
+static bool mig_mixed_layout(struct cache_node *n, const struct cache_opts *opts,
+			     const cJSON *cap, const cJSON *alloc, uint64_t *mask,
+			     uint32_t *allocs, uint64_t *absent)
+{
+	int64_t count[CACHE_MAX_GPU_RESOURCES] = { 0 }, av[CACHE_MAX_GPU_RESOURCES] = { 0 };
+	unsigned g = 0, d = 0, whole = 0, labelled, slot;
+	int whole_res = -1;
+
+	for (unsigned i = 0; i < opts->n_gpu_resources; i++) {
+		count[i] = resource_count(cap, opts->gpu_resources[i]);
+		av[i] = resource_count(alloc, opts->gpu_resources[i]);
+		if (av[i] < 0)
+			av[i] = count[i];
+		if (count[i] < av[i])
+			count[i] = av[i];
+		if (count[i] <= 0)
+			continue;
+		if (count[i] > CACHE_MAX_GPUS)
+			goto too_many;
+		if (!is_mig_resource(opts->gpu_resources[i])) {
+			if (whole_res < 0) {
+				whole_res = (int)i;
+				whole = (unsigned)count[i];
+			}
+			continue;
+		}
+		g = gcd(g, (unsigned)count[i]);
+	}
+	labelled = uint_of(cache_node_label(n, "nvidia.com/gpu.count"));
+	if (labelled > whole) {
+		unsigned m = labelled - whole;
+		bool divides = true;
+
+		for (unsigned i = 0; i < opts->n_gpu_resources; i++)
+			if (count[i] > 0 && is_mig_resource(opts->gpu_resources[i]))
+				divides = divides && count[i] % m == 0;
+		if (divides)
+			g = m;
+	}
+	for (unsigned i = 0; i < opts->n_gpu_resources; i++)
+		if (count[i] > 0 && is_mig_resource(opts->gpu_resources[i]))
+			d += (unsigned)count[i] / g;
+	if (!g || !d || (uint64_t)(g + whole) * d > CACHE_MAX_GPUS)
+		goto too_many;
+	*absent = 0;
+	slot = 0;
+	for (unsigned i = 0; i < opts->n_gpu_resources; i++) {
+		unsigned per;
+
+		if (count[i] <= 0 || !is_mig_resource(opts->gpu_resources[i]))
+			continue;
+		per = (unsigned)count[i] / g;
+		for (unsigned gpu = 0; gpu < g; gpu++)
+			mask[i] |= ((1ULL << per) - 1) << (gpu * d + slot);
+		slot += per;
+	}
+	for (unsigned w = 0; w < whole; w++) {
+		mask[whole_res] |= 1ULL << ((g + w) * d);
+		if (d > 1)
+			*absent |= ((1ULL << (d - 1)) - 1) << ((g + w) * d + 1);
+	}
+	/* Devices the kubelet does not offer: the last of each resource. */
+	n->gpu_allocatable = 0;
+	for (unsigned i = 0; i < opts->n_gpu_resources; i++) {
+		uint64_t m = mask[i];
+		int64_t drop = (int64_t)__builtin_popcountll(m) - (av[i] > 0 ? av[i] : 0);
+
+		for (int b = 63; b >= 0 && drop > 0; b--)
+			if (m & (1ULL << b)) {
+				*absent |= 1ULL << b;
+				drop--;
+			}
+		allocs[i] = (uint32_t)__builtin_popcountll(m & ~*absent);
+		n->gpu_allocatable += allocs[i];
+		if (n->gpu_resource < 0 && m)
+			n->gpu_resource = (int)i;
+	}
+	n->gpu_sharing = CACHE_SHARING_MIG_MIXED;
+	n->gpu_replicas = (uint8_t)d;
+	n->gpu_replicas_advertised = (uint16_t)d;
+	n->gpu_physical = (uint8_t)(g + whole);
+	n->gpu_packing = CACHE_PACKING_PACKED;
+	n->gpu_capacity = (g + whole) * d;
+	n->res_mask = mask;
+	n->res_alloc = allocs;
+	return true;
+too_many:
+	log_warn("cache", "node %s: its MIG devices do not lay out over at most %d devices "
+		 "(%u GPUs of %u); troupe offers only its first managed resource", n->name,
+		 CACHE_MAX_GPUS, g + whole, d);
+	return false;
+}
+
 /* A shared node's unhealthy physical GPUs as the slots they hold. */
 static uint64_t unhealthy_slots(const struct cache_node *n, uint64_t gpus)
 {
@@ -279,6 +413,8 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 	const char *name = json_str(meta, "name");
 	const char *uuids = json_str(json_obj(meta, "annotations"), "troupe.io/gpu-uuids");
 	const cJSON *it;
+	uint64_t absent = 0;
+	bool mig;
 	struct cache_node *n = NULL;
 	struct cache_kv *kv;
 	struct cache_taint *tt;
@@ -291,7 +427,9 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 	}
 	if (uuids && strlen(uuids) > MAX_UUIDS_TEXT)
 		uuids = NULL;
-	size = sizeof(*n) + str_size(name) + str_size(uuids) + 16;
+	mig = advertises_mig(opts, cap);
+	size = sizeof(*n) + str_size(name) + str_size(uuids) + 16 +
+	       (mig ? CACHE_MAX_GPU_RESOURCES * (sizeof(uint64_t) + sizeof(uint32_t)) + 8 : 0);
 	cJSON_ArrayForEach(it, labels) {
 		if (!cJSON_IsString(it) || !it->string)
 			continue;
@@ -344,7 +482,17 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 	n->n_taints = (uint16_t)nt;
 
 	n->gpu_resource = -1;
-	for (unsigned i = 0; i < opts->n_gpu_resources; i++) {
+	if (mig) {
+		uint64_t *masks = blk_take(&b, CACHE_MAX_GPU_RESOURCES * sizeof(uint64_t),
+					   _Alignof(uint64_t));
+		uint32_t *allocs = blk_take(&b, CACHE_MAX_GPU_RESOURCES * sizeof(uint32_t),
+					    _Alignof(uint32_t));
+
+		mig = mig_mixed_layout(n, opts, cap, alloc, masks, allocs, &absent);
+		if (!mig)
+			n->gpu_resource = -1;
+	}
+	for (unsigned i = 0; i < opts->n_gpu_resources && !mig; i++) {
 		int64_t c = resource_count(cap, opts->gpu_resources[i]);
 		int64_t a = resource_count(alloc, opts->gpu_resources[i]);
 
@@ -391,6 +539,7 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 		/* troupe-node names physical GPUs. */
 		if (cache_node_shared(n))
 			n->unhealthy = unhealthy_slots(n, n->unhealthy);
+		n->unhealthy |= absent;
 	}
 	return n;
 }
@@ -462,6 +611,10 @@ bool cache_node_uuids(const struct cache_node *node, uint64_t mask, char *buf, s
 	if (len)
 		buf[0] = '\0';
 	if (!p || !*p || !mask || !len)
+		return false;
+	/* A MIG device has a UUID of its own, which no annotation lists. */
+	if (node->gpu_sharing == CACHE_SHARING_MIG_SINGLE ||
+	    node->gpu_sharing == CACHE_SHARING_MIG_MIXED)
 		return false;
 	if (cache_node_shared(node))
 		return slot_uuids(node, mask, buf, len);

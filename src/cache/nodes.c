@@ -128,6 +128,33 @@ uint64_t cache_view_free_mask(const struct cache_node_view *v)
 	return cache_view_free_gpus(v) ? usage_free_devices(v->node, v->used) : 0;
 }
 
+uint32_t cache_view_free_for(const struct cache_node_view *v, int r)
+{
+	const struct cache_node *n = v->node;
+	uint64_t mine;
+	int64_t by_alloc, by_devices;
+
+	if (!n->res_mask)
+		return n->gpu_resource == r ? cache_view_free_gpus(v) : 0;
+	mine = cache_node_res_devices(n, r);
+	by_alloc = (int64_t)cache_node_res_allocatable(n, r) - __builtin_popcountll(v->used & mine) -
+		   (int64_t)v->unattributed;
+	by_devices = __builtin_popcountll(usage_free_devices(n, v->used) & mine) -
+		     (int64_t)v->unattributed;
+	if (by_devices < by_alloc)
+		by_alloc = by_devices;
+	return by_alloc > 0 ? (uint32_t)by_alloc : 0;
+}
+
+uint64_t cache_view_free_mask_for(const struct cache_node_view *v, int r)
+{
+	if (!v->node->res_mask)
+		return v->node->gpu_resource == r ? cache_view_free_mask(v) : 0;
+	return cache_view_free_for(v, r) ? usage_free_devices(v->node, v->used) &
+						   cache_node_res_devices(v->node, r)
+					 : 0;
+}
+
 /* ---- Writer: node entries -------------------------------------------------- */
 
 struct node_entry *cache__node_entry_create(struct cache *c, const char *name, size_t len)

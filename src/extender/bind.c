@@ -643,7 +643,8 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 			break;
 		}
 		devices = 0;
-		ret = info.demand.gpus == 0 ? 0 : placement_node_choose(&v, cache_view_free_mask(&v),
+		ret = info.demand.gpus == 0 ? 0 : placement_node_choose(&v, info.demand.gpu_resource,
+									 cache_view_free_mask(&v),
 									 info.demand.gpus,
 									 &req.policy, &choice);
 		if (ret == 0 && info.demand.gpus > 0) {

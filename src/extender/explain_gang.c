@@ -94,7 +94,7 @@ static unsigned members_on(const struct ext_service *svc, const struct cache_nod
 	if (placement_check_request(v, req, cache_get_opts(svc->cache)->gpu_resources, &fit) !=
 	    PLACEMENT_FITS)
 		return 0;
-	while (n < 64 && placement_node_choose(v, free_mask, req->demand.gpus, &req->policy,
+	while (n < 64 && placement_node_choose(v, req->demand.gpu_resource, free_mask, req->demand.gpus, &req->policy,
 					       &c) == 0) {
 		free_mask &= ~c.set;
 		n++;

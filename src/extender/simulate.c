@@ -56,8 +56,10 @@ static void usage(FILE *f)
 "                                 most-allocated, least-allocated (kube-scheduler\n"
 "                                 alone) or best-fit (fewest free GPUs left);\n"
 "                        CHOOSER  a baseline device chooser instead of bind's:\n"
-"                                 lowest, random, sum-pairs or besteffort\n"
-"                                 (go-gpuallocator's, as NVIDIA's device plugin);\n"
+"                                 lowest, random, sum-pairs, besteffort\n"
+"                                 (go-gpuallocator's, as NVIDIA's device plugin\n"
+"                                 for whole GPUs) or distributed (the plugin's\n"
+"                                 for replicas and MIG devices);\n"
 "                        GANG     a peer's gang planner instead of troupe's:\n"
 "                                 kueue-bestfit, kueue-leastfree, kai, kube-tas or\n"
 "                                 kube-tas:LEVEL.\n"
@@ -399,7 +401,9 @@ int ext_simulate_main(int argc, char **argv)
 		goto out;
 	}
 
-	if (sim_trace_load(&t, workload, c.gpus, err, sizeof(err)) < 0) {
+	if (sim_trace_load(&t, workload, c.gpus, err, sizeof(err)) < 0 ||
+	    sim_trace_resolve(&t, cfg->cache.gpu_resources, cfg->cache.n_gpu_resources, err,
+			      sizeof(err)) < 0) {
 		fprintf(stderr, "troupe simulate: %s\n", err);
 		goto out;
 	}

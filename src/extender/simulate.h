@@ -62,6 +62,9 @@ struct sim_job {
 	double duration;                /* seconds each pod runs once started */
 	unsigned pods;                  /* >= 1 */
 	unsigned gpus;                  /* per pod, >= 1 */
+	/* What the pods ask for: an index in the config's resources.gpu once
+	 * sim_trace_resolve ran (in sim_trace.resources before, -1: the first). */
+	int resource;
 	unsigned gang;                  /* pods started together (0: none, each on its own) */
 	unsigned queue;                 /* index in sim_trace.queues */
 	int32_t priority;               /* the pods' priority (default 0) */
@@ -75,6 +78,8 @@ struct sim_trace {
 	size_t n;
 	char queues[SIM_MAX_QUEUES][SIM_QUEUE_BUF];
 	unsigned n_queues;
+	char resources[CACHE_MAX_GPU_RESOURCES][128];  /* the jobs' resource names */
+	unsigned n_resources;
 	uint64_t seed;                  /* ties between nodes */
 	size_t n_generated;             /* of n, how many the generator made */
 };
@@ -89,6 +94,11 @@ struct cJSON;
 int sim_trace_from_json(struct sim_trace *t, const struct cJSON *doc, unsigned cluster_gpus,
 			char *err, size_t errlen);
 void sim_trace_fini(struct sim_trace *t);
+/* Turn each job's resource name into its index in the managed names <names>
+ * (of <n>); a job naming none asks for the first. -EINVAL with the name in
+ * <err> when one is not managed. */
+int sim_trace_resolve(struct sim_trace *t, const char *const *names, unsigned n, char *err,
+		      size_t errlen);
 
 /* "90", "90s", "1.5m", "2h", "1d" (a number is seconds) into seconds. */
 int sim_duration_parse(const char *s, double *out);
@@ -196,6 +206,10 @@ struct sim_result {
 	double busy_integral;           /* GPU-seconds in use over the window */
 	double free_integral, frag_integral;    /* GPU-seconds free; of them fragmented */
 	double island_integral;         /* node-seconds with a free all-NVLink frag_gpus set */
+	/* GPU-seconds of physical GPUs with no device in use (a shared GPU
+	 * counts only when none of its replicas or MIG devices is), and
+	 * node-seconds of nodes with nothing in use. */
+	double whole_integral, empty_integral;
 	unsigned peak_busy;             /* most GPUs the trace's pods held at once */
 	double queue_gpu_s[SIM_MAX_QUEUES];     /* measured GPU-seconds by queue */
 	struct sim_size_stat by_size[SIM_SIZE_BUCKETS];

@@ -13,7 +13,11 @@
  *   besteffort  NVIDIA go-gpuallocator's best-effort policy, the one
  *               k8s-device-plugin's GetPreferredAllocation runs: a port of its
  *               partition search, checked against the Go code itself by
- *               tests/peers/test_besteffort_peer.py (see choose_besteffort).
+ *               tests/peers/test_besteffort_peer.py (see choose_besteffort);
+ *   distributed what k8s-device-plugin runs for replicas and MIG devices
+ *               instead (internal/rm/allocate.go's distributedAlloc): each
+ *               device from the GPU with the fewest devices in use, ties to
+ *               the lowest; the lowest indices on a node of whole GPUs.
  * They ignore the pod's troupe.io/topology when choosing (the filter still
  * applies it to nodes), as a scheduler without troupe's chooser would.
  * Each returns a set of exactly <k> devices of <free_mask>, or 0.
@@ -303,10 +307,47 @@ static uint64_t choose_besteffort(const struct cache_node_view *v, uint64_t free
 	return out;
 }
 
+static uint64_t choose_distributed(const struct cache_node_view *v, uint64_t free_mask,
+				   unsigned k, uint64_t *rng)
+{
+	const struct cache_node *n = v->node;
+	uint64_t set = 0, used = v->used;
+
+	if (!cache_node_shared(n))
+		return choose_lowest(v, free_mask, k, rng);
+	for (unsigned i = 0; i < k; i++) {
+		int best = -1;
+		unsigned best_used = 0;
+
+		for (unsigned g = 0; g < n->gpu_physical; g++) {
+			uint64_t slots = cache_node_gpu_slots(n, g);
+			unsigned u = (unsigned)__builtin_popcountll(used & slots);
+
+			if (!(free_mask & ~set & slots))
+				continue;
+			if (best < 0 || u < best_used) {
+				best = (int)g;
+				best_used = u;
+			}
+		}
+		if (best < 0)
+			return 0;
+		{
+			uint64_t pick = free_mask & ~set & cache_node_gpu_slots(n, (unsigned)best);
+
+			pick &= -pick;
+			set |= pick;
+			used |= pick;
+		}
+	}
+	return set;
+}
+
 static const struct {
 	const char *name;
 	sim_choose_fn fn;
 } choosers[] = {
+	{ "distributed", choose_distributed },
 	{ "lowest", choose_lowest },
 	{ "random", choose_random },
 	{ "sum-pairs", choose_sum_pairs },

@@ -105,7 +105,7 @@ static int pick_set(const struct gp *g, const struct cache_node_view *v, uint64_
 		return -ENOSPC;
 	if (g->chooser)
 		s = g->chooser(v, mask, g->k, g->rng);
-	else if (placement_node_choose(v, mask, g->k, &g->req->policy, &ch) == 0)
+	else if (placement_node_choose(v, g->req->demand.gpu_resource, mask, g->k, &g->req->policy, &ch) == 0)
 		s = ch.set;
 	else
 		return -ENOSPC;
@@ -351,7 +351,7 @@ static int plan_kube_tas(struct gp *g, struct gang_plan *out)
 		const char *d;
 		struct placement *p;
 
-		if (node->gpu_resource != g->req->demand.gpu_resource || !node->gpu_allocatable)
+		if (!cache_node_offers(node, g->req->demand.gpu_resource) || !node->gpu_allocatable)
 			continue;
 		d = gang_domain_of(node, g->levels, g->lv[f]);
 		if (!d || !(p = strmap_get(&index, d, strlen(d))))

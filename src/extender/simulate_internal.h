@@ -13,10 +13,6 @@
 #include "extender/simulate.h"
 #include "gang/gang.h"
 
-/* Trace pods ask for the first managed resource name (nvidia.com/gpu by
- * default); nodes offering another kind are never chosen. */
-enum { SIM_GPU_RESOURCE = 0 };
-
 struct departure {
 	double at;
 	size_t pod, job;
@@ -26,6 +22,10 @@ struct node_stat {
 	unsigned free, used, frag;      /* free GPUs; in use; free no frag_gpus pod can use */
 	unsigned island_max;            /* the largest free all-NVLink set (1 when none known) */
 	bool island;                    /* a free all-NVLink set of frag_gpus */
+	/* Physical GPUs none of whose devices (replicas, MIG devices) is in
+	 * use; whether nothing on the node is. */
+	unsigned whole;
+	bool empty;
 };
 
 /* Jobs in lists: one per queue (one with fifo), each in the order of
@@ -63,7 +63,7 @@ struct replay {
 	 * start and end, so that a sample costs nothing per node. */
 	struct node_stat *ns;
 	unsigned *free_of;              /* each node's free GPUs (ns[i].free), for the ranker */
-	unsigned tot_free, tot_used, tot_frag, islands;
+	unsigned tot_free, tot_used, tot_frag, islands, tot_whole, empty_nodes;
 	/* Nodes by free GPUs and by largest free all-NVLink set: an arrival's
 	 * fragmentation is read from them, not from every node. */
 	unsigned free_hist[CACHE_MAX_GPUS + 1], island_hist[CACHE_MAX_GPUS + 1];

@@ -28,6 +28,14 @@ void sim__node_update(struct replay *r, unsigned i)
 									cache_view_free_mask(v))
 					     : f > 0;
 	st->island = topo && topo->known && f >= k && st->island_max >= k;
+	st->empty = v->used == 0 && v->unattributed == 0;
+	if (cache_node_shared(v->node)) {
+		st->whole = 0;
+		for (unsigned g = 0; g < v->node->gpu_physical; g++)
+			st->whole += !(v->used & cache_node_gpu_slots(v->node, g));
+	} else {
+		st->whole = f;
+	}
 	r->free_of[i] = f;
 	/* Free counts are at most CACHE_MAX_GPUS (a node's device mask). */
 	r->free_hist[old.free]--;
@@ -40,6 +48,8 @@ void sim__node_update(struct replay *r, unsigned i)
 	r->tot_used += st->used - old.used;
 	r->tot_frag += st->frag - old.frag;
 	r->islands += (unsigned)st->island - (unsigned)old.island;
+	r->tot_whole += st->whole - old.whole;
+	r->empty_nodes += (unsigned)st->empty - (unsigned)old.empty;
 }
 
 /* Free GPUs in finest-level domains with fewer free than the smallest
@@ -92,6 +102,8 @@ void sim__account(struct replay *r, double from, double to)
 	o->free_integral += dt * r->tot_free;
 	o->frag_integral += dt * r->tot_frag;
 	o->island_integral += dt * r->islands;
+	o->whole_integral += dt * r->tot_whole;
+	o->empty_integral += dt * r->empty_nodes;
 	o->stranded_integral += dt * sim__stranded(r);
 }
 

@@ -135,7 +135,9 @@ int sim_pick_node(const struct sim_rank_args *a, uint64_t *rng, unsigned *best_s
 		  unsigned *n_best)
 {
 	/* For refusal texts only, which the simulator never shows. */
-	static const char *const names[] = { "nvidia.com/gpu", NULL };
+	static const char *const names[CACHE_MAX_GPU_RESOURCES + 1] = {
+		"gpu", "gpu", "gpu", "gpu", "gpu", "gpu", "gpu", "gpu", NULL,
+	};
 	const struct sim_policy *p = a->policy;
 	bool scored = p->ranker == SIM_RANK_SCORE || p->ranker == SIM_RANK_KUBE ||
 		      p->ranker == SIM_RANK_KUBE_SCALED;

@@ -177,6 +177,15 @@ void sim_report_text(const struct sim_result *rs, unsigned n, const struct sim_t
 		       r->pods_multi ? r->quality_sum / r->pods_multi : 0.0,
 		       window(r) > 0 ? r->island_integral / window(r) : 0.0, r->makespan / 3600);
 	}
+	/* Shared GPUs (replicas, MIG devices): a GPU is whole only with none of
+	 * its devices in use, what a large job or a MIG reconfiguration needs. */
+	printf("\nWhole GPUs and nodes (time avg over the window):\n\n");
+	printf("| policy | physical GPUs with no device in use | nodes with nothing in use |\n");
+	printf("|---|---|---|\n");
+	for (unsigned i = 0; i < n; i++)
+		printf("| %s | %.2f | %.2f |\n", rs[i].policy,
+		       window(&rs[i]) > 0 ? rs[i].whole_integral / window(&rs[i]) : 0.0,
+		       window(&rs[i]) > 0 ? rs[i].empty_integral / window(&rs[i]) : 0.0);
 	printf("\nQueue shares (GPU-hours of finished jobs, %% of all; mean wait, min):\n\n");
 	printf("| policy |");
 	for (unsigned q = 0; q < t->n_queues; q++)
@@ -308,6 +317,10 @@ int sim_report_json(const struct sim_result *rs, unsigned n, const struct sim_tr
 					r->pods_multi ? r->quality_sum / r->pods_multi : 0.0);
 		cJSON_AddNumberToObject(p, "nvlink_island_nodes",
 					window(r) > 0 ? r->island_integral / window(r) : 0.0);
+		cJSON_AddNumberToObject(p, "whole_gpus_free",
+					window(r) > 0 ? r->whole_integral / window(r) : 0.0);
+		cJSON_AddNumberToObject(p, "empty_nodes",
+					window(r) > 0 ? r->empty_integral / window(r) : 0.0);
 		cJSON_AddNumberToObject(p, "window_begin_s", r->t_begin);
 		cJSON_AddNumberToObject(p, "window_end_s", r->t_end);
 		cJSON_AddNumberToObject(p, "makespan_s", r->makespan);

@@ -58,7 +58,7 @@ static struct departure heap_pop(struct replay *r)
 struct placement_request sim__job_request(const struct sim_job *j)
 {
 	return (struct placement_request){
-		.demand = { .gpu_resource = SIM_GPU_RESOURCE, .gpus = j->gpus },
+		.demand = { .gpu_resource = j->resource, .gpus = j->gpus },
 		.policy = j->policy,
 	};
 }
@@ -199,11 +199,13 @@ bool sim__try_job(struct replay *r, size_t job, double now)
 			return false;
 		free_mask = cache_view_free_mask(&r->cur[n]);
 		if (r->pol.chooser) {
+			/* A baseline takes the job's resource's devices only. */
+			free_mask &= cache_node_res_devices(r->cur[n].node, j->resource);
 			c.set = r->pol.chooser(&r->cur[n], free_mask, j->gpus, &r->rng);
 			if ((unsigned)__builtin_popcountll(c.set) != j->gpus ||
 			    (c.set & ~free_mask))
 				return false;
-		} else if (placement_node_choose(&r->cur[n], free_mask, j->gpus, &j->policy,
+		} else if (placement_node_choose(&r->cur[n], j->resource, free_mask, j->gpus, &j->policy,
 						 &c) < 0) {
 			return false;
 		}

@@ -10,6 +10,8 @@
  *       duration: 2h       # each pod's run time once started (required)
  *       pods: 2            # default 1
  *       gpus: 8            # per pod (default 1)
+ *       resource: nvidia.com/mig-1g.10gb  # what the pods ask for, one of the
+ *                          # config's resources.gpu (default its first)
  *       gang: 2            # pods started together, all or none (default 0: none)
  *       queue: research    # default "default"
  *       priority: 100      # the pods' priority, as a PriorityClass gives it
@@ -146,11 +148,28 @@ static int queue_index(struct sim_trace *t, const char *name, unsigned *out)
 	return 0;
 }
 
-/* The shape fields a job and a mix entry share: pods, gpus, gang, queue,
- * priority, topology. <what> names the entry in errors. */
+/* The index of resource name <name> in <t>'s table, added when new. */
+static int resource_index(struct sim_trace *t, const char *name, int *out)
+{
+	for (unsigned i = 0; i < t->n_resources; i++)
+		if (strcmp(t->resources[i], name) == 0) {
+			*out = (int)i;
+			return 0;
+		}
+	if (t->n_resources == CACHE_MAX_GPU_RESOURCES || !*name ||
+	    strlen(name) >= sizeof(t->resources[0]) || !strchr(name, '/'))
+		return -EINVAL;
+	snprintf(t->resources[t->n_resources], sizeof(t->resources[0]), "%s", name);
+	*out = (int)t->n_resources++;
+	return 0;
+}
+
+/* The shape fields a job and a mix entry share: pods, gpus, resource, gang,
+ * queue, priority, topology. <what> names the entry in errors. */
 static int shape_parse(struct sim_trace *t, const cJSON *o, struct sim_job *j, const char *what,
 		       char *err, size_t errlen)
 {
+	const cJSON *res = json_get(o, "resource");
 	const cJSON *q = json_get(o, "queue"), *topo = json_get(o, "topology");
 	const cJSON *gang = json_get(o, "gang"), *prio = json_get(o, "priority");
 	char perr[TROUPE_MESSAGE_BUF];
@@ -164,6 +183,13 @@ static int shape_parse(struct sim_trace *t, const cJSON *o, struct sim_job *j, c
 	if (get_uint(o, "gpus", 1, CACHE_MAX_GPUS, 1, &j->gpus) < 0) {
 		snprintf(err, errlen, "%s: gpus (per pod) must be a whole number from 1 to %u",
 			 what, CACHE_MAX_GPUS);
+		return -EINVAL;
+	}
+	j->resource = -1;
+	if (res && (!cJSON_IsString(res) || resource_index(t, res->valuestring, &j->resource) < 0)) {
+		snprintf(err, errlen, "%s: resource must be an extended resource name such as "
+			 "nvidia.com/gpu, and a trace names at most %d", what,
+			 CACHE_MAX_GPU_RESOURCES);
 		return -EINVAL;
 	}
 	if (cJSON_IsBool(gang)) {
@@ -549,4 +575,25 @@ void sim_trace_fini(struct sim_trace *t)
 	free(t->jobs);
 	t->jobs = NULL;
 	t->n = 0;
+}
+
+int sim_trace_resolve(struct sim_trace *t, const char *const *names, unsigned n, char *err,
+		      size_t errlen)
+{
+	int map[CACHE_MAX_GPU_RESOURCES];
+
+	for (unsigned i = 0; i < t->n_resources; i++) {
+		map[i] = -1;
+		for (unsigned k = 0; k < n && map[i] < 0; k++)
+			if (strcmp(t->resources[i], names[k]) == 0)
+				map[i] = (int)k;
+		if (map[i] < 0) {
+			snprintf(err, errlen, "the trace asks for %s, which is not among the "
+				 "config's resources.gpu", t->resources[i]);
+			return -EINVAL;
+		}
+	}
+	for (size_t j = 0; j < t->n; j++)
+		t->jobs[j].resource = t->jobs[j].resource < 0 ? 0 : map[t->jobs[j].resource];
+	return 0;
 }

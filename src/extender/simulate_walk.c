@@ -23,9 +23,10 @@
 
 #include "extender/simulate_internal.h"
 
-/* What a job's next step asks: a gang's quorum, or one pod. */
+/* What a job's next step asks: a gang's quorum, or one pod, of a resource. */
 struct shape {
 	unsigned gpus, gang;
+	int resource;
 	struct placement_policy policy;
 };
 
@@ -36,14 +37,14 @@ static struct shape next_shape(const struct replay *r, size_t job)
 	const struct sim_job *j = &r->t->jobs[job];
 
 	return (struct shape){ j->gpus, j->gang >= 2 && !r->gang_done[job] ? j->gang : 0,
-			       j->policy };
+			       j->resource, j->policy };
 }
 
 static bool shape_in(const struct shape *set, unsigned n, const struct shape *s)
 {
 	for (unsigned i = 0; i < n; i++)
 		if (set[i].gpus == s->gpus && set[i].gang == s->gang &&
-		    set[i].policy.kind == s->policy.kind &&
+		    set[i].resource == s->resource && set[i].policy.kind == s->policy.kind &&
 		    set[i].policy.min_level == s->policy.min_level)
 			return true;
 	return false;
@@ -240,7 +241,7 @@ static bool holds_update(struct replay *r, double now)
 	for (unsigned i = 0; c && i < r->c->n; i++) {
 		const struct cache_node *node = r->cur[i].node;
 
-		if (placement_node_usable(node, SIM_GPU_RESOURCE) != PLACEMENT_USABLE ||
+		if (placement_node_usable(node, j->resource) != PLACEMENT_USABLE ||
 		    node->gpu_allocatable < j->gpus)
 			continue;
 		c[n++] = (struct hold_cand){ i, r->ns[i].free + (r->held[i] && r->hold_job == head

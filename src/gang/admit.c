@@ -249,7 +249,8 @@ struct reserved_slot *gang__replan_slot(struct gang_manager *m, struct gang *g,
 		return NULL;
 	cache_read_begin(m->cache);
 	found = cache_node_lookup(m->cache, node, strlen(node), &v) &&
-		placement_node_choose(&v, cache_view_free_mask(&v), mb->req.demand.gpus,
+		placement_node_choose(&v, mb->req.demand.gpu_resource, cache_view_free_mask(&v),
+				      mb->req.demand.gpus,
 				      &mb->req.policy, &c) == 0;
 	cache_read_end(m->cache);
 	if (!found)

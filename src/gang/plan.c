@@ -101,10 +101,10 @@ static void pack_node(const struct planner *pl, const struct cache_node_view *v,
 		unsigned k = r->demand.gpus, taken = 0;
 		struct placement_choice ch;
 
-		if (v->node->gpu_resource != r->demand.gpu_resource)
+		if (!cache_node_offers(v->node, r->demand.gpu_resource))
 			continue;
 		while (taken < limit[j] && out->n < 64 && free_n >= k &&
-		       placement_node_choose(v, free_mask, k, &r->policy, &ch) == 0) {
+		       placement_node_choose(v, r->demand.gpu_resource, free_mask, k, &r->policy, &ch) == 0) {
 			out->sets[out->n] = ch.set;
 			out->need[out->n++] = (uint8_t)j;
 			out->per_need[j]++;

@@ -271,58 +271,60 @@ int placement_choose(struct placement_topo *t, uint64_t free_mask, unsigned k,
 
 /* ---- Shared GPUs: replica slots ------------------------------------------------ */
 
-/* The GPU of node <n> whose free slots in <free_mask> are the most (<most>) or
- * the fewest above zero, and at least <atleast>; the lowest index on ties.
- * -1 when none has that many. */
-static int slot_gpu(const struct cache_node *n, uint64_t free_mask, bool most, unsigned atleast,
-		    unsigned *count)
+/* The GPU of node <n> with at least <atleast> of <avail>'s devices, ranked by
+ * <rank>'s devices on it: the most (<most>) or the fewest; the lowest index on
+ * ties. -1 when none has that many. */
+static int slot_gpu(const struct cache_node *n, uint64_t avail, uint64_t rank, bool most,
+		    unsigned atleast)
 {
 	int best = -1;
 	unsigned bf = 0;
 
 	for (unsigned g = 0; g < n->gpu_physical; g++) {
-		unsigned f = (unsigned)__builtin_popcountll(free_mask & cache_node_gpu_slots(n, g));
+		uint64_t slots = cache_node_gpu_slots(n, g);
+		unsigned a = (unsigned)__builtin_popcountll(avail & slots);
+		unsigned f = (unsigned)__builtin_popcountll(rank & slots);
 
-		if (f == 0 || f < atleast)
+		if (a == 0 || a < atleast)
 			continue;
 		if (best < 0 || (most ? f > bf : f < bf)) {
 			best = (int)g;
 			bf = f;
 		}
 	}
-	*count = bf;
 	return best;
 }
 
-/* Choose <k> replica slots of a shared node. Packed: the GPU with the fewest
- * free slots that holds all <k> (best fit), else the GPUs with the most free
- * first, so whole GPUs stay free and as few as can be are touched. Distributed:
- * each slot on the GPU with the most free slots (the least used), as NVIDIA's
- * device plugin spreads replicas. Topology is a property of whole GPUs, so a
- * policy that requires links is never met here. */
-static int choose_slots(const struct cache_node *n, uint64_t free_mask, unsigned k,
+/* Choose <k> of <avail>'s slots on a shared node (<free_all>: every free
+ * device, of any resource). Packed: the GPU that holds all <k> with the fewest
+ * free devices (best fit), else the GPUs with the most first, so whole GPUs
+ * stay free and as few as can be are touched. Distributed: each slot on the
+ * GPU with the most free slots (the least used), as NVIDIA's device plugin
+ * spreads replicas. Topology is a property of whole GPUs, so a policy that
+ * requires links is never met here. */
+static int choose_slots(const struct cache_node *n, uint64_t avail, uint64_t free_all, unsigned k,
 			const struct placement_policy *policy, struct placement_choice *out)
 {
 	uint64_t set = 0;
-	unsigned f;
 	int g;
 
-	if (k == 0 || (unsigned)__builtin_popcountll(free_mask) < k)
+	if (k == 0 || (unsigned)__builtin_popcountll(avail) < k)
 		return -ENOSPC;
 	if (k >= 2 && (policy->kind == PLACEMENT_POLICY_REQUIRED ||
 		       policy->kind == PLACEMENT_POLICY_REQUIRED_LEVEL))
 		return -ENOSPC;
 	if (n->gpu_packing == CACHE_PACKING_PACKED &&
-	    (g = slot_gpu(n, free_mask, false, k, &f)) >= 0) {
-		set = lowest(free_mask & cache_node_gpu_slots(n, (unsigned)g), k);
+	    (g = slot_gpu(n, avail, free_all, false, k)) >= 0) {
+		set = lowest(avail & cache_node_gpu_slots(n, (unsigned)g), k);
 	} else {
 		bool packed = n->gpu_packing == CACHE_PACKING_PACKED;
 
 		while ((unsigned)__builtin_popcountll(set) < k &&
-		       (g = slot_gpu(n, free_mask & ~set, true, 1, &f)) >= 0) {
+		       (g = slot_gpu(n, avail & ~set, packed ? avail & ~set : free_all & ~set, true,
+				     1)) >= 0) {
 			unsigned take = packed ? k - (unsigned)__builtin_popcountll(set) : 1;
 
-			set |= lowest(free_mask & ~set & cache_node_gpu_slots(n, (unsigned)g), take);
+			set |= lowest(avail & ~set & cache_node_gpu_slots(n, (unsigned)g), take);
 		}
 		if ((unsigned)__builtin_popcountll(set) < k)
 			return -ENOSPC;         /* free slots beyond the physical GPUs' */
@@ -335,13 +337,16 @@ static int choose_slots(const struct cache_node *n, uint64_t free_mask, unsigned
 
 /* ---- On a node ------------------------------------------------------------------ */
 
-int placement_node_choose(const struct cache_node_view *v, uint64_t free_mask, unsigned k,
-			  const struct placement_policy *policy, struct placement_choice *out)
+int placement_node_choose(const struct cache_node_view *v, int resource, uint64_t free_mask,
+			  unsigned k, const struct placement_policy *policy,
+			  struct placement_choice *out)
 {
 	struct placement_topo *t = placement_node_topo(v->node);
 
+	/* A MIG mixed node's devices are of several resources: only <resource>'s. */
 	if (cache_node_shared(v->node))
-		return choose_slots(v->node, free_mask, k, policy, out);
+		return choose_slots(v->node, free_mask & cache_node_res_devices(v->node, resource),
+				    free_mask, k, policy, out);
 	if (t)
 		return placement_choose(t, free_mask, k, policy, out);
 	/* Unknown topology: every pair equal, so the lowest free indices; a policy

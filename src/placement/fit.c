@@ -68,6 +68,31 @@ static enum placement_verdict refuse_busy(struct placement_fit *out, unsigned fr
 	return PLACEMENT_UNSCHEDULABLE;
 }
 
+/* A MIG mixed node without the profile asked for: say which it has, free of
+ * all, so a person sees the profiles at a glance. */
+static enum placement_verdict refuse_mig_profile(struct placement_fit *out,
+						 const struct cache_node *n,
+						 const char *const *resource_names,
+						 const char *rname)
+{
+	char has[PLACEMENT_REASON_LEN] = "";
+	size_t at = 0;
+
+	for (int r = 0; r < CACHE_MAX_GPU_RESOURCES && resource_names[r]; r++) {
+		int w;
+
+		if (!n->res_mask[r])
+			continue;
+		w = snprintf(has + at, sizeof(has) - at, "%s%s x%u", at ? ", " : "",
+			     resource_names[r], n->res_alloc[r]);
+		if (w < 0 || (size_t)w >= sizeof(has) - at)
+			break;
+		at += (size_t)w;
+	}
+	return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_NO_GPU_KIND,
+		      "troupe: node has no %s (MIG mixed: %s)", rname, has);
+}
+
 void placement_unknown_node(struct placement_fit *out)
 {
 	out->free_gpus = 0;
@@ -83,24 +108,30 @@ enum placement_verdict placement_check(const struct cache_node_view *view,
 {
 	const struct cache_node *n = view->node;
 	const char *rname;
-	uint32_t want = demand->gpus;
+	uint32_t want = demand->gpus, capacity, allocatable;
 	enum placement_usable usable;
 
 	out->reason[0] = '\0';
 	out->verdict = PLACEMENT_FITS;
 	out->why = PLACEMENT_WHY_FITS;
-	out->free_gpus = n->gpu_resource == demand->gpu_resource ? cache_view_free_gpus(view) : 0;
+	out->free_gpus = cache_view_free_for(view, demand->gpu_resource);
 	if (want == 0)
 		return PLACEMENT_FITS;
 	rname = resource_names[demand->gpu_resource];
 	usable = placement_node_usable(n, demand->gpu_resource);
-	if (usable == PLACEMENT_NO_GPU_KIND)
+	if (usable == PLACEMENT_NO_GPU_KIND) {
+		if (n->res_mask)
+			return refuse_mig_profile(out, n, resource_names, rname);
 		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_NO_GPU_KIND,
 			      "troupe: node has no %s", rname);
+	}
+	capacity = n->res_mask ? (uint32_t)__builtin_popcountll(n->res_mask[demand->gpu_resource])
+			       : n->gpu_capacity;
+	allocatable = cache_node_res_allocatable(n, demand->gpu_resource);
 	/* Too few GPUs is for good, so it is said before a state that passes. */
-	if (n->gpu_capacity < want)
+	if (capacity < want)
 		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_CAPACITY,
-			      "troupe: node has %u %s, pod needs %u", n->gpu_capacity, rname, want);
+			      "troupe: node has %u %s, pod needs %u", capacity, rname, want);
 	/* The device plugin's failRequestsGreaterThanOne: the kubelet would
 	 * refuse the pod at admission, every time. */
 	if (n->gpu_fail_gt1 && want > 1)
@@ -114,12 +145,12 @@ enum placement_verdict placement_check(const struct cache_node_view *view,
 	if (usable == PLACEMENT_CORDONED)
 		return refuse(out, PLACEMENT_UNSCHEDULABLE, PLACEMENT_WHY_CORDONED,
 			      "troupe: node is cordoned (spec.unschedulable)");
-	if (n->gpu_allocatable < want)
+	if (allocatable < want)
 		return refuse(out, PLACEMENT_UNSCHEDULABLE, PLACEMENT_WHY_UNHEALTHY,
 			      "troupe: only %u of %u %s healthy (allocatable), pod needs %u",
-			      n->gpu_allocatable, n->gpu_capacity, rname, want);
+			      allocatable, capacity, rname, want);
 	if (out->free_gpus < want)
-		return refuse_busy(out, out->free_gpus, n->gpu_allocatable, rname, want);
+		return refuse_busy(out, out->free_gpus, allocatable, rname, want);
 	return PLACEMENT_FITS;
 }
 
@@ -140,7 +171,8 @@ enum placement_verdict placement_check_request(const struct cache_node_view *vie
 	if (k < 2 || (req->policy.kind != PLACEMENT_POLICY_REQUIRED &&
 		      req->policy.kind != PLACEMENT_POLICY_REQUIRED_LEVEL))
 		return PLACEMENT_FITS;
-	if (placement_node_choose(view, cache_view_free_mask(view), k, &req->policy, &c) == 0)
+	if (placement_node_choose(view, req->demand.gpu_resource, cache_view_free_mask(view), k,
+				  &req->policy, &c) == 0)
 		return PLACEMENT_FITS;
 	t = placement_node_topo(view->node);
 	rname = resource_names[req->demand.gpu_resource];
@@ -150,7 +182,8 @@ enum placement_verdict placement_check_request(const struct cache_node_view *vie
 		snprintf(lvl, sizeof(lvl), "%s or better",
 			 placement_link_name(req->policy.min_level, name, sizeof(name)));
 	/* Could an empty node meet it? If not, no eviction ever will. */
-	healthy = cache_node_capacity_mask(view->node) & ~view->node->unhealthy;
+	healthy = cache_node_res_devices(view->node, req->demand.gpu_resource) &
+		  ~view->node->unhealthy;
 	if (cache_node_shared(view->node))
 		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_TOPOLOGY_NEVER,
 			      "troupe: node shares its GPUs (%s, %u per GPU); %u %s %s needs whole "
@@ -160,7 +193,7 @@ enum placement_verdict placement_check_request(const struct cache_node_view *vie
 		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_TOPOLOGY_UNKNOWN,
 			      "troupe: node's GPU topology is unknown; cannot promise %u %s %s",
 			      k, rname, lvl);
-	if (placement_node_choose(view, healthy, k, &req->policy, &c) < 0)
+	if (placement_node_choose(view, req->demand.gpu_resource, healthy, k, &req->policy, &c) < 0)
 		return refuse(out, PLACEMENT_UNRESOLVABLE, PLACEMENT_WHY_TOPOLOGY_NEVER,
 			      "troupe: no %u %s on this node are all %s (topology: %s)", k, rname,
 			      lvl, t->source);

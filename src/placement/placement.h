@@ -75,7 +75,7 @@ enum placement_usable {
 static inline enum placement_usable placement_node_usable(const struct cache_node *n,
 							  int gpu_resource)
 {
-	if (n->gpu_resource != gpu_resource || n->gpu_capacity == 0)
+	if (!cache_node_offers(n, gpu_resource))
 		return PLACEMENT_NO_GPU_KIND;
 	if (!n->ready)
 		return PLACEMENT_NOT_READY;
@@ -222,11 +222,14 @@ static inline struct placement_topo *placement_node_topo(const struct cache_node
 	/* The memo inside is the one part of a class that readers write. */
 	return (struct placement_topo *)node->derived;
 }
-/* Choose <k> of <free_mask>'s devices on the node in <view> (see
- * placement_choose; unknown topologies give the lowest free indices, and no
- * set at all for a policy that needs known links). */
-int placement_node_choose(const struct cache_node_view *v, uint64_t free_mask, unsigned k,
-			  const struct placement_policy *policy, struct placement_choice *out);
+/* Choose <k> of <free_mask>'s devices of managed resource <resource> (the
+ * pod's demand.gpu_resource) on the node in <view> (see placement_choose;
+ * unknown topologies give the lowest free indices, and no set at all for a
+ * policy that needs known links; a shared node's replica slots as
+ * cache_node.gpu_packing says, only <resource>'s on a MIG mixed node). */
+int placement_node_choose(const struct cache_node_view *v, int resource, uint64_t free_mask,
+			  unsigned k, const struct placement_policy *policy,
+			  struct placement_choice *out);
 /* Quality 0..1 of a chosen set for a pod of <k> GPUs. */
 double placement_set_quality(const struct placement_choice *c, unsigned k, bool known);
 

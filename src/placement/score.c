@@ -131,6 +131,10 @@ unsigned placement_score_memoized(struct placement_score_memo *m,
 	struct memo_bucket *b;
 	unsigned score;
 
+	/* A shared node's score reads which GPUs its used slots are on, which
+	 * none of the keys below says: never memoised. */
+	if (cache_node_shared(view->node))
+		return compute(m, view);
 	if (m->tag && cls && mask < 256 && free_n < 256 && alloc < 256) {
 		/* The class's own memo: small, shared by every request, so it stays
 		 * in cache (one word per free mask of a board of up to 8). */

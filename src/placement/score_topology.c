@@ -54,6 +54,30 @@ double placement_set_quality(const struct placement_choice *c, unsigned k, bool 
 	return 0.8 + 0.2 * fmin(c->worst - PLACEMENT_LINK_NV0, 12) / 12.0;
 }
 
+/* Best fit on a shared node, by whole GPUs (none of whose replicas or MIG
+ * devices is in use): a choice that keeps every whole GPU whole beats one
+ * that breaks one, and then the fewer whole GPUs the node is left with (up to
+ * PLACEMENT_FIT_SPAN), the better, so shared pods gather on GPUs and nodes
+ * already shared and the rest stay whole for pods that need whole GPUs (or
+ * for mig-parted to give back). */
+static double shared_fit(const struct cache_node_view *view, uint64_t set)
+{
+	const struct cache_node *n = view->node;
+	unsigned before = 0, after = 0;
+
+	for (unsigned g = 0; g < n->gpu_physical; g++) {
+		uint64_t slots = cache_node_gpu_slots(n, g) & ~n->unhealthy;
+
+		if (!slots)
+			continue;       /* no device of it can be given */
+		before += !(view->used & slots);
+		after += !((view->used | set) & slots);
+	}
+	return (after < before ? 0.0 : 0.5) +
+	       0.5 * (1.0 - (double)(after < PLACEMENT_FIT_SPAN ? after : PLACEMENT_FIT_SPAN) /
+			    PLACEMENT_FIT_SPAN);
+}
+
 int placement_score_terms(const struct cache_node_view *view, const struct placement_request *req,
 			  struct placement_score_terms *out)
 {
@@ -62,7 +86,8 @@ int placement_score_terms(const struct cache_node_view *view, const struct place
 	unsigned k = req->demand.gpus;
 
 	memset(out, 0, sizeof(*out));
-	if (placement_node_choose(view, free_mask, k, &req->policy, &out->choice) < 0)
+	if (placement_node_choose(view, req->demand.gpu_resource, free_mask, k, &req->policy,
+				  &out->choice) < 0)
 		return -ENOSPC;
 	out->known = t && t->known;
 	out->packing = placement__packing(view, &req->demand);
@@ -73,6 +98,8 @@ int placement_score_terms(const struct cache_node_view *view, const struct place
 				     PLACEMENT_FIT_SPAN;
 	}
 	out->topology = placement_set_quality(&out->choice, k, out->known);
+	if (cache_node_shared(view->node))
+		out->fit = shared_fit(view, out->choice.set);
 	if (out->known) {
 		unsigned before = placement_largest_island(t, free_mask);
 		unsigned after = placement_largest_island(t, free_mask & ~out->choice.set);

@@ -16,6 +16,13 @@
  *   test_pod_slots_on_its_node     a bound pod's slots occupy those slots on
  *                                  the node; slots the node lacks or a count
  *                                  that disagrees are counted unattributed
+ *   test_mig_mixed_layout          a MIG mixed node's devices laid out GPU by
+ *                                  GPU from its resources and gpu.count (or
+ *                                  the counts' divisor), whole GPUs beside
+ *                                  MIG ones, devices the kubelet does not
+ *                                  offer never free, too many for 64 slots
+ *   test_mig_mixed_pods            a pod's GPU:slot ids hold that MIG device;
+ *                                  each resource's free count apart
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,27 +50,40 @@ static struct cache_opts shared_opts(void)
 	return o;
 }
 
-/* A node advertising <cap> of <res> (as capacity and allocatable, or <alloc>
- * allocatable when >= 0) with labels <labels> (single-quoted JSON members,
- * "" for none) and annotations <ann>. */
-static struct cache_node *shared_node(const struct cache_opts *o, const char *res, int cap,
-				      int alloc, const char *labels, const char *ann)
+/* Node <name> with capacity <cap> and allocatable <alloc> (single-quoted JSON
+ * members of a ResourceList), labels <labels> and annotations <ann> (members,
+ * "" for none), Ready; the test fails when it does not parse. */
+static struct cache_node *node_from(const struct cache_opts *o, const char *name,
+				    const char *cap, const char *alloc, const char *labels,
+				    const char *ann)
 {
 	char text[2048], err[CACHE_ERR_LEN] = "";
 	struct cache_node *n;
 	cJSON *j;
 
 	snprintf(text, sizeof(text),
-		 "{'metadata':{'name':'s0','labels':{%s},'annotations':{%s}},"
-		 "'status':{'capacity':{'%s':'%d'},'allocatable':{'%s':'%d'},"
+		 "{'metadata':{'name':'%s','labels':{%s},'annotations':{%s}},"
+		 "'status':{'capacity':{%s},'allocatable':{%s},"
 		 "'conditions':[{'type':'Ready','status':'True'}]}}",
-		 labels, ann, res, cap, res, alloc >= 0 ? alloc : cap);
+		 name, labels, ann, cap, alloc);
 	j = json_sq(text);
 	n = cache_node_parse(j, o, err, sizeof(err));
 	cJSON_Delete(j);
 	if (!n)
 		fail_msg("cache_node_parse: %s", err);
 	return n;
+}
+
+/* Node s0 advertising <cap> of <res> (as capacity and allocatable, or <alloc>
+ * allocatable when >= 0) with labels <labels> and annotations <ann>. */
+static struct cache_node *shared_node(const struct cache_opts *o, const char *res, int cap,
+				      int alloc, const char *labels, const char *ann)
+{
+	char c[160], a[160];
+
+	snprintf(c, sizeof(c), "'%s':'%d'", res, cap);
+	snprintf(a, sizeof(a), "'%s':'%d'", res, alloc >= 0 ? alloc : cap);
+	return node_from(o, "s0", c, a, labels, ann);
 }
 
 struct sharing_row {
@@ -287,6 +307,126 @@ static void test_pod_slots_on_its_node(void **state)
 	cache_free(c);
 }
 
+/* nvidia.com/gpu and three MIG profiles. */
+static struct cache_opts mig_opts(void)
+{
+	struct cache_opts o = shared_opts();
+
+	o.gpu_resources[1] = "nvidia.com/mig-1g.10gb";
+	o.gpu_resources[2] = "nvidia.com/mig-2g.20gb";
+	o.gpu_resources[3] = "nvidia.com/mig-3g.40gb";
+	o.n_gpu_resources = 4;
+	return o;
+}
+
+/* MIG mixed node m0: <resources> its capacity, <alloc> its allocatable (""
+ * for the same), <labels> besides nvidia.com/mig.strategy=mixed. */
+static struct cache_node *mig_node(const struct cache_opts *o, const char *resources,
+				   const char *alloc, const char *labels)
+{
+	char l[512];
+
+	snprintf(l, sizeof(l), "'nvidia.com/mig.strategy':'mixed'%s%s", *labels ? "," : "",
+		 labels);
+	return node_from(o, "m0", resources, *alloc ? alloc : resources, l, "");
+}
+
+#define BALANCED "'nvidia.com/mig-1g.10gb':'16','nvidia.com/mig-2g.20gb':'8'," \
+		 "'nvidia.com/mig-3g.40gb':'8'"
+
+static void test_mig_mixed_layout(void **state)
+{
+	struct cache_opts o = mig_opts();
+	struct cache_node *n;
+	uint64_t g0;
+
+	(void)state;
+	/* all-balanced on 8 GPUs: each GPU 2 x 1g, 1 x 2g, 1 x 3g, in the order
+	 * of resources.gpu. */
+	n = mig_node(&o, BALANCED, "", "'nvidia.com/gpu.count':'8'");
+	assert_int_equal(n->gpu_sharing, CACHE_SHARING_MIG_MIXED);
+	assert_int_equal(n->gpu_physical, 8);
+	assert_int_equal(n->gpu_replicas, 4);
+	assert_int_equal(n->gpu_capacity, 32);
+	assert_int_equal(n->gpu_allocatable, 32);
+	assert_int_equal(n->gpu_packing, CACHE_PACKING_PACKED);
+	g0 = cache_node_gpu_slots(n, 0);
+	assert_true((cache_node_res_devices(n, 1) & g0) == 0x3);
+	assert_true((cache_node_res_devices(n, 2) & g0) == 0x4);
+	assert_true((cache_node_res_devices(n, 3) & g0) == 0x8);
+	assert_int_equal(__builtin_popcountll(cache_node_res_devices(n, 1)), 16);
+	assert_int_equal(cache_node_res_allocatable(n, 3), 8);
+	assert_false(cache_node_offers(n, 0));
+	assert_true(cache_node_offers(n, 2));
+	assert_true(n->unhealthy == 0);
+	cache_node_free(n);
+	/* No gpu.count: the counts' common divisor (8); two 3g.40gb not
+	 * allocatable: the last two of them never free. */
+	n = mig_node(&o, BALANCED, "'nvidia.com/mig-1g.10gb':'16','nvidia.com/mig-2g.20gb':'8',"
+		     "'nvidia.com/mig-3g.40gb':'6'", "");
+	assert_int_equal(n->gpu_physical, 8);
+	assert_int_equal(cache_node_res_allocatable(n, 3), 6);
+	assert_true(n->unhealthy == (1ULL << 27 | 1ULL << 31));
+	cache_node_free(n);
+	/* Four whole GPUs beside four MIG ones: GFD's gpu.count counts all 8;
+	 * a whole GPU is its GPU's first slot, the others never exist. */
+	n = mig_node(&o, "'nvidia.com/gpu':'4','nvidia.com/mig-1g.10gb':'28'", "",
+		     "'nvidia.com/gpu.count':'8'");
+	assert_int_equal(n->gpu_physical, 8);
+	assert_int_equal(n->gpu_replicas, 7);
+	assert_true(cache_node_res_devices(n, 0) ==
+		    (1ULL << 28 | 1ULL << 35 | 1ULL << 42 | 1ULL << 49));
+	assert_int_equal(__builtin_popcountll(n->unhealthy), 4 * 6);
+	assert_true((n->unhealthy & cache_node_res_devices(n, 0)) == 0);
+	assert_int_equal(cache_node_res_allocatable(n, 0), 4);
+	cache_node_free(n);
+	/* More than 64 slots: no layout, the first managed resource only. */
+	n = mig_node(&o, "'nvidia.com/gpu':'8','nvidia.com/mig-1g.10gb':'56'", "",
+		     "'nvidia.com/gpu.count':'16'");
+	assert_null(n->res_mask);
+	assert_int_equal(n->gpu_sharing, CACHE_SHARING_NONE);
+	assert_int_equal(n->gpu_resource, 0);
+	cache_node_free(n);
+}
+
+/* A pod on a MIG mixed node holds the slots its GPU:slot ids name, and a view
+ * counts each resource apart. */
+static void test_mig_mixed_pods(void **state)
+{
+	struct cache_opts o = mig_opts();
+	struct cache *c = cache_new(&o);
+	struct cache_node_view v;
+	struct cache_pod *p;
+	char text[1024], err[CACHE_ERR_LEN] = "";
+	cJSON *j;
+
+	(void)state;
+	assert_non_null(c);
+	assert_int_equal(cache_node_upsert(c, mig_node(&o, BALANCED, "",
+						       "'nvidia.com/gpu.count':'8'")), 0);
+	sq_text(text, sizeof(text),
+		"{'metadata':{'name':'p','namespace':'ml','uid':'p','annotations':"
+		"{'troupe.io/gpu-ids':'3:2'}},'spec':{'nodeName':'m0','containers':[{'name':'c',"
+		"'resources':{'limits':{'nvidia.com/mig-2g.20gb':'1'}}}]},"
+		"'status':{'phase':'Running'}}");
+	j = cJSON_Parse(text);
+	p = cache_pod_parse(j, &o, err, sizeof(err));
+	cJSON_Delete(j);
+	assert_non_null(p);
+	assert_int_equal(p->demand.gpu_resource, 2);
+	assert_int_equal(cache_pod_apply(c, p), 0);
+	assert_usage(c, "m0", 1ULL << 14, 0);
+	cache_read_begin(c);
+	assert_true(cache_node_lookup(c, "m0", 2, &v));
+	assert_int_equal(cache_view_free_for(&v, 1), 16);
+	assert_int_equal(cache_view_free_for(&v, 2), 7);
+	assert_int_equal(cache_view_free_for(&v, 0), 0);
+	assert_true((cache_view_free_mask_for(&v, 2) & (1ULL << 14)) == 0);
+	assert_int_equal(__builtin_popcountll(cache_view_free_mask_for(&v, 2)), 7);
+	cache_read_end(c);
+	cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -295,6 +435,8 @@ int main(void)
 		cmocka_unit_test(test_slot_names_round_trip),
 		cmocka_unit_test(test_slot_uuids),
 		cmocka_unit_test(test_pod_slots_on_its_node),
+		cmocka_unit_test(test_mig_mixed_layout),
+		cmocka_unit_test(test_mig_mixed_pods),
 	};
 
 	log_set_level(LOG_ERROR);

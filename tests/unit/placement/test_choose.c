@@ -53,7 +53,7 @@ static int choose_lowest(const struct cache_node_view *v, uint64_t free_mask, un
 		*out = 0;
 		return 0;
 	}
-	ret = placement_node_choose(v, free_mask, want, &pref, &c);
+	ret = placement_node_choose(v, v->node->gpu_resource, free_mask, want, &pref, &c);
 	if (ret == 0)
 		*out = c.set;
 	return ret;

@@ -15,6 +15,12 @@
  *                                     GPUs is refused for good, with a reason
  *   test_fail_requests_greater_than_one  refused for good above 1, with the
  *                                     device plugin's setting named
+ *   test_mig_mixed_profiles           a MIG mixed node: each profile's devices
+ *                                     only, packed onto GPUs already cut up;
+ *                                     free counts and refusals per profile
+ *   test_mig_mixed_property           over random usage: only free devices of
+ *                                     the profile, and never a whole GPU broken
+ *                                     while a cut one has room
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,7 +64,7 @@ static uint64_t choose(const struct cache_node *n, uint64_t used, unsigned k, in
 	struct placement_choice ch;
 
 	memset(&ch, 0, sizeof(ch));
-	*ret = placement_node_choose(&v, cache_view_free_mask(&v), k, &pol, &ch);
+	*ret = placement_node_choose(&v, NV, cache_view_free_mask(&v), k, &pol, &ch);
 	return *ret == 0 ? ch.set : 0;
 }
 
@@ -226,6 +232,97 @@ static void test_fail_requests_greater_than_one(void **state)
 	assert_int_equal(placement_check(&v, &one, gpu_names, &fit), PLACEMENT_FITS);
 }
 
+/* 4 GPUs cut all-balanced (MIG mixed): per GPU two of resource 1 (1g), one
+ * of 2 (2g), one of 3 (3g), as cache_node_parse lays them out. */
+static const char *const mig_names[] = { "nvidia.com/gpu", "nvidia.com/mig-1g.10gb",
+					 "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb",
+					 "nvidia.com/mig-7g.80gb", NULL };
+static uint64_t mig_masks[CACHE_MAX_GPU_RESOURCES] = { 0, 0x3333, 0x4444, 0x8888 };
+static uint32_t mig_allocs[CACHE_MAX_GPU_RESOURCES] = { 0, 8, 4, 4 };
+
+static struct cache_node mig_mixed(void)
+{
+	struct cache_node n = shared(4, 4, CACHE_PACKING_PACKED);
+
+	n.gpu_sharing = CACHE_SHARING_MIG_MIXED;
+	n.gpu_resource = 1;
+	n.res_mask = mig_masks;
+	n.res_alloc = mig_allocs;
+	return n;
+}
+
+static void test_mig_mixed_profiles(void **state)
+{
+	struct cache_node n = mig_mixed();
+	struct placement_policy pol = { .kind = PLACEMENT_POLICY_PREFERRED };
+	struct placement_choice ch;
+	struct placement_fit fit;
+	struct cache_demand d;
+	/* GPU 1's 3g is in use; GPU 2's two 1g are. */
+	struct cache_node_view v = { .node = &n, .used = 1ULL << 7 | 0x3ULL << 8 };
+
+	(void)state;
+	/* Only the profile's devices, on the GPU already cut up most: a 2g goes
+	 * to GPU 2 (two free), not GPU 1 (three); GPUs 0 and 3 stay whole. */
+	assert_int_equal(placement_node_choose(&v, 2, cache_view_free_mask(&v), 1, &pol, &ch), 0);
+	assert_true(ch.set == 1ULL << 10);
+	assert_int_equal(placement_node_choose(&v, 1, cache_view_free_mask(&v), 2, &pol, &ch), 0);
+	assert_true(ch.set == (0x3ULL << 4));
+	assert_int_equal(placement_node_choose(&v, 3, cache_view_free_mask(&v), 1, &pol, &ch), 0);
+	assert_true(ch.set == 1ULL << 11);
+	/* Free counts by profile. */
+	d = gpus(1, 6);
+	assert_int_equal(placement_check(&v, &d, mig_names, &fit), PLACEMENT_FITS);
+	assert_int_equal(fit.free_gpus, 6);
+	d = gpus(1, 7);
+	v.used |= 0x3;
+	assert_int_equal(placement_check(&v, &d, mig_names, &fit), PLACEMENT_UNSCHEDULABLE);
+	assert_string_equal(fit.reason, "troupe: 4 of 8 nvidia.com/mig-1g.10gb free, pod needs 7");
+	/* A profile the node has none of: its profiles named. */
+	d = gpus(4, 1);
+	assert_int_equal(placement_check(&v, &d, mig_names, &fit), PLACEMENT_UNRESOLVABLE);
+	assert_non_null(strstr(fit.reason, "node has no nvidia.com/mig-7g.80gb (MIG mixed: "
+				"nvidia.com/mig-1g.10gb x8, nvidia.com/mig-2g.20gb x4, "
+				"nvidia.com/mig-3g.40gb x4)"));
+	d = gpus(2, 5);
+	assert_int_equal(placement_check(&v, &d, mig_names, &fit), PLACEMENT_UNRESOLVABLE);
+	assert_string_equal(fit.reason, "troupe: node has 4 nvidia.com/mig-2g.20gb, pod needs 5");
+}
+
+/* Over random usage, a MIG mixed choice takes only free devices of the
+ * profile asked, never breaks a whole GPU when a cut one has room, and its
+ * score prefers a node it leaves with fewer whole GPUs. */
+static void test_mig_mixed_property(void **state)
+{
+	uint64_t seed = 0x3161;
+
+	(void)state;
+	for (int iter = 0; iter < 20000; iter++) {
+		struct cache_node n = mig_mixed();
+		struct cache_node_view v = { .node = &n,
+					     .used = rng_next(&seed) & rng_next(&seed) & 0xffff };
+		struct placement_policy pol = { .kind = PLACEMENT_POLICY_PREFERRED };
+		struct placement_choice ch;
+		int r = 1 + (int)(rng_next(&seed) % 3);
+		uint64_t mine = mig_masks[r] & cache_view_free_mask(&v);
+		bool cut_room = false;
+
+		for (unsigned g = 0; g < 4; g++)
+			cut_room |= (v.used & cache_node_gpu_slots(&n, g)) &&
+				    (mine & cache_node_gpu_slots(&n, g));
+		if (placement_node_choose(&v, r, cache_view_free_mask(&v), 1, &pol, &ch) < 0) {
+			assert_true(mine == 0);
+			continue;
+		}
+		assert_int_equal(__builtin_popcountll(ch.set), 1);
+		assert_true((ch.set & ~mine) == 0);
+		if (cut_room)
+			for (unsigned g = 0; g < 4; g++)
+				if (ch.set & cache_node_gpu_slots(&n, g))
+					assert_true(v.used & cache_node_gpu_slots(&n, g));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -234,6 +331,8 @@ int main(void)
 		cmocka_unit_test(test_packing_property),
 		cmocka_unit_test(test_topology_needs_whole_gpus),
 		cmocka_unit_test(test_fail_requests_greater_than_one),
+		cmocka_unit_test(test_mig_mixed_profiles),
+		cmocka_unit_test(test_mig_mixed_property),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
