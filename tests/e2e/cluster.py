@@ -55,7 +55,7 @@ class Cluster(Processes, Components):
     def __init__(self, folder=None, nodes=20, with_troupe=True, feature_gates="",
                  runtime_config="", release=None, troupe_config=None, percentage=None,
                  troupe_args=(), scheduler_verbosity=2, scheduler_qps=0,
-                 scheduler_config_extra=""):
+                 scheduler_config_extra="", managed_resources=()):
         self.dir = os.path.abspath(folder or os.path.join(ROOT, "build", "cluster"))
         self.nodes = nodes
         self.with_troupe = with_troupe
@@ -76,6 +76,9 @@ class Cluster(Processes, Components):
         # that needs kube-scheduler's timings set for it says so here, and the
         # shipped file stays what it is.
         self.scheduler_config_extra = scheduler_config_extra
+        # Extended resources added to the extender's managedResources (the
+        # MIG profiles a test's troupe.yaml manages); the shipped ones stay.
+        self.managed_resources = list(managed_resources)
         # {component: core} to start components pinned with taskset, or None.
         self.pin = None
         self._children = {}     # component -> Popen of what this object started

@@ -183,8 +183,9 @@ class Components:
 
     def scheduler_config(self):
         """config/scheduler-config.yaml with only urlPrefix and the kubeconfig path
-        substituted (and, without troupe, its extenders section left out), then
-        any scheduler_config_extra the test asked for."""
+        substituted (and, without troupe, its extenders section left out), the
+        managed_resources the test added, then any scheduler_config_extra it
+        asked for."""
         with open(os.path.join(ROOT, "config", "scheduler-config.yaml")) as f:
             text = f.read()
         kc = os.path.join(self.dir, "config", "scheduler.kubeconfig")
@@ -200,6 +201,11 @@ class Components:
             elif line.startswith("extenders:") and not self.state.get("with_troupe", True):
                 break
             out.append(line)
+            if s == "managedResources:":
+                indent = line[:line.index("managedResources:")]
+                for name in getattr(self, "managed_resources", ()):
+                    out += ["%s- name: %s" % (indent, name),
+                            "%s  ignoredByScheduler: false" % indent]
             if line.startswith("clientConnection:") and self.scheduler_qps:
                 out += ["  qps: %d" % self.scheduler_qps, "  burst: %d" % self.scheduler_qps]
         extra = getattr(self, "scheduler_config_extra", "")
