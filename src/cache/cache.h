@@ -444,6 +444,16 @@ struct cache_pod_info {
 	uint64_t known_ns;              /* when troupe first learnt of it (util_now_ns) */
 };
 
+/* Whether a pod counts as a member of its gang now: neither finished nor being
+ * deleted, and not held back by scheduling gates (Kueue's admission or
+ * topology gate) unless already bound; kube-scheduler cannot place a gated
+ * pod, so the gang waits for it as for a member not created. The one rule
+ * cache_group_count and the gang manager's census and settle wait follow. */
+static inline bool cache_pod_is_member_now(const struct cache_pod_info *p)
+{
+	return p->active && !(p->gated && !p->node[0]);
+}
+
 /* Writer: apply a pod's current state (from a snapshot or the watch): update
  * what it occupies. Takes ownership of <pod> (also on error). */
 int cache_pod_apply(struct cache *c, struct cache_pod *pod);
@@ -717,6 +727,11 @@ int cache_podgroup_get(struct cache *c, const char *ns, const char *name,
  * must not call back into the cache). */
 void cache_podgroup_foreach(struct cache *c, void (*fn)(const struct cache_podgroup *, void *),
 			    void *arg);
+/* Any: visit each pod group's PodGroup once: of the first API of
+ * cache_pg_precedence that has it, the one cache_podgroup_get gives (same
+ * lock and rule for <fn>). */
+void cache_podgroup_foreach_winning(struct cache *c,
+				    void (*fn)(const struct cache_podgroup *, void *), void *arg);
 
 /* ---- Snapshot files ----------------------------------------------------- */
 

@@ -360,6 +360,30 @@ void cache_podgroup_foreach(struct cache *c, void (*fn)(const struct cache_podgr
 	pthread_mutex_unlock(&c->groups_lock);
 }
 
+void cache_podgroup_foreach_winning(struct cache *c,
+				    void (*fn)(const struct cache_podgroup *, void *), void *arg)
+{
+	void *v;
+
+	pthread_mutex_lock(&c->groups_lock);
+	for (int i = 0; i < CACHE_PG_API_COUNT; i++) {
+		size_t pos = 0;
+
+		while (strmap_next(&c->groups[cache_pg_precedence[i]], &pos, NULL, &v)) {
+			const char *key = ((struct podgroup *)v)->key;
+			bool earlier = false;
+
+			/* The group's PodGroup is an API before this one's, if any has it. */
+			for (int j = 0; j < i && !earlier; j++)
+				earlier = strmap_get(&c->groups[cache_pg_precedence[j]], key,
+						     strlen(key)) != NULL;
+			if (!earlier)
+				fn(((struct podgroup *)v)->pg, arg);
+		}
+	}
+	pthread_mutex_unlock(&c->groups_lock);
+}
+
 /* ---- Walks and counts of a gang's members ----------------------------------------- */
 
 /* Every pod, for a walk of one group when the member index was lost. */
@@ -506,10 +530,7 @@ static void count_member(const struct cache_pod_info *p, const char *uid, void *
 	struct group_counts *gc = arg;
 
 	(void)uid;
-	/* A gated member (Kueue's admission or topology gate) is not one
-	 * kube-scheduler can place yet: the gang waits for it as for a member
-	 * not created. */
-	if (!p->active || (p->gated && !p->node[0]))
+	if (!cache_pod_is_member_now(p))
 		return;
 	gc->exist++;
 	if (p->node[0])

@@ -95,8 +95,7 @@ static void census_member(const struct cache_pod_info *p, const char *uid, void 
 	struct member_ask *x;
 	char err[PLAN_WHY_BUF];
 
-	/* A gated member is not there yet (cache_group_count's rule). */
-	if (!p->active || (p->gated && !p->node[0]))
+	if (!cache_pod_is_member_now(p))
 		return;
 	if (!c->exist)
 		snprintf(c->queue, sizeof(c->queue), "%s", p->queue);
@@ -452,7 +451,7 @@ static void newest_member(const struct cache_pod_info *p, const char *uid, void 
 	uint64_t *newest = arg;
 
 	(void)uid;
-	if (p->active && !p->gated && p->known_ns > *newest)
+	if (cache_pod_is_member_now(p) && p->known_ns > *newest)
 		*newest = p->known_ns;
 }
 

@@ -39,47 +39,27 @@ struct usage_entry {
 };
 
 /* A pod group's queue as gang__group_queue finds it (its PodGroup's
- * spec.queue, of the first API of cache_pg_precedence that has the group),
- * gathered before the walk of every pod, which may not call into the cache. */
+ * spec.queue, cache_podgroup_foreach_winning's), gathered before the walk of
+ * every pod, which may not call into the cache. */
 struct pg_queue {
 	char key[K8S_KEY_BUF];          /* "ns/name", the map's key */
-	unsigned rank;                  /* its API's place in cache_pg_precedence */
 	char queue[K8S_NAME_BUF];       /* "" when that PodGroup names none */
 };
-
-static unsigned pg_rank(enum cache_pg_api api)
-{
-	for (unsigned i = 0; i < CACHE_PG_API_COUNT; i++)
-		if (cache_pg_precedence[i] == api)
-			return i;
-	return CACHE_PG_API_COUNT;
-}
 
 static void collect_pg_queue(const struct cache_podgroup *pg, void *arg)
 {
 	struct strmap *map = arg;
-	char key[K8S_KEY_BUF];
 	struct pg_queue *q;
-	unsigned rank = pg_rank(pg->api);
-	int n = snprintf(key, sizeof(key), "%s/%s", pg->ns, pg->name);
+	int n;
 
-	if (n <= 0 || (size_t)n >= sizeof(key))
+	q = calloc(1, sizeof(*q));
+	if (!q)
 		return;
-	q = strmap_get(map, key, (size_t)n);
-	if (q && q->rank <= rank)
-		return;         /* an API before it has the group */
-	if (!q) {
-		q = calloc(1, sizeof(*q));
-		if (!q)
-			return;
-		memcpy(q->key, key, (size_t)n + 1);
-		if (strmap_put(map, q->key, (size_t)n, q, NULL) < 0) {
-			free(q);
-			return;
-		}
-	}
-	q->rank = rank;
+	n = snprintf(q->key, sizeof(q->key), "%s/%s", pg->ns, pg->name);
 	snprintf(q->queue, sizeof(q->queue), "%s", pg->queue);
+	if (n <= 0 || (size_t)n >= sizeof(q->key) ||
+	    strmap_put(map, q->key, (size_t)n, q, NULL) < 0)
+		free(q);
 }
 
 struct usage_walk {
@@ -136,7 +116,7 @@ void gang__shares_load(struct gang_manager *m, struct shares *s)
 	strmap_init(&s->by_queue);
 	strmap_init(&pg_queues);
 	cache_get_stats(m->cache, &s->totals);
-	cache_podgroup_foreach(m->cache, collect_pg_queue, &pg_queues);
+	cache_podgroup_foreach_winning(m->cache, collect_pg_queue, &pg_queues);
 	cache_pod_foreach(m->cache, add_usage, &w);
 	while (strmap_next(&pg_queues, &pos, NULL, &v))
 		free(v);

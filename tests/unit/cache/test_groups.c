@@ -151,7 +151,8 @@ static struct cache_podgroup *podgroup_of(const char *api_version, const char *n
 
 /* Groups of one namespace and name in several APIs: each API keeps its own,
  * a delete or relist of one leaves the others, and the terms come from the
- * first of cache_pg_precedence (upstream, scheduler-plugins, Volcano, KAI). */
+ * first of cache_pg_precedence (upstream, scheduler-plugins, Volcano, KAI),
+ * for cache_podgroup_get and cache_podgroup_foreach_winning alike. */
 static void test_cache_podgroup_apis_kept_apart_and_looked_up_in_precedence(void **state)
 {
 	struct cache *c = *state;
@@ -182,6 +183,23 @@ static void test_cache_podgroup_apis_kept_apart_and_looked_up_in_precedence(void
 	assert_int_equal(pg.api, CACHE_PG_UPSTREAM);
 	assert_int_equal(pg.min_member, 5);
 	assert_int_equal(podgroup_count(c), 4);
+	/* The winning walk visits the group once, as cache_podgroup_get sees
+	 * it, and a group of one API alone once too. */
+	assert_int_equal(cache_podgroup_apply(c, podgroup_of("scheduling.run.ai/v2alpha2", "ml",
+							     "solo", "{'minMember':6}")), 0);
+	{
+		char all[512];
+		struct group_seen gs = { .n = 0 };
+
+		cache_podgroup_foreach_winning(c, collect_group, &gs);
+		assert_int_equal(gs.n, 2);
+		qsort(gs.keys, gs.n, sizeof(gs.keys[0]), str_cmp);
+		assert_string_equal(gs.keys[0], "ml/g=5");
+		assert_string_equal(gs.keys[1], "ml/solo=6");
+		groups_str(c, all, sizeof(all));
+		assert_string_equal(all, "ml/g=2,ml/g=3,ml/g=4,ml/g=5,ml/solo=6");
+	}
+	assert_int_equal(cache_podgroup_delete(c, CACHE_PG_KAI, "ml", "solo"), 0);
 	/* A buffer with room for the key alone: uid and queue are "". */
 	assert_int_equal(cache_podgroup_get(c, "ml", "g", &pg, small, sizeof(small)), 0);
 	assert_string_equal(pg.name, "g");

@@ -122,48 +122,75 @@ static enum gang_verdict filter_two(struct cache *c, struct gang_manager *gm,
 	return v;
 }
 
+/* A gang on two 8-GPU nodes, n0 and n1, seen through member w0 of <group>
+ * asking 8 GPUs: the cache and config made by two_nodes_init, the manager by
+ * two_nodes_start (after the test set its config and objects). */
+struct two_nodes {
+	struct gang_config cfg;
+	struct cache *c;
+	struct gang_manager *gm;
+	struct gang_member mb;
+	char reason[640];
+	bool allowed[2];
+};
+
+static void two_nodes_init(struct two_nodes *t, const char *group)
+{
+	memset(t, 0, sizeof(*t));
+	gang_config_defaults(&t->cfg);
+	t->c = cache_new(&gpu_opts);
+	assert_non_null(t->c);
+	cache_nodes(t->c, 2);
+	t->mb = (struct gang_member){ .uid = "w0", .ns = "ml", .name = "w0", .group = group };
+	t->mb.req.demand.gpus = 8;
+}
+
+static void two_nodes_start(struct two_nodes *t)
+{
+	t->gm = gang_manager_new(t->c, &t->cfg);
+	assert_non_null(t->gm);
+}
+
+/* w0's filter over n0 and n1; the reason in t->reason. */
+static enum gang_verdict two_nodes_filter(struct two_nodes *t)
+{
+	return filter_two(t->c, t->gm, &t->mb, t->allowed, t->reason, sizeof(t->reason));
+}
+
+static void two_nodes_fini(struct two_nodes *t)
+{
+	gang_manager_free(t->gm);
+	cache_free(t->c);
+}
+
 /* A PodGroup's minResources that the offered nodes cannot hold refuses the gang
  * before anything is planned or reserved. */
 static void test_gang_filter_checks_the_podgroup_min_resources(void **state)
 {
-	struct gang_config cfg;
-	struct cache *c = cache_new(&gpu_opts);
+	struct two_nodes t;
 	struct cache_node_view view;
-	struct gang_manager *gm;
-	struct gang_member mb = { 0 };
-	char reason[640];
-	bool allowed[2];
 
 	(void)state;
-	gang_config_defaults(&cfg);
-	cfg.default_timeout_s = 5;
-	assert_non_null(c);
-	cache_nodes(c, 2);
-	apply_two_members(c, "labels", "scheduling.x-k8s.io/pod-group", "big", "");
-	apply_json(c, "{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\"},\"spec\":{\"minMember\":2,"
+	two_nodes_init(&t, "big");
+	t.cfg.default_timeout_s = 5;
+	apply_two_members(t.c, "labels", "scheduling.x-k8s.io/pod-group", "big", "");
+	apply_json(t.c, "{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\"},\"spec\":{\"minMember\":2,"
 		   "\"minResources\":{\"nvidia.com/gpu\":\"32\"}}}", true);
-	gm = gang_manager_new(c, &cfg);
-	assert_non_null(gm);
-	mb.uid = "w0";
-	mb.ns = "ml";
-	mb.name = "w0";
-	mb.group = "big";
-	mb.req.demand.gpus = 8;
-	assert_int_equal(filter_two(c, gm, &mb, allowed, reason, sizeof(reason)), GANG_REFUSED);
-	assert_non_null(strstr(reason, "minResources needs 32 GPUs; the offered nodes have 16 free"));
-	assert_false(allowed[0] || allowed[1]);
+	two_nodes_start(&t);
+	assert_int_equal(two_nodes_filter(&t), GANG_REFUSED);
+	assert_non_null(strstr(t.reason, "minResources needs 32 GPUs; the offered nodes have 16 free"));
+	assert_false(t.allowed[0] || t.allowed[1]);
 	/* Nothing was reserved. */
-	cache_read_begin(c);
-	assert_true(cache_node_lookup(c, "n0", 2, &view));
+	cache_read_begin(t.c);
+	assert_true(cache_node_lookup(t.c, "n0", 2, &view));
 	assert_int_equal(view.used, 0);
-	cache_read_end(c);
+	cache_read_end(t.c);
 	/* minResources the offered nodes can hold: the gang is planned. */
-	apply_json(c, "{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\"},\"spec\":{\"minMember\":2,"
+	apply_json(t.c, "{\"metadata\":{\"name\":\"big\",\"namespace\":\"ml\"},\"spec\":{\"minMember\":2,"
 		   "\"minResources\":{\"nvidia.com/gpu\":\"16\"}}}", true);
-	assert_int_equal(filter_two(c, gm, &mb, allowed, reason, sizeof(reason)), GANG_ALLOWED);
-	assert_true(allowed[0] || allowed[1]);
-	gang_manager_free(gm);
-	cache_free(c);
+	assert_int_equal(two_nodes_filter(&t), GANG_ALLOWED);
+	assert_true(t.allowed[0] || t.allowed[1]);
+	two_nodes_fini(&t);
 }
 
 /* Another scheduler's PodGroup gives a gang its terms: a Volcano group's
@@ -172,44 +199,30 @@ static void test_gang_filter_checks_the_podgroup_min_resources(void **state)
  * members' own queue label. */
 static void test_gang_takes_quorum_and_queue_from_a_volcano_podgroup(void **state)
 {
-	struct gang_config cfg;
-	struct cache *c = cache_new(&gpu_opts);
-	struct gang_manager *gm;
-	struct gang_member mb = { 0 };
+	struct two_nodes t;
 	struct gang_view v;
-	char reason[640];
-	bool allowed[2];
 
 	(void)state;
-	gang_config_defaults(&cfg);
-	assert_non_null(c);
-	cache_nodes(c, 2);
-	apply_two_members(c, "annotations", "scheduling.k8s.io/group-name", "vc",
+	two_nodes_init(&t, "vc");
+	t.mb.queue = "own";
+	apply_two_members(t.c, "annotations", "scheduling.k8s.io/group-name", "vc",
 			  ",\"labels\":{\"troupe.io/queue\":\"own\"}");
-	apply_json(c, "{\"apiVersion\":\"scheduling.volcano.sh/v1beta1\",\"kind\":\"PodGroup\","
+	apply_json(t.c, "{\"apiVersion\":\"scheduling.volcano.sh/v1beta1\",\"kind\":\"PodGroup\","
 		   "\"metadata\":{\"name\":\"vc\",\"namespace\":\"ml\"},"
 		   "\"spec\":{\"minMember\":3,\"queue\":\"research\"}}", true);
-	gm = gang_manager_new(c, &cfg);
-	assert_non_null(gm);
-	mb.uid = "w0";
-	mb.ns = "ml";
-	mb.name = "w0";
-	mb.group = "vc";
-	mb.queue = "own";
-	mb.req.demand.gpus = 8;
-	assert_int_equal(filter_two(c, gm, &mb, allowed, reason, sizeof(reason)), GANG_REFUSED);
-	assert_non_null(strstr(reason, "waiting for its members: 2 of 3 exist"));
+	two_nodes_start(&t);
+	assert_int_equal(two_nodes_filter(&t), GANG_REFUSED);
+	assert_non_null(strstr(t.reason, "waiting for its members: 2 of 3 exist"));
 	/* minMember 2: planned, in the PodGroup's queue. */
-	apply_json(c, "{\"apiVersion\":\"scheduling.volcano.sh/v1beta1\",\"kind\":\"PodGroup\","
+	apply_json(t.c, "{\"apiVersion\":\"scheduling.volcano.sh/v1beta1\",\"kind\":\"PodGroup\","
 		   "\"metadata\":{\"name\":\"vc\",\"namespace\":\"ml\"},"
 		   "\"spec\":{\"minMember\":2,\"queue\":\"research\"}}", true);
-	assert_int_equal(filter_two(c, gm, &mb, allowed, reason, sizeof(reason)), GANG_ALLOWED);
-	assert_int_equal(gang_view_get(gm, "ml", "vc", &v), 0);
+	assert_int_equal(two_nodes_filter(&t), GANG_ALLOWED);
+	assert_int_equal(gang_view_get(t.gm, "ml", "vc", &v), 0);
 	assert_int_equal(v.quorum, 2);
 	assert_string_equal(v.queue, "research");
 	gang_view_fini(&v);
-	gang_manager_free(gm);
-	cache_free(c);
+	two_nodes_fini(&t);
 }
 
 /* A member held back by a scheduling gate (Kueue's admission gate) is not a
@@ -217,43 +230,29 @@ static void test_gang_takes_quorum_and_queue_from_a_volcano_podgroup(void **stat
  * members, and once the gate is gone it is planned. */
 static void test_gang_gated_member_is_not_there_yet(void **state)
 {
-	struct gang_config cfg;
-	struct cache *c = cache_new(&gpu_opts);
-	struct gang_manager *gm;
-	struct gang_member mb = { 0 };
-	char reason[640];
-	bool allowed[2];
+	struct two_nodes t;
 	unsigned exist = 0, bound = 0;
 
 	(void)state;
-	gang_config_defaults(&cfg);
-	assert_non_null(c);
-	cache_nodes(c, 2);
-	apply_two_members(c, "labels", "scheduling.x-k8s.io/pod-group", "kq", "");
+	two_nodes_init(&t, "kq");
+	apply_two_members(t.c, "labels", "scheduling.x-k8s.io/pod-group", "kq", "");
 	/* w1 again, gated. */
-	apply_json(c, "{\"metadata\":{\"name\":\"w1\",\"namespace\":\"ml\",\"uid\":\"w1\","
+	apply_json(t.c, "{\"metadata\":{\"name\":\"w1\",\"namespace\":\"ml\",\"uid\":\"w1\","
 		   "\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"kq\"}},\"spec\":{"
 		   "\"schedulingGates\":[{\"name\":\"kueue.x-k8s.io/admission\"}],"
 		   "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
 		   "{\"nvidia.com/gpu\":\"8\"}}}]}}", false);
-	apply_json(c, "{\"metadata\":{\"name\":\"kq\",\"namespace\":\"ml\"},"
+	apply_json(t.c, "{\"metadata\":{\"name\":\"kq\",\"namespace\":\"ml\"},"
 		   "\"spec\":{\"minMember\":2}}", true);
-	cache_group_count(c, "ml", "kq", &exist, &bound);
+	cache_group_count(t.c, "ml", "kq", &exist, &bound);
 	assert_int_equal(exist, 1);
-	gm = gang_manager_new(c, &cfg);
-	assert_non_null(gm);
-	mb.uid = "w0";
-	mb.ns = "ml";
-	mb.name = "w0";
-	mb.group = "kq";
-	mb.req.demand.gpus = 8;
-	assert_int_equal(filter_two(c, gm, &mb, allowed, reason, sizeof(reason)), GANG_REFUSED);
-	assert_non_null(strstr(reason, "waiting for its members: 1 of 2 exist"));
+	two_nodes_start(&t);
+	assert_int_equal(two_nodes_filter(&t), GANG_REFUSED);
+	assert_non_null(strstr(t.reason, "waiting for its members: 1 of 2 exist"));
 	/* The gate removed: both there, planned. */
-	apply_two_members(c, "labels", "scheduling.x-k8s.io/pod-group", "kq", "");
-	assert_int_equal(filter_two(c, gm, &mb, allowed, reason, sizeof(reason)), GANG_ALLOWED);
-	gang_manager_free(gm);
-	cache_free(c);
+	apply_two_members(t.c, "labels", "scheduling.x-k8s.io/pod-group", "kq", "");
+	assert_int_equal(two_nodes_filter(&t), GANG_ALLOWED);
+	two_nodes_fini(&t);
 }
 
 /* Apply pod <uid> of group "team" (label only: no PodGroup, no quorum named)
