@@ -661,6 +661,10 @@ int cache_dra_claim(struct cache *c, const cJSON *claim, bool deleted, char *err
  * (<keep> answers for a claim's uid, a slice's name). */
 void cache_dra_sweep(struct cache *c, bool claims, bool (*keep)(const char *key, void *arg),
 		     void *arg);
+/* Any thread: how many devices of the managed drivers' ResourceSlices are
+ * published on <node> (filter says so when such a node has no managed
+ * resource: its GPUs are served through DRA). */
+unsigned cache_dra_node_devices(struct cache *c, const char *node);
 /* Whether <uid> is a claim's entry of the pod table. */
 static inline bool cache_dra_uid(const char *uid)
 {

@@ -195,12 +195,68 @@ static void claims_sync_all(struct cache *c)
 
 /* ---- Slices ------------------------------------------------------------------------ */
 
+/* ---- Devices per node, for any thread ------------------------------------------ */
+
+struct dra_node_count {
+	char node[K8S_NAME_BUF];
+	unsigned n;
+};
+
+/* Writer: <delta> devices of a managed driver published on <node>. */
+static void node_count_add(struct cache *c, const char *node, int delta)
+{
+	struct dra_node_count *nc;
+	size_t len = strlen(node);
+
+	if (!len)
+		return;
+	pthread_mutex_lock(&c->dra_nodes_lock);
+	nc = strmap_get(&c->dra_nodes, node, len);
+	if (!nc && delta > 0) {
+		nc = calloc(1, sizeof(*nc));
+		if (nc) {
+			snprintf(nc->node, sizeof(nc->node), "%s", node);
+			if (strmap_put(&c->dra_nodes, nc->node, len, nc, NULL) < 0) {
+				free(nc);
+				nc = NULL;
+			}
+		}
+	}
+	if (nc) {
+		nc->n = delta < 0 && (unsigned)-delta >= nc->n ? 0 : (unsigned)((int)nc->n + delta);
+		if (!nc->n)
+			free(strmap_del(&c->dra_nodes, node, len));
+	}
+	__atomic_store_n(&c->dra_nodes_n, strmap_count(&c->dra_nodes), __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&c->dra_nodes_lock);
+}
+
+unsigned cache_dra_node_devices(struct cache *c, const char *node)
+{
+	const struct dra_node_count *nc;
+	unsigned n;
+
+	/* No slice of a managed driver anywhere (most clusters): no lock. */
+	if (!__atomic_load_n(&c->dra_nodes_n, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&c->dra_nodes_lock);
+	nc = strmap_get(&c->dra_nodes, node, strlen(node));
+	n = nc ? nc->n : 0;
+	pthread_mutex_unlock(&c->dra_nodes_lock);
+	return n;
+}
+
 static void slice_forget(struct cache *c, const char *name)
 {
 	struct dra_keys *k = strmap_del(&c->dra_slices, name, strlen(name));
 
-	for (size_t i = 0; k && i < k->n; i++)
-		free(strmap_del(&c->dra_devices, k->keys[i], strlen(k->keys[i])));
+	for (size_t i = 0; k && i < k->n; i++) {
+		struct dra_device *d = strmap_del(&c->dra_devices, k->keys[i], strlen(k->keys[i]));
+
+		if (d)
+			node_count_add(c, d->node, -1);
+		free(d);
+	}
 	keys_free(k);
 }
 
@@ -254,10 +310,17 @@ int cache_dra_slice(struct cache *c, const cJSON *slice, bool deleted, char *err
 			k->n--;
 			break;
 		}
+		node_count_add(c, d->node, 1);
 	}
 	if (strmap_put(&c->dra_slices, k->id, strlen(k->id), k, NULL) < 0) {
-		for (size_t i = 0; i < k->n; i++)
-			free(strmap_del(&c->dra_devices, k->keys[i], strlen(k->keys[i])));
+		for (size_t i = 0; i < k->n; i++) {
+			struct dra_device *d = strmap_del(&c->dra_devices, k->keys[i],
+							  strlen(k->keys[i]));
+
+			if (d)
+				node_count_add(c, d->node, -1);
+			free(d);
+		}
 		keys_free(k);
 		goto nomem;
 	}
@@ -373,4 +436,9 @@ void cache__dra_fini(struct cache *c)
 	while (strmap_next(&c->dra_claims, &pos, NULL, &v))
 		keys_free(v);
 	strmap_fini(&c->dra_claims);
+	pos = 0;
+	while (strmap_next(&c->dra_nodes, &pos, NULL, &v))
+		free(v);
+	strmap_fini(&c->dra_nodes);
+	pthread_mutex_destroy(&c->dra_nodes_lock);
 }

@@ -125,6 +125,12 @@ struct cache {
 	 * dra_device; slice name -> struct dra_keys; claim uid -> struct
 	 * dra_claim. */
 	struct strmap dra_devices, dra_slices, dra_claims;
+	/* Node name -> struct dra_node_count: devices the managed drivers'
+	 * slices publish there, for any thread (filter's reason) under
+	 * dra_nodes_lock. */
+	struct strmap dra_nodes;
+	pthread_mutex_t dra_nodes_lock;
+	size_t dra_nodes_n;             /* its entries (atomic): 0 spares readers the lock */
 	/* Pod-group members by group, so a gang's counts cost its members, not
 	 * every pod. Lock order: a stripe's lock, then members_lock. */
 	pthread_mutex_t members_lock;

@@ -64,6 +64,16 @@ void ext__judge_node(const struct ext_service *svc, const char *name,
 		return;
 	}
 	placement_check_request(view, req, cache_get_opts(svc->cache)->gpu_resources, &out->fit);
+	/* The node's GPUs are DRA devices, not a device plugin's: kube-scheduler's
+	 * DRA plugin would serve the extended resource from them (KEP-5004), and
+	 * troupe, which places device-plugin GPUs, refuses the node rather than
+	 * promise devices it does not allocate (docs/reference.md#dra). */
+	if (out->fit.why == PLACEMENT_WHY_NO_GPU_KIND && !view->node->res_mask &&
+	    cache_dra_node_devices(svc->cache, view->node->name) > 0)
+		snprintf(out->fit.reason, sizeof(out->fit.reason),
+			 "troupe: node has no %.40s from a device plugin; its GPUs are DRA "
+			 "devices, which troupe does not place (KEP-5004)",
+			 cache_get_opts(svc->cache)->gpu_resources[req->demand.gpu_resource]);
 }
 
 /* One node of a single pod's filter (ext__walk_nodes' callback): the shared

@@ -30,6 +30,13 @@ the real API server, checked by reading pods, events and conditions.
                                               (above 1 refused with the reason),
                                               MIG single (slices packed on one
                                               GPU), a required topology refused
+  test_extended_resource_served_through_dra_is_never_double_booked
+                                           KEP-5004: a DeviceClass serving
+                                              nvidia.com/gpu through DRA; a
+                                              DRA-only node refused by troupe
+                                              with the reason, a device-plugin
+                                              node given troupe's devices and no
+                                              DRA claim
   test_topology_required                   3. troupe.io/topology: required on
                                               NVSwitch, cube-mesh and PCIe nodes
   test_preemption_through_postfilter       6. preemption through troupe's
@@ -170,15 +177,18 @@ class Scheduling(E2E):
         self.assertRegex(ev["message"], r"^0/\d+ nodes are available: .*\d+ troupe: pod ")
         self.assertIn("Preemption is not helpful", ev["message"])
 
-    def dra_devices(self, driver, node, cls, devices):
-        """A DeviceClass <cls> for <driver>'s devices, and <driver>'s ResourceSlice
-        of <devices> on <node>, as a DRA driver publishes them; both removed
-        after the test."""
+    def dra_devices(self, driver, node, cls, devices, extended_resource=None):
+        """A DeviceClass <cls> for <driver>'s devices (serving <extended_resource>
+        through DRA when given, KEP-5004), and <driver>'s ResourceSlice of
+        <devices> on <node>, as a DRA driver publishes them; both removed after
+        the test."""
         sl = "e2e-dra-%s-%s" % (driver.split(".")[1], node)
+        spec = {"selectors": [{"cel": {"expression": 'device.driver == "%s"' % driver}}]}
+        if extended_resource:
+            spec["extendedResourceName"] = extended_resource
         self.c.apply(json.dumps({
             "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-            "metadata": {"name": cls},
-            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "%s"' % driver}}]}}))
+            "metadata": {"name": cls}, "spec": spec}))
         self.addCleanup(self.c.kubectl, "delete", "deviceclass", cls, "--ignore-not-found")
         self.c.apply(json.dumps({
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
@@ -351,6 +361,35 @@ class Scheduling(E2E):
         gpus = {slots("mig-%d" % i)[0][0][0] for i in range(3)}
         self.assertEqual(len(gpus), 1, "MIG slices spread over GPUs %s" % sorted(gpus))
         self.assert_never_bound(["linked", "mps-two"], 3)
+
+    def test_extended_resource_served_through_dra_is_never_double_booked(self):
+        # KEP-5004 (GA in 1.37): a DeviceClass naming nvidia.com/gpu as its
+        # extended resource lets kube-scheduler's DRA plugin serve
+        # nvidia.com/gpu from DRA devices on nodes that advertise none of it.
+        # troupe places device-plugin GPUs only: it refuses such a node with
+        # the reason, and on a node whose nvidia.com/gpu comes from a device
+        # plugin the pod gets troupe's devices and no DRA claim at all.
+        driver, cls = "gpu.nvidia.com", "e2e-gpu-extended"
+        create_node(self.c, "dra-only", {}, labels={"rig.troupe.io/kind": "dra"})
+        self.addCleanup(self.c.request, "DELETE", "/api/v1/nodes/dra-only")
+        self.dra_devices(driver, "dra-only", cls, [
+            {"name": "gpu-%d" % i, "attributes": {"index": {"int": i}}} for i in range(4)],
+            extended_resource="nvidia.com/gpu")
+        wait_until(lambda: "dra-only" in urllib.request.urlopen(
+            self.c.troupe_ops_url + "/debug/cache", timeout=10).read().decode(), timeout=30,
+            what="troupe's cache showing dra-only")
+        self.create(gpu_pod("on-dra", 2, hosts=["dra-only"]))
+        ev = self.wait_event("on-dra", "FailedScheduling", contains="troupe: ")
+        self.assertIn("its GPUs are DRA devices, which troupe does not place", ev["message"])
+        self.assert_never_bound(["on-dra"], 3)
+        # The device plugin's node: troupe's devices, no DRA claim made for it.
+        self.create(gpu_pod("on-plugin", 2, hosts=["gpu-0006"]))
+        p = self.wait_bound("on-plugin")
+        self.assertEqual(len(gpu_ids(p)), 2)
+        self.assertFalse(p.get("status", {}).get("extendedResourceClaimStatus"), p["status"])
+        claims = self.c.get("/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims"
+                            % self.ns)["items"]
+        self.assertEqual(claims, [], "a DRA claim was made beside troupe's devices")
 
     def test_topology_required(self):
         hosts = ["gpu-0000", "gpu-0001", "gpu-0002"]     # NVSwitch, cube-mesh, PCIe

@@ -9,7 +9,8 @@
  *                                      deallocation and deletion
  *   test_claim_before_its_slice        a claim seen before the slice that names
  *                                      its devices holds them once it comes, and
- *                                      nothing once the slice goes
+ *                                      nothing once the slice goes; the devices
+ *                                      a node's slices publish, counted
  *   test_other_drivers_and_bad_input   another driver's devices, an unallocated
  *                                      claim, a claim or slice without a name
  *   test_relists_sweep_their_own       the claims' and slices' relists forget
@@ -146,10 +147,16 @@ static void test_claim_before_its_slice(void **state)
 	(void)state;
 	claim(c, "a", "gpu.nvidia.com", "n1", "gpu-0,gpu-7", false);
 	assert_usage(c, "n1", 0, 0);
+	assert_int_equal(cache_dra_node_devices(c, "n1"), 0);
 	slice(c, "s1", "gpu.nvidia.com", "n1", 8, "index", false);
 	assert_usage(c, "n1", 0x81, 0);
+	/* The devices a node's slices publish, for filter's reason. */
+	assert_int_equal(cache_dra_node_devices(c, "n1"), 8);
+	slice(c, "s1", "gpu.nvidia.com", "n1", 4, "index", false);
+	assert_int_equal(cache_dra_node_devices(c, "n1"), 4);
 	slice(c, "s1", "gpu.nvidia.com", "n1", 8, "index", true);
 	assert_usage(c, "n1", 0, 0);
+	assert_int_equal(cache_dra_node_devices(c, "n1"), 0);
 	cache_free(c);
 }
 
@@ -163,6 +170,7 @@ static void test_other_drivers_and_bad_input(void **state)
 	slice(c, "x", "gpu.example.com", "n0", 8, "index", false);
 	claim(c, "x", "gpu.example.com", "n0", "gpu-0,gpu-1", false);
 	assert_usage(c, "n0", 0, 0);
+	assert_int_equal(cache_dra_node_devices(c, "n0"), 0);   /* not a managed driver */
 	slice(c, "s0", "gpu.nvidia.com", "n0", 8, "index", false);
 	/* A claim not allocated, one naming devices no slice has. */
 	claim(c, "y", "gpu.nvidia.com", "n0", "", false);
@@ -210,6 +218,7 @@ static void test_relists_sweep_their_own(void **state)
 	/* The slices' relist without s0: the claim holds nothing it can name. */
 	cache_dra_sweep(c, false, keep_none, NULL);
 	assert_usage(c, "n0", 0, 0);
+	assert_int_equal(cache_dra_node_devices(c, "n0"), 0);
 	slice(c, "s0", "gpu.nvidia.com", "n0", 8, "index", false);
 	assert_usage(c, "n0", 0x1, 0);
 	/* The claims' relist without it: released. */
