@@ -153,7 +153,15 @@ struct cache_node {
 	 * are that resource's, and how many of it the kubelet offers. */
 	const uint64_t *res_mask;
 	const uint32_t *res_alloc;
+	uint32_t alloc_size;            /* bytes of the record's one allocation */
+	bool topology_annotated;        /* it had troupe.io/gpu-topology */
 	const char *topology_text;      /* annotation troupe.io/gpu-topology, or NULL */
+	/* The topology the node's DRA slices' standard attributes give
+	 * (resource.kubernetes.io/pcieRoot, numaNode), as `nvidia-smi topo -m`
+	 * text, or NULL: cache_node_upsert puts it here from what dra.c made of
+	 * the slices, for node_derive; like topology_text it is dropped once
+	 * derived. */
+	const char *dra_topology_text;
 	const char *gpu_uuids;          /* annotation troupe.io/gpu-uuids ("GPU-a,GPU-b,..."
 					 * by device index), or NULL */
 	const struct cache_kv *labels;  /* sorted by key */

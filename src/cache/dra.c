@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/parse.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "common/util.h"
@@ -33,6 +34,11 @@ struct dra_device {
 	char node[K8S_NAME_BUF];        /* spec.nodeName of its slice, "" when none */
 	char uuid[DRA_UUID_BUF];        /* attribute "uuid", "" when none */
 	int index;                      /* attribute "index", -1 when none */
+	/* The standard attributes: resource.kubernetes.io/pcieRoot ("" when
+	 * none) and the NUMA node (numaNode or resource.kubernetes.io/numaNode,
+	 * -1 when none). */
+	char pcie_root[DRA_UUID_BUF];
+	int numa;
 };
 
 /* The device keys of one slice, or one claim (then with its name). */
@@ -195,6 +201,115 @@ static void claims_sync_all(struct cache *c)
 
 /* ---- Slices ------------------------------------------------------------------------ */
 
+/* ---- Topology from the standard attributes --------------------------------------- */
+
+#define ATTR_PCIE_ROOT "resource.kubernetes.io/pcieRoot"
+#define ATTR_NUMA_NODE "resource.kubernetes.io/numaNode"
+
+/* The `nvidia-smi topo -m` text <node>'s managed-driver devices' standard
+ * attributes give, into <out> (freed by the caller), or NULL: every device
+ * needs an index, the indices must be 0..n-1 once each, and each must have a
+ * PCIe root or a NUMA node. Two devices under one PCIe root are PHB (DRA says
+ * nothing finer: no PCIe switch, no NVLink), on one NUMA node NODE, else SYS. */
+static char *topology_text(struct cache *c, const char *node)
+{
+	const struct dra_device *dev[CACHE_MAX_GPUS] = { 0 };
+	struct strbuf sb = STRBUF_INIT;
+	size_t pos = 0;
+	unsigned n = 0;
+	void *v;
+
+	while (strmap_next(&c->dra_devices, &pos, NULL, &v)) {
+		const struct dra_device *d = v;
+
+		if (strcmp(d->node, node) != 0)
+			continue;
+		if (d->index < 0 || dev[d->index] || (!d->pcie_root[0] && d->numa < 0))
+			return NULL;
+		dev[d->index] = d;
+		n++;
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (!dev[i])
+			return NULL;
+	if (!n)
+		return NULL;
+	for (unsigned i = 0; i < n; i++)
+		strbuf_printf(&sb, "\tGPU%u", i);
+	strbuf_puts(&sb, "\tCPU Affinity\tNUMA Affinity\n");
+	for (unsigned i = 0; i < n; i++) {
+		strbuf_printf(&sb, "GPU%u", i);
+		for (unsigned j = 0; j < n; j++) {
+			const struct dra_device *a = dev[i], *b = dev[j];
+			const char *lvl = "SYS";
+
+			if (i == j)
+				lvl = " X ";
+			else if (a->pcie_root[0] && strcmp(a->pcie_root, b->pcie_root) == 0)
+				lvl = "PHB";
+			else if (a->numa >= 0 && a->numa == b->numa)
+				lvl = "NODE";
+			strbuf_printf(&sb, "\t%s", lvl);
+		}
+		if (dev[i]->numa >= 0)
+			strbuf_printf(&sb, "\tN/A\t%d\n", dev[i]->numa);
+		else
+			strbuf_puts(&sb, "\tN/A\tN/A\n");
+	}
+	if (strbuf_failed(&sb)) {
+		strbuf_fini(&sb);
+		return NULL;
+	}
+	return strbuf_take(&sb, NULL);
+}
+
+/* An entry of c->dra_topo is one allocation: the node's name, its NUL, the
+ * text; the map's key is the name, its value the entry. */
+const char *cache__dra_topology(struct cache *c, const char *node)
+{
+	const char *e = strmap_get(&c->dra_topo, node, strlen(node));
+
+	return e ? e + strlen(e) + 1 : NULL;
+}
+
+/* Writer: <node>'s slices changed: keep the text they give now, and when it
+ * changed, publish the node's record again so its topology is derived anew (a
+ * node whose annotation gives its topology needs none of it). */
+static void topology_refresh(struct cache *c, const char *node)
+{
+	char *text = topology_text(c, node);
+	const char *old = cache__dra_topology(c, node);
+	struct cache_node_view v;
+	struct cache_node *copy = NULL;
+
+	if ((!text && !old) || (text && old && strcmp(text, old) == 0)) {
+		free(text);
+		return;
+	}
+	free(strmap_del(&c->dra_topo, node, strlen(node)));
+	if (text) {
+		size_t nl = strlen(node), tl = strlen(text);
+		char *entry = malloc(nl + 1 + tl + 1);
+
+		if (entry) {
+			memcpy(entry, node, nl + 1);
+			memcpy(entry + nl + 1, text, tl + 1);
+			if (strmap_put(&c->dra_topo, entry, nl, entry, NULL) < 0)
+				free(entry);
+		}
+		free(text);
+	}
+	cache_read_begin(c);
+	if (cache_node_lookup(c, node, strlen(node), &v) && !v.node->topology_annotated)
+		copy = cache__node_copy(v.node);
+	cache_read_end(c);
+	if (copy) {
+		log_info("cache", "node %s: its DRA slices %s its GPU topology", node,
+			 cache__dra_topology(c, node) ? "give" : "no longer give");
+		cache_node_upsert(c, copy);
+	}
+}
+
 /* ---- Devices per node, for any thread ------------------------------------------ */
 
 struct dra_node_count {
@@ -246,15 +361,21 @@ unsigned cache_dra_node_devices(struct cache *c, const char *node)
 	return n;
 }
 
-static void slice_forget(struct cache *c, const char *name)
+/* Forget slice <name>'s devices; the node they were on into <node> ("" when
+ * none). */
+static void slice_forget(struct cache *c, const char *name, char node[K8S_NAME_BUF])
 {
 	struct dra_keys *k = strmap_del(&c->dra_slices, name, strlen(name));
 
+	node[0] = '\0';
 	for (size_t i = 0; k && i < k->n; i++) {
 		struct dra_device *d = strmap_del(&c->dra_devices, k->keys[i], strlen(k->keys[i]));
 
-		if (d)
+		if (d) {
 			node_count_add(c, d->node, -1);
+			if (d->node[0])
+				memcpy(node, d->node, K8S_NAME_BUF);
+		}
 		free(d);
 	}
 	keys_free(k);
@@ -267,6 +388,7 @@ int cache_dra_slice(struct cache *c, const cJSON *slice, bool deleted, char *err
 	const char *driver = json_str(spec, "driver");
 	const char *pool = json_str(json_obj(spec, "pool"), "name");
 	const char *node = json_str(spec, "nodeName");
+	char was_on[K8S_NAME_BUF];
 	struct dra_keys *k;
 
 	cache__writer_check(c);
@@ -274,9 +396,13 @@ int cache_dra_slice(struct cache *c, const cJSON *slice, bool deleted, char *err
 		snprintf(err, errlen, "ResourceSlice has no valid metadata.name");
 		return -EINVAL;
 	}
-	slice_forget(c, name);
+	if (node && strlen(node) > K8S_NAME_MAX)
+		node = NULL;
+	slice_forget(c, name, was_on);
 	if (deleted || !managed_driver(c, driver) || !pool || !pool[0] ||
 	    strlen(driver) > 253 || strlen(pool) > 253) {
+		if (was_on[0])
+			topology_refresh(c, was_on);
 		claims_sync_all(c);
 		return 0;
 	}
@@ -305,6 +431,18 @@ int cache_dra_slice(struct cache *c, const cJSON *slice, bool deleted, char *err
 		d->index = cJSON_IsNumber(index) && index->valuedouble >= 0 &&
 				   index->valuedouble < CACHE_MAX_GPUS
 				   ? (int)index->valuedouble : -1;
+		{
+			const char *root = json_str(attribute(dev, ATTR_PCIE_ROOT), "string");
+			const cJSON *numa = json_get(attribute(dev, "numaNode"), "int");
+
+			if (!numa)
+				numa = json_get(attribute(dev, ATTR_NUMA_NODE), "int");
+			snprintf(d->pcie_root, sizeof(d->pcie_root), "%s",
+				 root && strlen(root) < sizeof(d->pcie_root) ? root : "");
+			d->numa = cJSON_IsNumber(numa) && numa->valuedouble >= 0 &&
+					  numa->valuedouble < 128
+					  ? (int)numa->valuedouble : -1;
+		}
 		if (strmap_put(&c->dra_devices, d->key, strlen(d->key), d, NULL) < 0) {
 			free(d);
 			k->n--;
@@ -324,10 +462,16 @@ int cache_dra_slice(struct cache *c, const cJSON *slice, bool deleted, char *err
 		keys_free(k);
 		goto nomem;
 	}
+	if (was_on[0] && (!node || strcmp(was_on, node) != 0))
+		topology_refresh(c, was_on);
+	if (node && node[0])
+		topology_refresh(c, node);
 	claims_sync_all(c);
 	return 0;
 nomem:
 	log_warn("cache", "ResourceSlice %s: out of memory; its devices are not known", name);
+	if (was_on[0])
+		topology_refresh(c, was_on);
 	claims_sync_all(c);
 	return 0;
 }
@@ -410,10 +554,15 @@ void cache_dra_sweep(struct cache *c, bool claims, bool (*keep)(const char *key,
 		if (keep(k->id, arg))
 			continue;
 		memcpy(id, k->id, sizeof(id));
-		if (claims)
+		if (claims) {
 			claim_forget(c, id);
-		else
-			slice_forget(c, id);
+		} else {
+			char was_on[K8S_NAME_BUF];
+
+			slice_forget(c, id, was_on);
+			if (was_on[0])
+				topology_refresh(c, was_on);
+		}
 		pos = 0;        /* the map changed: walk it again */
 	}
 	if (!claims)
@@ -440,5 +589,9 @@ void cache__dra_fini(struct cache *c)
 	while (strmap_next(&c->dra_nodes, &pos, NULL, &v))
 		free(v);
 	strmap_fini(&c->dra_nodes);
+	pos = 0;
+	while (strmap_next(&c->dra_topo, &pos, NULL, &v))
+		free(v);
+	strmap_fini(&c->dra_topo);
 	pthread_mutex_destroy(&c->dra_nodes_lock);
 }

@@ -130,6 +130,9 @@ struct cache {
 	 * dra_nodes_lock. */
 	struct strmap dra_nodes;
 	pthread_mutex_t dra_nodes_lock;
+	/* Node name -> the `nvidia-smi topo -m` text its slices' standard
+	 * attributes give (dra.c), the writer's alone. */
+	struct strmap dra_topo;
 	size_t dra_nodes_n;             /* its entries (atomic): 0 spares readers the lock */
 	/* Pod-group members by group, so a gang's counts cost its members, not
 	 * every pod. Lock order: a stripe's lock, then members_lock. */
@@ -243,6 +246,8 @@ static inline void node_entry_list_remove(struct node_entry *e, struct pod_entry
 /* Writer: a node entry for <name>, new and record-less (a tombstone), or NULL
  * when out of memory or the name is empty or too long. */
 struct node_entry *cache__node_entry_create(struct cache *c, const char *name, size_t len);
+/* dra.c: the topology text the node's slices give, or NULL (writer). */
+const char *cache__dra_topology(struct cache *c, const char *node);
 /* Writer: drop a node entry that has neither a record nor references. */
 void cache__node_entry_maybe_remove(struct cache *c, struct node_entry *e);
 /* cache_free: every node entry and its record, and the name index. */

@@ -453,6 +453,7 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 		return NULL;
 	}
 	memset(n, 0, size);
+	n->alloc_size = (uint32_t)size;
 	b.p = (char *)(n + 1);
 	b.end = (char *)n + size;
 	kv = blk_take(&b, nl * sizeof(*kv), _Alignof(struct cache_kv));
@@ -526,8 +527,10 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 
 		/* Kept outside the record's block: the cache drops it once the
 		 * topology is derived, so it costs no memory per node. */
-		if (topo && strlen(topo) <= MAX_TOPOLOGY_TEXT)
+		if (topo && strlen(topo) <= MAX_TOPOLOGY_TEXT) {
 			n->topology_text = strdup(topo);
+			n->topology_annotated = true;
+		}
 		else if (topo)
 			log_warn("cache", "node %s: annotation %s is larger than %d bytes; ignored",
 				 name, TROUPE_TOPOLOGY_ANNOTATION, MAX_TOPOLOGY_TEXT);
@@ -546,9 +549,51 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 
 void cache_node_free(struct cache_node *node)
 {
-	if (node)
+	if (node) {
 		free((char *)node->topology_text);
+		free((char *)node->dra_topology_text);
+	}
 	free(node);
+}
+
+struct cache_node *cache__node_copy(const struct cache_node *n)
+{
+	struct cache_node *m;
+	ptrdiff_t d;
+
+	if (!n->alloc_size)
+		return NULL;    /* not a parsed record (a test's struct) */
+	m = aligned_alloc(64, n->alloc_size);
+	if (!m)
+		return NULL;
+	memcpy(m, n, n->alloc_size);
+	d = (char *)m - (char *)n;
+	/* Every pointer into the block moves with it. */
+#define RELOC(p) ((p) = (p) ? (void *)((char *)(p) + d) : (p))
+	RELOC(m->name);
+	RELOC(m->gpu_uuids);
+	RELOC(m->labels);
+	RELOC(m->taints);
+	RELOC(m->res_mask);
+	RELOC(m->res_alloc);
+	for (uint16_t i = 0; i < m->n_labels; i++) {
+		struct cache_kv *kv = (struct cache_kv *)&m->labels[i];
+
+		RELOC(kv->key);
+		RELOC(kv->value);
+	}
+	for (uint16_t i = 0; i < m->n_taints; i++) {
+		struct cache_taint *t = (struct cache_taint *)&m->taints[i];
+
+		RELOC(t->key);
+		RELOC(t->value);
+		RELOC(t->effect);
+	}
+#undef RELOC
+	m->derived = NULL;
+	m->topology_text = NULL;
+	m->dra_topology_text = NULL;
+	return m;
 }
 
 const char *cache_node_label(const struct cache_node *node, const char *key)

@@ -216,12 +216,22 @@ int cache_node_upsert(struct cache *c, struct cache_node *node)
 		cache_node_free(node);
 		return -ENOMEM;
 	}
+	/* What the node's DRA slices say of its topology, for a node without the
+	 * annotation (node_derive ranks it after a built-in profile). */
+	if (!node->topology_text && !node->dra_topology_text) {
+		const char *t = cache__dra_topology(c, node->name);
+
+		node->dra_topology_text = t ? strdup(t) : NULL;
+	}
 	/* Derived data is computed here, on the writer, never on the read path;
-	 * the topology text is needed only for that, so it goes before publishing. */
+	 * the topology texts are needed only for that, so they go before
+	 * publishing. */
 	if (c->opts.node_derive)
 		node->derived = c->opts.node_derive(node, c->opts.hook_ctx);
 	free((char *)node->topology_text);
 	node->topology_text = NULL;
+	free((char *)node->dra_topology_text);
+	node->dra_topology_text = NULL;
 	old = e->rec;
 	/* Release (seq_cst includes it): the record's contents are visible
 	 * before its pointer. Pairs with the acquire loads in cache_node_lookup

@@ -79,4 +79,9 @@ static inline int64_t resource_milli(const cJSON *list, const char *name)
 	return milli;
 }
 
+/* A parsed node record copied whole (node_parse.c), its pointers moved into the
+ * copy; derived data and texts left out, for cache_node_upsert to derive
+ * again. NULL without memory or for a record not from cache_node_parse. */
+struct cache_node *cache__node_copy(const struct cache_node *n);
+
 #endif

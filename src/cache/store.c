@@ -50,6 +50,7 @@ struct cache *cache_new(const struct cache_opts *opts)
 	strmap_init(&c->dra_slices);
 	strmap_init(&c->dra_claims);
 	strmap_init(&c->dra_nodes);
+	strmap_init(&c->dra_topo);
 	pthread_mutex_init(&c->dra_nodes_lock, NULL);
 	pthread_mutex_init(&c->members_lock, NULL);
 	strmap_init(&c->members);

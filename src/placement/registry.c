@@ -161,8 +161,18 @@ void *placement_topo_derive(const struct cache_node *node, void *ctx)
 	count = cache_node_label(node, "nvidia.com/gpu.count");
 	if (product && placement_topo_profile(product, count ? (unsigned)strtoul(count, NULL, 10)
 								 : node->gpu_capacity, t) == 0 &&
-	    t->n == node->gpu_capacity)
+	    t->n == node->gpu_capacity) {
 		ret = intern(r, t);
+		goto out;
+	}
+	/* Last, what the node's DRA slices' standard attributes say (PCIe
+	 * roots and NUMA nodes: no NVLink). */
+	if (node->dra_topology_text &&
+	    placement_topo_parse(node->dra_topology_text, strlen(node->dra_topology_text), t, err,
+				 sizeof(err)) == 0 && t->n == node->gpu_capacity) {
+		snprintf(t->source, sizeof(t->source), "dra");
+		ret = intern(r, t);
+	}
 out:
 	free(t);
 	return ret;

@@ -37,6 +37,12 @@ the real API server, checked by reading pods, events and conditions.
                                               with the reason, a device-plugin
                                               node given troupe's devices and no
                                               DRA claim
+  test_dra_slices_attributes_give_a_topology
+                                           a node with no topology annotation
+                                              or profile: required:PHB refused
+                                              (unknown), then promised once a
+                                              gpu.nvidia.com slice gives its
+                                              GPUs' pcieRoot and numaNode
   test_topology_required                   3. troupe.io/topology: required on
                                               NVSwitch, cube-mesh and PCIe nodes
   test_preemption_through_postfilter       6. preemption through troupe's
@@ -390,6 +396,34 @@ class Scheduling(E2E):
         claims = self.c.get("/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims"
                             % self.ns)["items"]
         self.assertEqual(claims, [], "a DRA claim was made beside troupe's devices")
+
+    def test_dra_slices_attributes_give_a_topology(self):
+        # A node with no troupe.io/gpu-topology and no GFD product: its
+        # topology is unknown, so required:PHB is refused; once
+        # gpu.nvidia.com's slice gives its GPUs' PCIe roots and NUMA nodes
+        # (the standard attributes), a pair under one root is promised.
+        create_node(self.c, "dra-topo", {"nvidia.com/gpu": "4"},
+                    labels={"rig.troupe.io/kind": "dra-topo"})
+        self.addCleanup(self.c.request, "DELETE", "/api/v1/nodes/dra-topo")
+        wait_until(lambda: "dra-topo" in urllib.request.urlopen(
+            self.c.troupe_ops_url + "/debug/cache", timeout=10).read().decode(), timeout=30,
+            what="troupe's cache showing dra-topo")
+        req = {"troupe.io/topology": "required:PHB"}
+        self.create(gpu_pod("early", 2, hosts=["dra-topo"], annotations=req))
+        ev = self.wait_event("early", "FailedScheduling", contains="troupe: ")
+        self.assertIn("topology is unknown", ev["message"])
+        self.delete_pod("early")
+        # GPUs 0,3 under one root, 1,2 under another; 0,1 on NUMA node 0.
+        roots, numa = ["pci0000:00", "pci0000:40", "pci0000:40", "pci0000:00"], [0, 0, 1, 1]
+        self.dra_devices("gpu.nvidia.com", "dra-topo", "e2e-gpu-topo", [
+            {"name": "gpu-%d" % i, "attributes": {
+                "index": {"int": i}, "resource.kubernetes.io/pcieRoot": {"string": roots[i]},
+                "numaNode": {"int": numa[i]}}} for i in range(4)])
+        self.create(gpu_pod("paired", 2, hosts=["dra-topo"], annotations=req))
+        p = self.wait_bound("paired", timeout=90)
+        ids = sorted(gpu_ids(p))
+        self.assertIn(ids, ([0, 3], [1, 2]), "GPUs %s are not under one PCIe root" % ids)
+        self.assertEqual(p["metadata"]["annotations"].get("troupe.io/gpu-link"), "PHB")
 
     def test_topology_required(self):
         hosts = ["gpu-0000", "gpu-0001", "gpu-0002"]     # NVSwitch, cube-mesh, PCIe

@@ -13,6 +13,10 @@
  *                                      a node's slices publish, counted
  *   test_other_drivers_and_bad_input   another driver's devices, an unallocated
  *                                      claim, a claim or slice without a name
+ *   test_slices_give_a_topology        a node without the annotation gets the
+ *                                      topology its slices' pcieRoot and
+ *                                      numaNode give, published again as they
+ *                                      change, and none once they are gone
  *   test_relists_sweep_their_own       the claims' and slices' relists forget
  *                                      what they did not list; a pod relist
  *                                      keeps the claims' entries
@@ -227,6 +231,87 @@ static void test_relists_sweep_their_own(void **state)
 	cache_free(c);
 }
 
+/* What node_derive saw last: the node's name and its DRA topology text. */
+static char derived_node[64], derived_text[2048];
+static int derive_calls;
+
+static void *record_derive(const struct cache_node *node, void *ctx)
+{
+	(void)ctx;
+	derive_calls++;
+	snprintf(derived_node, sizeof(derived_node), "%s", node->name);
+	snprintf(derived_text, sizeof(derived_text), "%s",
+		 node->dra_topology_text ? node->dra_topology_text : "(none)");
+	return NULL;
+}
+
+/* Slice "t0" on n0 (<deleted>: gone): 8 devices with index, a PCIe root for
+ * each <per_root> of them and a NUMA node for each four. */
+static void topo_slice(struct cache *c, unsigned per_root, bool deleted)
+{
+	char text[4096], err[CACHE_ERR_LEN] = "";
+	size_t at;
+	cJSON *j;
+
+	at = (size_t)snprintf(text, sizeof(text), "{'metadata':{'name':'t0'},'spec':{'driver':"
+			      "'gpu.nvidia.com','nodeName':'n0','pool':{'name':'n0'},'devices':[");
+	for (unsigned i = 0; i < 8; i++)
+		at += (size_t)snprintf(text + at, sizeof(text) - at, "%s{'name':'gpu-%u',"
+				       "'attributes':{'index':{'int':%u},"
+				       "'resource.kubernetes.io/pcieRoot':{'string':'pci00%u'},"
+				       "'numaNode':{'int':%u}}}", i ? "," : "", i, i,
+				       i / per_root, i / 4);
+	snprintf(text + at, sizeof(text) - at, "]}}");
+	j = json_sq(text);
+	assert_int_equal(cache_dra_slice(c, j, deleted, err, sizeof(err)), 0);
+	cJSON_Delete(j);
+}
+
+/* A node without troupe.io/gpu-topology gets the topology its slices' standard
+ * attributes give: published again when they change, and without it once the
+ * slice is gone. */
+static void test_slices_give_a_topology(void **state)
+{
+	struct cache_opts o = OPTS;
+	struct cache *c;
+	char want[2048];
+
+	(void)state;
+	o.dra_drivers[0] = "gpu.nvidia.com";
+	o.n_dra_drivers = 1;
+	o.node_derive = record_derive;
+	c = cache_new(&o);
+	assert_non_null(c);
+	add_node(c, "n0", 8, 8);
+	assert_string_equal(derived_text, "(none)");
+	derive_calls = 0;
+	topo_slice(c, 2, false);
+	assert_int_equal(derive_calls, 1);
+	assert_string_equal(derived_node, "n0");
+	/* GPU0 shares a root with GPU1 (PHB), a NUMA node with GPU2-3 (NODE). */
+	assert_non_null(strstr(derived_text, "GPU0\t X \tPHB\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS"
+			       "\tN/A\t0\n"));
+	assert_non_null(strstr(derived_text, "GPU7\tSYS\tSYS\tSYS\tSYS\tNODE\tNODE\tPHB\t X "
+			       "\tN/A\t1\n"));
+	snprintf(want, sizeof(want), "%s", derived_text);
+	/* The same slice again: nothing to publish. */
+	topo_slice(c, 2, false);
+	assert_int_equal(derive_calls, 1);
+	/* A watch update of the node keeps the slices' topology. */
+	add_node(c, "n0", 8, 8);
+	assert_int_equal(derive_calls, 2);
+	assert_string_equal(derived_text, want);
+	/* Four to a root now: published again. */
+	topo_slice(c, 4, false);
+	assert_int_equal(derive_calls, 3);
+	assert_non_null(strstr(derived_text, "GPU0\t X \tPHB\tPHB\tPHB\tSYS"));
+	/* The slice gone: the node again, with none. */
+	topo_slice(c, 4, true);
+	assert_int_equal(derive_calls, 4);
+	assert_string_equal(derived_text, "(none)");
+	cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -234,6 +319,7 @@ int main(void)
 		cmocka_unit_test(test_claim_before_its_slice),
 		cmocka_unit_test(test_other_drivers_and_bad_input),
 		cmocka_unit_test(test_relists_sweep_their_own),
+		cmocka_unit_test(test_slices_give_a_topology),
 	};
 
 	log_set_level(LOG_ERROR);

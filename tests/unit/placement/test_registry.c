@@ -82,7 +82,8 @@ static void test_placement_registry_interns_by_content(void **state)
 }
 
 /* Where a node's topology comes from: the annotation first, then the profile
- * for its labels (the count label, else the node's capacity), else none. */
+ * for its labels (the count label, else the node's capacity), then its DRA
+ * slices' attributes, else none. */
 static void test_placement_registry_annotation_then_profile_then_unknown(void **state)
 {
 	struct placement_registry *r = placement_registry_new();
@@ -112,6 +113,34 @@ static void test_placement_registry_annotation_then_profile_then_unknown(void **
 	assert_null(placement_topo_derive(&short_count, r));
 	assert_null(placement_topo_derive(&bare, r));
 	assert_null(placement_topo_derive(&no_gpus, r));
+	assert_stats(r, 0, 0);
+	/* Last, the DRA slices' attributes (as dra.c writes them): after a
+	 * profile, before unknown; a count other than the node's is not used. */
+	{
+		static const char dra[] =
+			"\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity\n"
+			"GPU0\t X \tPHB\tSYS\tSYS\tN/A\t0\n"
+			"GPU1\tPHB\t X \tSYS\tSYS\tN/A\t0\n"
+			"GPU2\tSYS\tSYS\t X \tNODE\tN/A\t1\n"
+			"GPU3\tSYS\tSYS\tNODE\t X \tN/A\t1\n";
+		struct cache_node four = gpu_node(4, NULL, NULL, 0);
+
+		four.dra_topology_text = dra;
+		t = placement_topo_derive(&four, r);
+		assert_non_null(t);
+		assert_string_equal(t->source, "dra");
+		assert_int_equal(t->link[0][1], PLACEMENT_LINK_PHB);
+		assert_int_equal(t->link[2][3], PLACEMENT_LINK_NODE);
+		assert_int_equal(t->link[1][2], PLACEMENT_LINK_SYS);
+		assert_int_equal(t->numa[3], 1);
+		placement_topo_release(t, r);
+		labels.dra_topology_text = dra;
+		t = placement_topo_derive(&labels, r);
+		assert_string_equal(t->source, "profile hgx-a100-8");
+		placement_topo_release(t, r);
+		bare.dra_topology_text = dra;
+		assert_null(placement_topo_derive(&bare, r));
+	}
 	assert_stats(r, 0, 0);
 	placement_registry_free(r);
 }
