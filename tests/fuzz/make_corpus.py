@@ -131,6 +131,38 @@ objects["node-hostile"] = dump({
                "allocatable": {"nvidia.com/gpu": "-1", "cpu": "9223372036854775807",
                                "memory": "1Ei"},
                "conditions": [{"type": "Ready", "status": "True"}, {"type": "Ready"}]}})
+def shared_node(name, res, labels, alloc=None):
+    """A node of the test cluster's first, advertising <res> ({name: count})
+    with <labels> from GPU Feature Discovery."""
+    n = json.loads(dump(nodes[0]))
+    n["metadata"]["name"] = name
+    n["metadata"]["labels"] = dict(n["metadata"].get("labels") or {}, **labels)
+    n["metadata"]["annotations"] = {"troupe.io/gpu-uuids": ",".join(
+        "GPU-%d" % i for i in range(8)), "troupe.io/gpu-unhealthy": "1"}
+    n["status"]["capacity"] = dict(res)
+    n["status"]["allocatable"] = dict(alloc or res)
+    return n
+
+
+objects["node-time-slicing"] = dump(shared_node("ts", {"nvidia.com/gpu": "32"}, {
+    "nvidia.com/gpu.sharing-strategy": "time-slicing", "nvidia.com/gpu.replicas": "4",
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED"}, {"nvidia.com/gpu": "28"}))
+objects["node-mps-80"] = dump(shared_node("mps", {"nvidia.com/gpu": "80"}, {
+    "nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "10"}))
+objects["node-mig-single"] = dump(shared_node("ms", {"nvidia.com/gpu": "56"}, {
+    "nvidia.com/mig.strategy": "single",
+    "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb"}))
+objects["node-mig-mixed"] = dump(shared_node("mm", {
+    "nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": "12", "nvidia.com/mig-2g.20gb": "6"}, {
+    "nvidia.com/mig.strategy": "mixed", "nvidia.com/gpu.count": "8"},
+    {"nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": "10", "nvidia.com/mig-2g.20gb": "6"}))
+objects["node-sharing-hostile"] = dump(shared_node("sh", {
+    "nvidia.com/gpu": "64", "nvidia.com/mig-1g.10gb": "63", "nvidia.com/mig-2g.20gb": "1e309"}, {
+    "nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "4294967297",
+    "nvidia.com/mig.strategy": "single", "nvidia.com/gpu.count": "-3",
+    "nvidia.com/gpu.product": "X-MIG-9g.0gb+me-SHARED"}))
+objects["pod-slots"] = dump(pod("slots-0", 3, {"annotations": {
+    "troupe.io/gpu-ids": "0:1,7:3,99:0,0:1,:,1:"}}, {"nodeName": "ts"}))
 objects["pod-hostile"] = dump({
     "metadata": {"name": "p", "namespace": "ml", "uid": "u", "deletionTimestamp": "x",
                  "annotations": {"troupe.io/gpu-ids": "0,0,63,64", "troupe.io/topology": "",
@@ -167,6 +199,16 @@ watch = {
             event("MODIFIED", dict(pods[5], spec=dict(pods[5]["spec"], nodeName="gpu-h100-1")))
             + "\n",
     "groups": event("ADDED", groups[0]) + "\n" + event("DELETED", groups[0]) + "\n",
+    "slices-topology": event("ADDED", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "s0"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": names[0],
+                 "pool": {"name": names[0]}, "devices": [
+                     {"name": "gpu-%d" % i, "attributes": {
+                         "index": {"int": i}, "numaNode": {"int": i // 4},
+                         "resource.kubernetes.io/pcieRoot": {"string": "pci%d" % (i // 2)}}}
+                     for i in range(8)]}}) + "\n" + event("DELETED", {
+        "metadata": {"name": "s0"}, "spec": {"driver": "gpu.nvidia.com"}}) + "\n",
     "error-410": event("ERROR", {"kind": "Status", "code": 410, "message": "too old"}) + "\n",
     "error-huge": event("ERROR", {"kind": "Status", "code": 1e309, "message": "x"}) + "\n",
     "partial": event("ADDED", pods[1]) + "\n" + event("ADDED", pods[2])[:40],

@@ -36,7 +36,8 @@
 
 #define CLUSTER TROUPE_SOURCE_ROOT "/tests/data/cluster.json"
 
-static const char *const gpu_names[] = { "nvidia.com/gpu", "amd.com/gpu" };
+static const char *const gpu_names[] = { "nvidia.com/gpu", "amd.com/gpu",
+					 "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb" };
 static struct cache_opts opts;
 static struct placement_registry *registry;
 
@@ -57,9 +58,13 @@ static struct cache *cluster_new(void)
 static int opts_init(void)
 {
 	memset(&opts, 0, sizeof(opts));
-	opts.gpu_resources[0] = gpu_names[0];
-	opts.gpu_resources[1] = gpu_names[1];
-	opts.n_gpu_resources = 2;
+	/* Two whole-GPU kinds and two MIG profiles, each shared as its node's
+	 * labels say (the daemon's default). */
+	for (unsigned i = 0; i < 4; i++) {
+		opts.gpu_resources[i] = gpu_names[i];
+		opts.sharing[i].strategy = -1;
+	}
+	opts.n_gpu_resources = 4;
 	/* DRA's streams apply what they read (dra.c) for this driver. */
 	opts.dra_drivers[0] = "gpu.nvidia.com";
 	opts.n_dra_drivers = 1;
@@ -112,6 +117,28 @@ static void check_node(const struct cache_node *n)
 	}
 	touch(n->topology_text);
 	touch(n->gpu_uuids);
+	touch(n->dra_topology_text);
+	FUZZ_CHECK(n->gpu_allocatable <= n->gpu_capacity, "node: %u allocatable of %u",
+		   n->gpu_allocatable, n->gpu_capacity);
+	if (cache_node_shared(n)) {
+		FUZZ_CHECK(n->gpu_replicas >= 1 && n->gpu_physical >= 1 &&
+			   (unsigned)n->gpu_replicas * n->gpu_physical <= CACHE_MAX_GPUS &&
+			   n->gpu_capacity <= (unsigned)n->gpu_replicas * n->gpu_physical,
+			   "node: %u GPUs x %u slots for %u devices", n->gpu_physical,
+			   n->gpu_replicas, n->gpu_capacity);
+		FUZZ_CHECK(n->gpu_sharing < CACHE_SHARING_COUNT, "node: sharing %u",
+			   n->gpu_sharing);
+	}
+	for (int r = 0; n->res_mask && r < CACHE_MAX_GPU_RESOURCES; r++) {
+		FUZZ_CHECK(!(n->res_mask[r] & ~cache_node_capacity_mask(n)),
+			   "node: resource %d's devices past its capacity", r);
+		for (int q = 0; q < r; q++)
+			FUZZ_CHECK(!(n->res_mask[r] & n->res_mask[q]),
+				   "node: a device of resources %d and %d", q, r);
+		FUZZ_CHECK(n->res_alloc[r] <= (uint32_t)__builtin_popcountll(n->res_mask[r]),
+			   "node: resource %d offers %u of %d", r, n->res_alloc[r],
+			   __builtin_popcountll(n->res_mask[r]));
+	}
 }
 
 static void check_pod(const struct cache_pod *p)
@@ -131,6 +158,7 @@ static void check_pod(const struct cache_pod *p)
 	touch(p->topology);
 	touch(p->group);
 	touch(p->gang_topology);
+	touch(p->slot_ids);
 }
 
 static bool run_objects(const uint8_t *data, size_t len)
