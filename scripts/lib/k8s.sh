@@ -89,6 +89,7 @@ ensure_k8s() {
 	ensure_podresources
 	ensure_devicemanager
 	ensure_helm
+	ensure_kueue
 }
 
 # kubesim is rebuilt alone when its sources change (cheap: the packages it
@@ -120,6 +121,54 @@ ensure_devicemanager() {
 		-newer "$out" -print -quit)" ]; then
 		(cd tests/e2e && go build -trimpath -o "$out" ./cmd/devicemanager) || die "building devicemanager failed"
 	fi
+}
+
+# The Kueue version tests/tools/kueue/go.mod pins.
+kueue_version() {
+	awk '$1 == "sigs.k8s.io/kueue" { print $2 }' tests/tools/kueue/go.mod
+}
+
+# ensure_kueue: build Kueue's controller manager into build/kueue/<version>/kueue
+# unless the one there was built from the same go.mod and go.sum; its module
+# (CRDs, webhook manifests) is then in Go's module cache, where the e2e rig
+# reads them (go mod download prints the folder into build/kueue/<version>/dir).
+ensure_kueue() {
+	local mod=tests/tools/kueue version out want log start=$SECONDS
+	version=$(kueue_version)
+	[ -n "$version" ] || die "$mod/go.mod names no sigs.k8s.io/kueue version"
+	out=$PWD/build/kueue/$version
+	want=$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-16)
+	if [ -x "$out/kueue" ] && [ -d "$(cat "$out/dir" 2>/dev/null)" ] &&
+		[ "$(cat "$out/.stamp" 2>/dev/null)" = "$want" ]; then
+		return 0
+	fi
+	ensure_go
+	mkdir -p "$out"
+	rm -f "$out/.stamp"
+	log=$out/build.log
+	say "building Kueue $version from $mod/go.mod; the first build takes a few minutes"
+	# One line differs from the module: the metrics server's certificate
+	# folder, which cmd/kueue/main.go fixes at /etc/kueue/metrics/certs when
+	# Kueue does not make its own certificates, is read from
+	# KUEUE_METRICS_CERT_DIR, so the rig writes nothing outside build/. The
+	# main package (one file, no internal imports) is built from a copy with
+	# that line changed, in a copy of this module; every other package is the
+	# module's own, at the versions go.sum pins.
+	if ! (cd "$mod" &&
+		go mod download -json sigs.k8s.io/kueue | awk -F'"' '$2 == "Dir" { print $4 }' \
+			>"$out/dir" &&
+		rm -rf "$out/src" && mkdir -p "$out/src" && cp go.mod go.sum "$out/src/" &&
+		main="$(cat "$out/dir")/cmd/kueue/main.go" &&
+		sed 's|metricsCertPath := "/etc/kueue/metrics/certs"|metricsCertPath := os.Getenv("KUEUE_METRICS_CERT_DIR")|' \
+			"$main" >"$out/src/main.go" &&
+		! cmp -s "$main" "$out/src/main.go" &&
+		cd "$out/src" && go build -trimpath -ldflags "-s -w" -o "$out/kueue" .) \
+		>"$log" 2>&1; then
+		cat "$log" >&2
+		die "building Kueue $version failed; see $log"
+	fi
+	echo "$want" >"$out/.stamp"
+	say "built Kueue $version in $((SECONDS - start)) s"
 }
 
 # The helm version tests/tools/helm/go.mod pins.

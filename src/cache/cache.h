@@ -223,6 +223,10 @@ struct cache_pod {
 	 * taken by cache_pod_apply into its group's record. */
 	char *gang_plan;
 	const char *queue;              /* queue name; the namespace when none is named */
+	/* spec.nodeSelector's kubernetes.io/hostname, or NULL: the one node the
+	 * pod may go to (Kueue's topology-aware scheduling pins each pod of a
+	 * workload so); a gang's plan puts it there. */
+	const char *pinned;
 };
 
 /* Parse a Node object. Returns NULL with a message in <err> when the object is
@@ -440,6 +444,7 @@ struct cache_pod_info {
 	char group[K8S_NAME_BUF];               /* pod group name, "" when none */
 	char gang_topology[K8S_NAME_BUF];       /* troupe.io/gang-topology, "" when none */
 	char queue[K8S_NAME_BUF];               /* its queue (its namespace when none named) */
+	char pinned[K8S_NAME_BUF];              /* cache_pod.pinned, "" when none */
 	int32_t priority;               /* spec.priority */
 	enum cache_pod_phase phase;     /* status.phase (podgroup_status.c counts by it) */
 	bool active;                    /* neither finished nor being deleted */

@@ -296,6 +296,7 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	uint64_t mask = 0;
 	const char *topo = json_str(ann, TROUPE_POLICY_ANNOTATION);
 	const char *gtopo = json_str(ann, "troupe.io/gang-topology");
+	const char *pinned = json_str(json_obj(spec, "nodeSelector"), "kubernetes.io/hostname");
 	const char *group = cache_pod_group_name(obj);
 	const char *queue = cache_pod_queue_name(obj);
 	const char *slots;
@@ -342,10 +343,12 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 		gtopo = "invalid: too long";
 	if (queue && strlen(queue) > K8S_NAME_MAX)
 		queue = NULL;
+	if (pinned && (!*pinned || strlen(pinned) > K8S_NAME_MAX))
+		pinned = NULL;
 	/* Replica slots ("GPU:replica") are read against the node's record when
 	 * the pod is applied; a longer list than any node's slots is no list. */
 	slots = ids && strchr(ids, ':') && strlen(ids) < CACHE_DEVICES_BUF ? ids : NULL;
-	size = sizeof(*p) + str_size(slots) + str_size(uid) + str_size(ns) + str_size(name) + str_size(node) +
+	size = sizeof(*p) + str_size(slots) + str_size(pinned) + str_size(uid) + str_size(ns) + str_size(name) + str_size(node) +
 	       (bad_demand ? str_size(derr) : 0) + str_size(group) + str_size(queue ? queue : ns) +
 	       str_size(topo) + str_size(gtopo);
 	p = calloc(1, size);
@@ -390,6 +393,7 @@ struct cache_pod *cache_pod_parse(const cJSON *obj, const struct cache_opts *opt
 	}
 	p->topology = blk_str(&b, topo);
 	p->gang_topology = blk_str(&b, gtopo);
+	p->pinned = blk_str(&b, pinned);
 	{
 		/* Only a bound member's plan matters (a Binding wrote it); out of
 		 * memory, the pod simply shows none. */

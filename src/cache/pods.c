@@ -460,6 +460,7 @@ void cache__pod_entry_info(const struct pod_entry *e, struct cache_pod_info *out
 	copy_str(out->group, sizeof(out->group), e->pod->group);
 	copy_str(out->gang_topology, sizeof(out->gang_topology), e->pod->gang_topology);
 	copy_str(out->queue, sizeof(out->queue), e->pod->queue);
+	copy_str(out->pinned, sizeof(out->pinned), e->pod->pinned);
 	out->priority = e->pod->priority;
 	out->phase = e->pod->phase;
 	out->active = pod_is_active(e->pod);

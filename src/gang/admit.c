@@ -12,6 +12,7 @@
 #include "gang/internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -127,6 +128,7 @@ static void census_member(const struct cache_pod_info *p, const char *uid, void 
 	}
 	x = &c->list[c->n++];
 	snprintf(x->uid, sizeof(x->uid), "%s", uid);
+	snprintf(x->pinned, sizeof(x->pinned), "%s", p->pinned);
 	/* A member whose request troupe cannot read is assumed to ask what the
 	 * asking member asks (nothing, when none asks); so is its policy when its
 	 * annotation is bad. */
@@ -170,22 +172,31 @@ unsigned gang__needs(const struct census *c, unsigned members, struct gang_need 
 
 	for (unsigned i = 0; i < places; i++) {
 		const struct placement_request *r;
+		const char *pin = "";
 		unsigned j = 0;
 
-		if (i < others)
+		if (i < others) {
 			r = &c->mb->req;
-		else if (i - others < c->n)
+		} else if (i - others < c->n) {
 			r = &c->list[i - others].req;
-		else if (c->mb)
+			pin = c->list[i - others].pinned;
+		} else if (c->mb) {
 			r = &c->mb->req;
-		else
+		} else {
 			break;
-		while (j < n_needs && !gang__same_request(&needs[j].req, r))
+		}
+		/* Members pinned to a node are a need of their own: one node. */
+		while (j < n_needs && !(gang__same_request(&needs[j].req, r) &&
+					strcmp(needs[j].pin_node, pin) == 0))
 			j++;
 		if (j == GANG_MAX_NEEDS)
 			return 0;
-		if (j == n_needs)
-			needs[n_needs++] = (struct gang_need){ *r, 0 };
+		if (j == n_needs) {
+			memset(&needs[n_needs], 0, sizeof(needs[n_needs]));
+			needs[n_needs].req = *r;
+			snprintf(needs[n_needs].pin_node, sizeof(needs[n_needs].pin_node), "%s", pin);
+			n_needs++;
+		}
 		needs[j].count++;
 	}
 	return n_needs;
@@ -359,6 +370,56 @@ static void notify_planned(struct gang_manager *m, const struct gang *g,
 
 /* Plan gang <g> whole over the offered <views> and reserve every place. True
  * when it is planned; false with <reason> set when it must wait. Lock held. */
+/* The candidates a plan needs for members pinned to a node (gang_need.pin_node):
+ * the offered nodes <*views> (n of them, the caller's), then each pinned node
+ * not among them, looked up in the cache (inside the caller's read section),
+ * each pinned need given its node's index + 1. A pinned node troupe does not
+ * know stays unmatched (pin 0 of an index past all: nothing takes it), so
+ * the plan says it cannot place those members. <*own> is the array made (the
+ * caller frees it; an earlier one of the caller's is carried over). 0, or
+ * -ENOMEM. */
+static int pin_candidates(struct gang_manager *m, struct gang_need *needs, unsigned n_needs,
+			  const struct cache_node_view **views, unsigned *n,
+			  struct cache_node_view **own)
+{
+	struct cache_node_view *ext = NULL;
+	unsigned have = *n;
+
+	for (unsigned j = 0; j < n_needs; j++) {
+		unsigned i = 0;
+
+		needs[j].pin = 0;
+		if (!needs[j].pin_node[0])
+			continue;
+		while (i < have && strcmp((ext ? ext : *views)[i].node->name, needs[j].pin_node))
+			i++;
+		if (i == have) {
+			struct cache_node_view v;
+
+			if (!cache_node_lookup(m->cache, needs[j].pin_node,
+					       strlen(needs[j].pin_node), &v)) {
+				needs[j].pin = UINT_MAX;        /* no candidate is it */
+				continue;
+			}
+			if (!ext) {
+				ext = malloc((*n + n_needs) * sizeof(*ext));
+				if (!ext)
+					return -ENOMEM;
+				memcpy(ext, *views, *n * sizeof(*ext));
+			}
+			ext[have++] = v;
+		}
+		needs[j].pin = i + 1;
+	}
+	if (ext) {
+		free(*own);
+		*own = ext;
+		*views = ext;
+		*n = have;
+	}
+	return 0;
+}
+
 static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang_member *mb,
 		       const struct cache_node_view *views, unsigned n, unsigned members,
 		       unsigned timeout_s, uint32_t min_gpus, const struct shares *sh,
@@ -370,7 +431,7 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 	struct cache_node_view *own = NULL;
 	struct gang_plan plan = { 0 };
 	uint64_t offered_free = 0, now;
-	unsigned n_needs;
+	unsigned n_needs, n_all;
 	bool ok = false;
 	char why[PLAN_WHY_BUF];
 
@@ -405,10 +466,15 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 					own[j].used &= ~g->holds[h].devices;
 		views = own;
 	}
+	n_all = n;
+	if (pin_candidates(m, needs, n_needs, &views, &n_all, &own) < 0) {
+		snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
+		goto out;
+	}
 	if (mb->required_key)
 		gang_levels_required(levels, mb->required_key, &one);
-	if (gang_plan_mixed(views, n, needs, n_needs, mb->required_key ? &one : levels, &plan, why,
-			    sizeof(why)) < 0) {
+	if (gang_plan_pinned(views, n_all, n, needs, n_needs, mb->required_key ? &one : levels,
+			     &plan, why, sizeof(why)) < 0) {
 		snprintf(g->reason, sizeof(g->reason), "troupe: gang %s: %s", g->key, why);
 		snprintf(reason, reasonlen, "%s", g->reason);
 		m->stats.refused++;

@@ -53,11 +53,18 @@ const char *gang_domain_of(const struct cache_node *n, const struct gang_levels 
  * NVLink domain (topograph's accelerator labels, GFD's nvidia.com/gpu.clique). */
 extern const struct gang_levels gang_default_levels;
 
-/* Members asking the same: <count> of them, each asking <req>. */
+/* Members asking the same: <count> of them, each asking <req>; pinned to one
+ * node or not. */
 enum { GANG_MAX_NEEDS = 8 };
 struct gang_need {
 	struct placement_request req;
 	unsigned count;
+	/* The node its members' spec.nodeSelector pins them to ("" when none;
+	 * Kueue's topology-aware scheduling pins each pod so), and, for the
+	 * planner, that node's candidate index + 1 (0: not pinned, any of the
+	 * offered candidates). */
+	char pin_node[K8S_NAME_BUF];
+	unsigned pin;
 };
 
 /* One member's place: a node (index into the candidates), its devices, and
@@ -89,6 +96,13 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 		    const struct gang_need *needs, unsigned n_needs,
 		    const struct gang_levels *levels, struct gang_plan *out, char *why,
 		    size_t whylen);
+/* gang_plan_mixed over <n> candidates of which only the first <n_offered> are
+ * offered to every need; the others are there for the needs pinned to them
+ * (gang_need.pin) alone, as is a pinned need's node among the offered. */
+int gang_plan_pinned(const struct cache_node_view *views, unsigned n, unsigned n_offered,
+		     const struct gang_need *needs, unsigned n_needs,
+		     const struct gang_levels *levels, struct gang_plan *out, char *why,
+		     size_t whylen);
 /* gang_plan_mixed for <members> members all asking <req>. */
 int gang_plan_make(const struct cache_node_view *views, unsigned n, unsigned members,
 		   const struct placement_request *req, const struct gang_levels *levels,

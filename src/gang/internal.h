@@ -227,6 +227,7 @@ static inline bool gang__may_settle(const struct gang_manager *m, bool named, un
 struct member_ask {
 	char uid[K8S_UID_BUF];
 	struct placement_request req;
+	char pinned[K8S_NAME_BUF];      /* the node its nodeSelector pins it to, or "" */
 };
 struct census {
 	const struct gang_member *mb;   /* the member asking, or NULL (discovery) */

@@ -81,6 +81,7 @@ struct cand {
 
 struct planner {
 	const struct cache_node_view *views;
+	unsigned n_offered;             /* views past this are pinned needs' alone */
 	const struct gang_need *needs;
 	unsigned n_needs;
 	unsigned order[GANG_MAX_NEEDS];         /* needs, most GPUs first */
@@ -102,6 +103,10 @@ static void pack_node(const struct planner *pl, const struct cache_node_view *v,
 		struct placement_choice ch;
 
 		if (!cache_node_offers(v->node, r->demand.gpu_resource))
+			continue;
+		/* A pinned need goes to its node alone; the others to the offered. */
+		if (pl->needs[j].pin ? pl->needs[j].pin != (unsigned)(v - pl->views) + 1
+				     : (unsigned)(v - pl->views) >= pl->n_offered)
 			continue;
 		while (taken < limit[j] && out->n < 64 && free_n >= k &&
 		       placement_node_choose(v, r->demand.gpu_resource, free_mask, k, &r->policy, &ch) == 0) {
@@ -350,7 +355,16 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 		    const struct gang_levels *levels, struct gang_plan *out, char *why,
 		    size_t whylen)
 {
-	struct planner pl = { .views = views, .needs = needs, .n_needs = n_needs };
+	return gang_plan_pinned(views, n, n, needs, n_needs, levels, out, why, whylen);
+}
+
+int gang_plan_pinned(const struct cache_node_view *views, unsigned n, unsigned n_offered,
+		     const struct gang_need *needs, unsigned n_needs,
+		     const struct gang_levels *levels, struct gang_plan *out, char *why,
+		     size_t whylen)
+{
+	struct planner pl = { .views = views, .n_offered = n_offered, .needs = needs,
+			      .n_needs = n_needs };
 	unsigned best_dom_gpus = 0;	/* free GPUs of the chosen domain */
 	struct cand *cands = NULL, **order = NULL, **best_nodes = NULL;
 	struct domain *doms = NULL;

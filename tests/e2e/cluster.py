@@ -252,6 +252,12 @@ class Cluster(Processes, Components):
 
     def down(self):
         stopped = []
+        # What a test started beside the control plane (Kueue: rig_kueue.py)
+        # goes first.
+        for name in [n for n in self.state.get("pids", {}) if n not in COMPONENTS]:
+            if self.alive(name):
+                self.stop(name)
+                stopped.append(name)
         for name in reversed(COMPONENTS):
             if self.alive(name):
                 self.stop(name)

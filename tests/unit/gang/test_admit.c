@@ -255,6 +255,52 @@ static void test_gang_gated_member_is_not_there_yet(void **state)
 	two_nodes_fini(&t);
 }
 
+/* Members each pinned to a node by their nodeSelector (Kueue's topology
+ * assignment): kube-scheduler offers a member only its own node, and troupe
+ * plans the others on theirs, so the gang is admitted; without the pins the
+ * one offered node could not hold both. */
+static void test_gang_members_pinned_each_to_a_node(void **state)
+{
+	struct two_nodes t;
+	struct cache_node_view one;
+	struct gang_view v;
+
+	(void)state;
+	two_nodes_init(&t, "kq");
+	for (int i = 0; i < 2; i++) {
+		char json[640];
+
+		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"w%d\",\"namespace\":\"ml\","
+			 "\"uid\":\"w%d\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"kq\"}},"
+			 "\"spec\":{\"nodeSelector\":{\"kubernetes.io/hostname\":\"n%d\"},"
+			 "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+			 "{\"nvidia.com/gpu\":\"8\"}}}]}}", i, i, i);
+		apply_json(t.c, json, false);
+	}
+	apply_json(t.c, "{\"metadata\":{\"name\":\"kq\",\"namespace\":\"ml\"},"
+		   "\"spec\":{\"minMember\":2}}", true);
+	{
+		struct cache_pod_info pi;
+
+		assert_int_equal(cache_pod_get(t.c, "w1", &pi), 0);
+		assert_string_equal(pi.pinned, "n1");
+	}
+	two_nodes_start(&t);
+	cache_read_begin(t.c);
+	assert_true(cache_node_lookup(t.c, "n0", 2, &one));
+	if (gang_filter(t.gm, &t.mb, &one, 1, t.allowed, t.reason, sizeof(t.reason)) !=
+	    GANG_ALLOWED)
+		fail_msg("refused: %s", t.reason);
+	cache_read_end(t.c);
+	assert_true(t.allowed[0]);
+	assert_int_equal(gang_view_get(t.gm, "ml", "kq", &v), 0);
+	assert_int_equal(v.n_slots, 2);
+	assert_true((strcmp(v.slots[0].node, "n0") == 0 && strcmp(v.slots[1].node, "n1") == 0) ||
+		    (strcmp(v.slots[0].node, "n1") == 0 && strcmp(v.slots[1].node, "n0") == 0));
+	gang_view_fini(&v);
+	two_nodes_fini(&t);
+}
+
 /* Apply pod <uid> of group "team" (label only: no PodGroup, no quorum named)
  * asking 8 GPUs. */
 static void settle_pod(struct cache *c, const char *uid)
@@ -389,6 +435,7 @@ int main(void)
 		cmocka_unit_test(test_gang_filter_checks_the_podgroup_min_resources),
 		cmocka_unit_test(test_gang_takes_quorum_and_queue_from_a_volcano_podgroup),
 		cmocka_unit_test(test_gang_gated_member_is_not_there_yet),
+		cmocka_unit_test(test_gang_members_pinned_each_to_a_node),
 		cmocka_unit_test(test_gang_without_a_quorum_waits_for_its_members_to_settle),
 	};
 

@@ -2,6 +2,8 @@
  * used, refusals with reasons, mixed needs, and invariants over random
  * clusters. Pure: no manager, no clock.
  */
+#include <limits.h>
+
 #include "fixture.h"
 
 /* A cluster of test nodes: names, GPU counts, rack/spine labels, usage. */
@@ -99,7 +101,7 @@ static void plan_mixed_ok(const struct cluster *c, const struct gang_need *needs
 static void check_plan(const struct cluster *c, const struct gang_plan *p, unsigned members,
 		       unsigned k)
 {
-	struct gang_need one = { gpus(k), members };
+	struct gang_need one = { .req = gpus(k), .count = members };
 
 	check_mixed_plan(c, p, &one, 1);
 }
@@ -355,9 +357,9 @@ static void test_gang_plan_mixed_needs_share_nodes(void **state)
 	struct cluster c = { 0 };
 	struct gang_plan p;
 	char why[256];
-	struct gang_need leader_workers[2] = { { gpus(2), 4 }, { gpus(8), 1 } };
-	struct gang_need small_first[2] = { { gpus(2), 2 }, { gpus(4), 1 } };
-	struct gang_need too_big[2] = { { gpus(8), 3 }, { gpus(1), 2 } };
+	struct gang_need leader_workers[2] = { { .req = gpus(2), .count = 4 }, { .req = gpus(8), .count = 1 } };
+	struct gang_need small_first[2] = { { .req = gpus(2), .count = 2 }, { .req = gpus(4), .count = 1 } };
+	struct gang_need too_big[2] = { { .req = gpus(8), .count = 3 }, { .req = gpus(1), .count = 2 } };
 
 	(void)state;
 	add_node(&c, "n0", 8, "s", "rack-a", 0, true);
@@ -413,8 +415,8 @@ static void test_gang_plan_mixed_fills_every_member_into_the_finest_domain(void 
 {
 	struct cluster c = { 0 };
 	struct gang_plan p;
-	struct gang_need two_kinds[2] = { { gpus(8), 1 }, { gpus(8), 1 } };
-	struct gang_need six_four_four[2] = { { gpus(6), 1 }, { gpus(4), 2 } };
+	struct gang_need two_kinds[2] = { { .req = gpus(8), .count = 1 }, { .req = gpus(8), .count = 1 } };
+	struct gang_need six_four_four[2] = { { .req = gpus(6), .count = 1 }, { .req = gpus(4), .count = 2 } };
 
 	(void)state;
 	two_kinds[1].req.demand.gpu_resource = 1;               /* amd.com/gpu */
@@ -442,6 +444,57 @@ static void test_gang_plan_mixed_fills_every_member_into_the_finest_domain(void 
 	cluster_free(&c);
 }
 
+/* Members pinned to one node each (their nodeSelector's hostname, as Kueue's
+ * topology-aware scheduling pins them): a pinned need goes to its candidate
+ * alone, the others to the offered candidates only, never to a candidate
+ * there only for a pin; a pin no candidate matches cannot be placed. */
+static void test_gang_plan_pinned_members_go_to_their_nodes(void **state)
+{
+	struct cluster c = { 0 };
+	struct gang_plan p;
+	char why[256];
+	struct gang_need needs[2] = { { .req = gpus(8), .count = 1 },
+				      { .req = gpus(8), .count = 1, .pin = 4 } };
+
+	(void)state;
+	/* Offered: a and b; c and d are there for pins alone. */
+	add_node(&c, "a", 8, "s0", "b0", 0, true);
+	add_node(&c, "b", 8, "s0", "b0", 0, true);
+	add_node(&c, "c", 8, "s0", "b0", 0, true);
+	add_node(&c, "d", 8, "s1", "b1", 0, true);
+	assert_int_equal(gang_plan_pinned(c.views, 4, 2, needs, 2, &gang_default_levels, &p, why,
+					  sizeof(why)), 0);
+	assert_int_equal(p.n_slots, 2);
+	for (unsigned s = 0; s < p.n_slots; s++)
+		assert_int_equal(p.slots[s].node, p.slots[s].need == 1 ? 3u : 0u);
+	/* b0 and b1 both used: no common block, the spine level neither. */
+	assert_int_equal(p.level, -1);
+	gang_plan_fini(&p);
+	/* Both pinned, one to an offered node: each on its own. */
+	needs[0].pin = 2;
+	assert_int_equal(gang_plan_pinned(c.views, 4, 2, needs, 2, &gang_default_levels, &p, why,
+					  sizeof(why)), 0);
+	for (unsigned s = 0; s < p.n_slots; s++)
+		assert_int_equal(p.slots[s].node, p.slots[s].need == 0 ? 1u : 3u);
+	gang_plan_fini(&p);
+	/* Two members pinned to one 8-GPU node: one fits, the plan fails. */
+	needs[0].pin = 4;
+	assert_int_equal(gang_plan_pinned(c.views, 4, 2, needs, 2, &gang_default_levels, &p, why,
+					  sizeof(why)), -ENOSPC);
+	assert_non_null(strstr(why, "hold 1"));
+	/* A pin no candidate is (UINT_MAX: not a node troupe knows). */
+	needs[0].pin = UINT_MAX;
+	assert_int_equal(gang_plan_pinned(c.views, 4, 2, needs, 2, &gang_default_levels, &p, why,
+					  sizeof(why)), -ENOSPC);
+	/* Unpinned members never use a candidate past the offered ones. */
+	needs[0].pin = 0;
+	needs[1].pin = 0;
+	needs[0].count = 3;
+	assert_int_equal(gang_plan_pinned(c.views, 4, 2, needs, 1, &gang_default_levels, &p, why,
+					  sizeof(why)), -ENOSPC);
+	cluster_free(&c);
+}
+
 /* Random clusters and random mixes of 1, 2, 4 and 8-GPU members: any plan is
  * valid; a gang that would fit even with every member as large as the largest
  * is never refused; one asking more GPUs than are free always is. */
@@ -462,8 +515,8 @@ static void test_gang_plan_mixed_random_clusters_keep_the_invariants(void **stat
 		for (unsigned j = 0; j < n_needs; j++) {
 			static const unsigned sizes[] = { 1, 2, 3, 4, 6, 8 };
 
-			needs[j] = (struct gang_need){ gpus(sizes[rand_r(&seed) % 6]),
-						       1 + (unsigned)rand_r(&seed) % 8 };
+			needs[j] = (struct gang_need){ .req = gpus(sizes[rand_r(&seed) % 6]),
+						       .count = 1 + (unsigned)rand_r(&seed) % 8 };
 			if (needs[j].req.demand.gpus > kmax)
 				kmax = needs[j].req.demand.gpus;
 			demand += needs[j].count * needs[j].req.demand.gpus;
@@ -521,6 +574,7 @@ int main(void)
 		cmocka_unit_test(test_gang_plan_random_clusters_keep_the_invariants),
 		cmocka_unit_test(test_gang_plan_mixed_needs_share_nodes),
 		cmocka_unit_test(test_gang_plan_mixed_fills_every_member_into_the_finest_domain),
+		cmocka_unit_test(test_gang_plan_pinned_members_go_to_their_nodes),
 		cmocka_unit_test(test_gang_plan_mixed_random_clusters_keep_the_invariants),
 	};
 
