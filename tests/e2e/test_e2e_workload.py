@@ -20,6 +20,12 @@ binds find their quorum at once. Neither waits for the other.
   test_gang_short_binds_nothing      2 of minCount 3: nothing binds
   test_competing_gangs               two gangs for one gang's room: never partly
                                      bound, and the second runs after the first
+  test_podgroup_precedence_across_apis
+                                     one group with an upstream PodGroup
+                                     (minCount 2) and a Volcano one
+                                     (minMember 3): upstream's terms win and
+                                     two members bind; deleted, Volcano's
+                                     terms are troupe's
   test_volcano_and_kai_podgroups     the CRDs of Volcano's and KAI's PodGroups
                                      applied while troupe runs: troupe picks the
                                      APIs up, and holds each gang for its
@@ -148,13 +154,53 @@ class UpstreamGang(E2E):
             self.delete_pod("%s-%d" % (winner, i), wait=False)
         wait_until(lambda: len(self.bound(loser)) == 3, timeout=180, what="the other gang bound")
 
-    def test_volcano_and_kai_podgroups(self):
+    crds_applied = False
+
+    def other_crds(self):
+        """Volcano's and KAI's CRDs, applied while troupe runs (once per
+        module): troupe picks each API up."""
+        if UpstreamGang.crds_applied:
+            return
         mark = len(self.c.log("troupe"))
         self.c.apply(OTHER_CRDS)
         for kind in ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.run.ai",
                      "queues.scheduling.volcano.sh", "queues.scheduling.run.ai"):
             wait_until(lambda: "[informer] %s: listed" % kind in self.c.log("troupe")[mark:],
                        timeout=60, what="troupe listing " + kind)
+        UpstreamGang.crds_applied = True
+
+    def test_podgroup_precedence_across_apis(self):
+        # One group, two PodGroups: upstream's (minCount 2) and Volcano's
+        # (minMember 3). The upstream API comes first (docs/reference.md,
+        # PodGroup APIs): two members bind. Its PodGroup deleted, Volcano's
+        # gives the terms.
+        self.other_crds()
+        volcano = "scheduling.volcano.sh/v1beta1"
+        self.create({"apiVersion": volcano, "kind": "PodGroup", "metadata": {"name": "both"},
+                     "spec": {"minMember": 3, "queue": "research"}},
+                    path="/apis/%s/namespaces/%s/podgroups" % (volcano, self.ns))
+        self.group("both", 2, 2)
+        wait_until(lambda: self.explain_gang("both").get("podGroupApi") == self.c.workload_api,
+                   timeout=30, what="troupe taking the upstream PodGroup's terms")
+        gang = self.explain_gang("both")
+        self.assertEqual((gang["quorum"], gang["quorumFrom"]), (2, "podGroup"), gang)
+        for i in range(2):
+            self.wait_bound("both-%d" % i, timeout=90)
+        # The members deleted first, so nothing names the upstream PodGroup
+        # while it goes, then the PodGroup.
+        for i in range(2):
+            self.delete_pod("both-%d" % i)
+        self.c.request("DELETE", "/apis/%s/namespaces/%s/podgroups/both"
+                       % (self.c.workload_api, self.ns))
+        wait_until(lambda: self.explain_gang("both").get("podGroupApi") == volcano,
+                   timeout=60, what="troupe falling back to Volcano's PodGroup (%s)"
+                   % self.c.kubectl("get", "podgroups.%s" % self.c.workload_api.split("/")[0],
+                                    "-n", self.ns, "-o", "yaml", check=False).stdout[-600:])
+        gang = self.explain_gang("both")
+        self.assertEqual((gang["quorum"], gang["podGroupQueue"]), (3, "research"), gang)
+
+    def test_volcano_and_kai_podgroups(self):
+        self.other_crds()
         # The queues' weights, each from its scheduler's Queue (cluster-scoped).
         for path, name, spec in (
                 ("/apis/scheduling.volcano.sh/v1beta1/queues", "research", {"weight": 3}),
