@@ -204,8 +204,10 @@ class Chart(E2E):
             self.assertRegex(shipped, r"(?m)^\s*%s: \"?%s\"?\s*(#.*)?$" % (k, re.escape(v)),
                              "extender %s: %s is not what config/scheduler-config.yaml says"
                              % (k, v))
+        names = re.findall(r"(?m)^\s*- name: (\S+)\s*$", shipped.split("managedResources:")[1])
+        self.assertEqual(names, ["nvidia.com/gpu", "nvidia.com/gpu.shared"])
         self.assertEqual(ext["managedResources"],
-                         [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}])
+                         [{"name": n, "ignoredByScheduler": False} for n in names])
         self.assertIn("ignoredByScheduler: false", shipped)
         self.assertRegex(shipped, r"(?m)^percentageOfNodesToScore: 100$")
 

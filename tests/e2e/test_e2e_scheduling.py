@@ -115,7 +115,7 @@ class Scheduling(E2E):
         self.assertIsNone(gpu_ids(cpu))
         self.assertNotIn("troupe.io/gpu-link", cpu["metadata"].get("annotations") or {})
         # Every GPU pod was filtered and bound through troupe; the CPU pod never
-        # reached it (managedResources lists only nvidia.com/gpu).
+        # reached it (managedResources lists GPU resources only).
         after = metric_samples(self.c.metrics("troupe"), "troupe_requests_total")
         binds = sum(v - before.get(k, 0) for k, v in after.items() if 'verb="bind"' in k)
         self.assertEqual(binds, len(sizes), after)
