@@ -31,6 +31,7 @@ enum { DRA_KEY_BUF = 253 + 1 + 253 + 1 + 253 + 1, DRA_UUID_BUF = 128 };
 
 struct dra_device {
 	char key[DRA_KEY_BUF];
+	char slice[K8S_NAME_BUF];       /* the slice that published it (the last one) */
 	char node[K8S_NAME_BUF];        /* spec.nodeName of its slice, "" when none */
 	char uuid[DRA_UUID_BUF];        /* attribute "uuid", "" when none */
 	int index;                      /* attribute "index", -1 when none */
@@ -369,13 +370,15 @@ static void slice_forget(struct cache *c, const char *name, char node[K8S_NAME_B
 
 	node[0] = '\0';
 	for (size_t i = 0; k && i < k->n; i++) {
-		struct dra_device *d = strmap_del(&c->dra_devices, k->keys[i], strlen(k->keys[i]));
+		struct dra_device *d = strmap_get(&c->dra_devices, k->keys[i], strlen(k->keys[i]));
 
-		if (d) {
-			node_count_add(c, d->node, -1);
-			if (d->node[0])
-				memcpy(node, d->node, K8S_NAME_BUF);
-		}
+		/* A device a newer slice of the pool publishes now is that one's. */
+		if (!d || strcmp(d->slice, name) != 0)
+			continue;
+		strmap_del(&c->dra_devices, k->keys[i], strlen(k->keys[i]));
+		node_count_add(c, d->node, -1);
+		if (d->node[0])
+			memcpy(node, d->node, K8S_NAME_BUF);
 		free(d);
 	}
 	keys_free(k);
@@ -424,6 +427,7 @@ int cache_dra_slice(struct cache *c, const cJSON *slice, bool deleted, char *err
 			break;
 		}
 		memcpy(d->key, k->keys[k->n - 1], sizeof(d->key));
+		snprintf(d->slice, sizeof(d->slice), "%s", name);
 		snprintf(d->node, sizeof(d->node), "%s",
 			 node && strlen(node) <= K8S_NAME_MAX ? node : "");
 		snprintf(d->uuid, sizeof(d->uuid), "%s",
@@ -443,10 +447,20 @@ int cache_dra_slice(struct cache *c, const cJSON *slice, bool deleted, char *err
 					  numa->valuedouble < 128
 					  ? (int)numa->valuedouble : -1;
 		}
-		if (strmap_put(&c->dra_devices, d->key, strlen(d->key), d, NULL) < 0) {
-			free(d);
-			k->n--;
-			break;
+		{
+			void *old = NULL;
+
+			if (strmap_put(&c->dra_devices, d->key, strlen(d->key), d, &old) < 0) {
+				free(d);
+				k->n--;
+				break;
+			}
+			/* The same device in two slices of a pool (its generation
+			 * rolling over): the newer one's, counted once. */
+			if (old) {
+				node_count_add(c, ((struct dra_device *)old)->node, -1);
+				free(old);
+			}
 		}
 		node_count_add(c, d->node, 1);
 	}

@@ -163,7 +163,7 @@ static unsigned mig_slices_per_gpu(const char *product, const char *cut)
  * allocatable): fills the node's sharing fields and returns the devices troupe
  * counts (slots), changing <*a> to match. */
 static int64_t node_sharing(struct cache_node *n, const struct cache_opts *opts, unsigned i,
-			    int64_t c, int64_t *a)
+			    int64_t c, int64_t *a, uint64_t *absent)
 {
 	const struct cache_sharing_opts *so = &opts->sharing[i];
 	const char *res = opts->gpu_resources[i];
@@ -234,6 +234,11 @@ static int64_t node_sharing(struct cache_node *n, const struct cache_opts *opts,
 	/* NVIDIA's plugin refuses MPS requests above 1 whatever the setting. */
 	n->gpu_fail_gt1 = strategy == CACHE_SHARING_MPS ||
 			  (strategy == CACHE_SHARING_TIME_SLICING && so->fail_requests_greater_than_one);
+	/* A last GPU with fewer devices than the others (56 slices cut 7 a GPU
+	 * from 52 advertised): the slots no device fills are never free. */
+	if (rt == r && (uint64_t)g * rt > (uint64_t)c)
+		for (unsigned s = (unsigned)c; s < g * rt && s < 64; s++)
+			*absent |= 1ULL << s;
 	c = (int64_t)g * rt;
 	if (*a > c)
 		*a = c;
@@ -333,7 +338,7 @@ static bool mig_mixed_layout(struct cache_node *n, const struct cache_opts *opts
 			continue;
 		per = (unsigned)count[i] / g;
 		for (unsigned gpu = 0; gpu < g; gpu++)
-			mask[i] |= ((1ULL << per) - 1) << (gpu * d + slot);
+			mask[i] |= (per >= 64 ? ~0ULL : (1ULL << per) - 1) << (gpu * d + slot);
 		slot += per;
 	}
 	for (unsigned w = 0; w < whole; w++) {
@@ -503,7 +508,7 @@ struct cache_node *cache_node_parse(const cJSON *obj, const struct cache_opts *o
 			a = c;  /* no allocatable reported: all devices usable */
 		if (c < a)
 			c = a;
-		c = node_sharing(n, opts, i, c, &a);
+		c = node_sharing(n, opts, i, c, &a, &absent);
 		if (c > CACHE_MAX_GPUS) {
 			log_warn("cache", "node %s reports %lld %s; troupe tracks the first %d",
 				 name, (long long)c, opts->gpu_resources[i], CACHE_MAX_GPUS);

@@ -56,6 +56,9 @@ static void bind_record_devices(const struct cache_node_view *v, uint64_t device
 	const struct placement_topo *t = placement_node_topo(v->node);
 
 	rec->link[0] = '\0';
+	/* Named from the record the devices were chosen on: a node replaced
+	 * since may lay its slots out otherwise. */
+	cache_node_devices_format(v->node, devices, rec->ids, sizeof(rec->ids));
 	if (t && __builtin_popcountll(devices) >= 2) {
 		struct placement_choice c;
 
@@ -96,8 +99,8 @@ static char *binding_annotations(const struct bind_record *rec, const char *plan
 
 /* <devices> on <node> as troupe.io/gpu-ids names them (replica slots as
  * "GPU:replica" on a shared node), and, with <rec>, its link and UUIDs. */
-static void bind_format_ids(const struct ext_service *svc, const char *node,
-				 uint64_t devices, char *ids, size_t len, struct bind_record *rec)
+static void bind_format_ids(const struct ext_service *svc, const char *node, uint64_t devices,
+			    char *ids, size_t len, struct bind_record *rec)
 {
 	struct cache_node_view v;
 
@@ -657,7 +660,10 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 		else
 			ret = -EAGAIN;  /* the free mask moved under us: read again */
 	}
-	bind_format_ids(svc, b.node, devices, rec.ids, sizeof(rec.ids), NULL);
+	/* The ids bind_record_devices named, unless the devices are not the
+	 * ones chosen here (a repeated bind's, or none). */
+	if (!(ret == 0 && info.demand.gpus > 0 && rec.ids[0]))
+		bind_format_ids(svc, b.node, devices, rec.ids, sizeof(rec.ids), NULL);
 	switch (ret) {
 	case 0:
 		if (info.demand.gpus > 0)       /* was it troupe's first choice? */

@@ -38,7 +38,8 @@ enum {
 	 * which becomes the reply's Error as it is. */
 	EXT_GANG_REASON_BUF = 640,
 	/* A device list as cache_node_devices_format writes it: 64 devices
-	 * ("0,1,...,63") take 182 bytes, 64 replica slots ("0:0,...,7:7") 256. */
+	 * ("0,1,...,63") take 182 bytes, 64 replica slots at most about 320
+	 * ("0:0,...,63:0"). */
 	EXT_DEVICE_IDS_BUF = CACHE_DEVICES_BUF,
 	/* A link level's name as placement_link_name writes it ("NV12", "SYS";
 	 * it needs at least 8). */

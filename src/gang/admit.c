@@ -164,12 +164,16 @@ void gang__census(struct gang_manager *m, const char *ns, const char *group, str
  * the asking member's own request first; then each other unbound member's own,
  * the largest first when more exist than places; any place left over is
  * assumed to ask what the asking member asks (nothing at discovery). */
-unsigned gang__needs(const struct census *c, unsigned members, struct gang_need *needs)
+unsigned gang__needs(const struct census *c, unsigned members, struct gang_need *needs,
+		     struct gang_pin *pins, unsigned *n_pins)
 {
 	unsigned places = members - (c->cpu_only < members ? c->cpu_only : members - 1);
 	const unsigned others = c->mb ? 1 : 0;
+	bool pinned[GANG_MAX_NEEDS];
 	unsigned n_needs = 0;
 
+	if (n_pins)
+		*n_pins = 0;
 	for (unsigned i = 0; i < places; i++) {
 		const struct placement_request *r;
 		const char *pin = "";
@@ -185,19 +189,22 @@ unsigned gang__needs(const struct census *c, unsigned members, struct gang_need 
 		} else {
 			break;
 		}
-		/* Members pinned to a node are a need of their own: one node. */
+		/* Pinned members are a need of their own: their places are pins. */
 		while (j < n_needs && !(gang__same_request(&needs[j].req, r) &&
-					strcmp(needs[j].pin_node, pin) == 0))
+					pinned[j] == (pin[0] != '\0')))
 			j++;
 		if (j == GANG_MAX_NEEDS)
 			return 0;
 		if (j == n_needs) {
-			memset(&needs[n_needs], 0, sizeof(needs[n_needs]));
-			needs[n_needs].req = *r;
-			snprintf(needs[n_needs].pin_node, sizeof(needs[n_needs].pin_node), "%s", pin);
-			n_needs++;
+			needs[n_needs] = (struct gang_need){ .req = *r };
+			pinned[n_needs++] = pin[0] != '\0';
 		}
 		needs[j].count++;
+		if (pin[0] && pins) {
+			pins[*n_pins].need = j;
+			snprintf(pins[*n_pins].node, sizeof(pins[0].node), "%s", pin);
+			(*n_pins)++;
+		}
 	}
 	return n_needs;
 }
@@ -207,17 +214,20 @@ unsigned gang__needs(const struct census *c, unsigned members, struct gang_need 
  * walk takes only cache locks). */
 static unsigned gang_needs(struct gang_manager *m, const struct gang *g,
 			   const struct gang_member *mb, unsigned members, struct gang_need *needs,
-			   char *reason, size_t reasonlen)
+			   struct gang_pin **pins, unsigned *n_pins, char *reason, size_t reasonlen)
 {
 	struct census c = { .mb = mb };
 	unsigned n_needs = 0;
 
+	*pins = NULL;
+	*n_pins = 0;
 	gang__census(m, mb->ns, mb->group, &c);
-	if (c.oom) {
+	*pins = calloc(members ? members : 1, sizeof(**pins));
+	if (c.oom || !*pins) {
 		snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
 		goto out;
 	}
-	n_needs = gang__needs(&c, members, needs);
+	n_needs = gang__needs(&c, members, needs, *pins, n_pins);
 	if (!n_needs)
 		snprintf(reason, reasonlen, "troupe: gang %s: its members ask for more than %u "
 			 "different GPU requests; troupe cannot plan it", g->key, GANG_MAX_NEEDS);
@@ -368,58 +378,58 @@ static void notify_planned(struct gang_manager *m, const struct gang *g,
 		     len >= sizeof(nodes) || g->n_slots > NOTE_SLOTS ? ", ..." : "", timeout_s);
 }
 
-/* Plan gang <g> whole over the offered <views> and reserve every place. True
- * when it is planned; false with <reason> set when it must wait. Lock held. */
-/* The candidates a plan needs for members pinned to a node (gang_need.pin_node):
- * the offered nodes <*views> (n of them, the caller's), then each pinned node
- * not among them, looked up in the cache (inside the caller's read section),
- * each pinned need given its node's index + 1. A pinned node troupe does not
- * know stays unmatched (pin 0 of an index past all: nothing takes it), so
- * the plan says it cannot place those members. <*own> is the array made (the
- * caller frees it; an earlier one of the caller's is carried over). 0, or
- * -ENOMEM. */
+/* The candidates a plan needs for its pinned places (<pins>, from gang__needs):
+ * the offered nodes <*views> (n of them), then each pinned node not among them,
+ * looked up in the cache (inside the caller's read section); and each pinned
+ * need's places by candidate, in <*counts> (the caller frees it), its pins
+ * pointing there. A pinned node troupe does not know takes no place, so the
+ * plan cannot place that member and says so. <*own> is the array made (the
+ * caller frees it). 0, or -ENOMEM. */
 static int pin_candidates(struct gang_manager *m, struct gang_need *needs, unsigned n_needs,
+			  const struct gang_pin *pins, unsigned n_pins,
 			  const struct cache_node_view **views, unsigned *n,
-			  struct cache_node_view **own)
+			  struct cache_node_view **own, uint16_t **counts)
 {
-	struct cache_node_view *ext = NULL;
-	unsigned have = *n;
+	unsigned cap = *n + n_pins, have = *n;
+	struct cache_node_view *ext;
 
-	for (unsigned j = 0; j < n_needs; j++) {
+	*counts = NULL;
+	if (!n_pins)
+		return 0;
+	ext = malloc(cap * sizeof(*ext));
+	*counts = calloc((size_t)n_needs * cap, sizeof(**counts));
+	if (!ext || !*counts) {
+		free(ext);
+		return -ENOMEM;
+	}
+	memcpy(ext, *views, *n * sizeof(*ext));
+	for (unsigned p = 0; p < n_pins; p++) {
 		unsigned i = 0;
 
-		needs[j].pin = 0;
-		if (!needs[j].pin_node[0])
-			continue;
-		while (i < have && strcmp((ext ? ext : *views)[i].node->name, needs[j].pin_node))
+		while (i < have && strcmp(ext[i].node->name, pins[p].node) != 0)
 			i++;
-		if (i == have) {
-			struct cache_node_view v;
-
-			if (!cache_node_lookup(m->cache, needs[j].pin_node,
-					       strlen(needs[j].pin_node), &v)) {
-				needs[j].pin = UINT_MAX;        /* no candidate is it */
-				continue;
-			}
-			if (!ext) {
-				ext = malloc((*n + n_needs) * sizeof(*ext));
-				if (!ext)
-					return -ENOMEM;
-				memcpy(ext, *views, *n * sizeof(*ext));
-			}
-			ext[have++] = v;
-		}
-		needs[j].pin = i + 1;
+		if (i == have && !cache_node_lookup(m->cache, pins[p].node, strlen(pins[p].node),
+						    &ext[have]))
+			continue;       /* not a node troupe knows: no place for it */
+		if (i == have)
+			have++;
+		(*counts)[(size_t)pins[p].need * cap + i]++;
+		needs[pins[p].need].pins = &(*counts)[(size_t)pins[p].need * cap];
 	}
-	if (ext) {
-		free(*own);
-		*own = ext;
-		*views = ext;
-		*n = have;
-	}
+	/* A pinned need none of whose nodes is known still takes nothing. */
+	for (unsigned p = 0; p < n_pins; p++)
+		if (!needs[pins[p].need].pins)
+			needs[pins[p].need].pins = &(*counts)[(size_t)pins[p].need * cap];
+	free(*own);
+	*own = ext;
+	*views = ext;
+	*n = have;
 	return 0;
 }
 
+/* Plan gang <g> whole over the offered <views> (and the nodes its members are
+ * pinned to) and reserve every place. True when it is planned; false with
+ * <reason> set when it must wait. Lock held. */
 static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang_member *mb,
 		       const struct cache_node_view *views, unsigned n, unsigned members,
 		       unsigned timeout_s, uint32_t min_gpus, const struct shares *sh,
@@ -430,14 +440,16 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 	const struct gang_levels *levels = m->cfg.levels.n ? &m->cfg.levels : &gang_default_levels;
 	struct cache_node_view *own = NULL;
 	struct gang_plan plan = { 0 };
+	struct gang_pin *pins = NULL;
+	uint16_t *pin_counts = NULL;
 	uint64_t offered_free = 0, now;
-	unsigned n_needs, n_all;
+	unsigned n_needs, n_all, n_pins;
 	bool ok = false;
 	char why[PLAN_WHY_BUF];
 
-	n_needs = gang_needs(m, g, mb, members, needs, reason, reasonlen);
+	n_needs = gang_needs(m, g, mb, members, needs, &pins, &n_pins, reason, reasonlen);
 	if (!n_needs)
-		return false;
+		goto out;
 	g->timeout_s = timeout_s;
 	note_needs(g, needs, n_needs);
 	for (unsigned j = 0; j < n; j++)
@@ -447,30 +459,33 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 		snprintf(reason, reasonlen, "troupe: gang %s: its PodGroup's minResources needs %u "
 			 "GPUs; the offered nodes have %llu free", g->key, min_gpus,
 			 (unsigned long long)offered_free);
-		return false;
+		goto out;
 	}
 	/* Fair order: a waiting gang before this one that would fit in what is
 	 * offered gets it first; this one is told behind whom. Every gang whose
 	 * members wait takes part, also those kube-scheduler has not shown troupe. */
 	now = gang__now(m);
 	if (defer_to_head(m, g, sh, offered_free, now, reason, reasonlen))
-		return false;
-	/* Capacity held for this gang while it starved is its own to plan on: the
-	 * candidates' views count it free, and the holds are dropped just before
-	 * the plan is reserved in their place. */
-	if (g->n_holds && (own = malloc(n * sizeof(*own)))) {
-		memcpy(own, views, n * sizeof(*own));
-		for (unsigned h = 0; h < g->n_holds; h++)
-			for (unsigned j = 0; j < n; j++)
-				if (strcmp(own[j].node->name, g->holds[h].node) == 0)
-					own[j].used &= ~g->holds[h].devices;
-		views = own;
-	}
+		goto out;
+	/* The nodes members are pinned to join the candidates, for them alone. */
 	n_all = n;
-	if (pin_candidates(m, needs, n_needs, &views, &n_all, &own) < 0) {
+	if (pin_candidates(m, needs, n_needs, pins, n_pins, &views, &n_all, &own,
+			   &pin_counts) < 0) {
 		snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
 		goto out;
 	}
+	/* Capacity held for this gang while it starved is its own to plan on: the
+	 * candidates' views count it free, and the holds are dropped just before
+	 * the plan is reserved in their place. */
+	if (g->n_holds && !own && (own = malloc(n_all * sizeof(*own)))) {
+		memcpy(own, views, n_all * sizeof(*own));
+		views = own;
+	}
+	if (g->n_holds && own)
+		for (unsigned h = 0; h < g->n_holds; h++)
+			for (unsigned j = 0; j < n_all; j++)
+				if (strcmp(own[j].node->name, g->holds[h].node) == 0)
+					own[j].used &= ~g->holds[h].devices;
 	if (mb->required_key)
 		gang_levels_required(levels, mb->required_key, &one);
 	if (gang_plan_pinned(views, n_all, n, needs, n_needs, mb->required_key ? &one : levels,
@@ -507,6 +522,8 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 out:
 	gang_plan_fini(&plan);
 	free(own);
+	free(pins);
+	free(pin_counts);
 	return ok;
 }
 

@@ -59,12 +59,11 @@ enum { GANG_MAX_NEEDS = 8 };
 struct gang_need {
 	struct placement_request req;
 	unsigned count;
-	/* The node its members' spec.nodeSelector pins them to ("" when none;
-	 * Kueue's topology-aware scheduling pins each pod so), and, for the
-	 * planner, that node's candidate index + 1 (0: not pinned, any of the
-	 * offered candidates). */
-	char pin_node[K8S_NAME_BUF];
-	unsigned pin;
+	/* Members each pinned to one node by their spec.nodeSelector (Kueue's
+	 * topology-aware scheduling pins every pod so): NULL when not pinned
+	 * (they may go to any offered candidate), else how many of them each
+	 * candidate must take, by candidate index (count in all). */
+	const uint16_t *pins;
 };
 
 /* One member's place: a node (index into the candidates), its devices, and
@@ -97,8 +96,8 @@ int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 		    const struct gang_levels *levels, struct gang_plan *out, char *why,
 		    size_t whylen);
 /* gang_plan_mixed over <n> candidates of which only the first <n_offered> are
- * offered to every need; the others are there for the needs pinned to them
- * (gang_need.pin) alone, as is a pinned need's node among the offered. */
+ * offered to the needs not pinned; the others are there for pinned needs
+ * (gang_need.pins) alone, and a pinned need goes only where its pins say. */
 int gang_plan_pinned(const struct cache_node_view *views, unsigned n, unsigned n_offered,
 		     const struct gang_need *needs, unsigned n_needs,
 		     const struct gang_levels *levels, struct gang_plan *out, char *why,

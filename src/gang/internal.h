@@ -229,6 +229,11 @@ struct member_ask {
 	struct placement_request req;
 	char pinned[K8S_NAME_BUF];      /* the node its nodeSelector pins it to, or "" */
 };
+/* A place of a pinned need (gang_need.pins): its need and node. */
+struct gang_pin {
+	unsigned need;
+	char node[K8S_NAME_BUF];
+};
 struct census {
 	const struct gang_member *mb;   /* the member asking, or NULL (discovery) */
 	struct member_ask *list;        /* unbound members asking GPUs, but <mb> */
@@ -245,9 +250,13 @@ struct census {
 void gang__census(struct gang_manager *m, const char *ns, const char *group, struct census *c);
 /* The one rule for what a gang still asks: the needs (a request and a count
  * each, as the planner takes them) of the <members> places it wants, from its
- * census. The same at admission (c->mb set) and discovery. Returns how many
- * needs, 0 when they are more than GANG_MAX_NEEDS kinds. */
-unsigned gang__needs(const struct census *c, unsigned members, struct gang_need *needs);
+ * census. The same at admission (c->mb set) and discovery. Members pinned to
+ * a node are needs of their own kind (pinned or not is part of the kind), and
+ * each pinned place goes into <pins> (room for <members>; NULL: not wanted)
+ * with its node, *n_pins of them. Returns how many needs, 0 when they are more
+ * than GANG_MAX_NEEDS kinds. */
+unsigned gang__needs(const struct census *c, unsigned members, struct gang_need *needs,
+		     struct gang_pin *pins, unsigned *n_pins);
 /* Move an open slot sized for <mb> onto <node> when the node has room for the
  * member now. Lock held. */
 struct reserved_slot *gang__replan_slot(struct gang_manager *m, struct gang *g,

@@ -244,7 +244,7 @@ static void discover_group(const char *ns, const char *group, void *arg)
 	(void)gang__terms(d->m, &who, c.exist, &quorum, &timeout_s, NULL);
 	if (quorum <= 1 || c.exist < quorum || c.bound >= quorum || c.oom)
 		goto out;
-	n_needs = gang__needs(&c, quorum - c.bound, needs);
+	n_needs = gang__needs(&c, quorum - c.bound, needs, NULL, NULL);
 	for (unsigned j = 0; j < n_needs; j++)
 		gpus += (uint64_t)needs[j].count * needs[j].req.demand.gpus;
 	if (!gpus)

@@ -99,16 +99,21 @@ static void pack_node(const struct planner *pl, const struct cache_node_view *v,
 	for (unsigned o = 0; o < pl->n_needs; o++) {
 		unsigned j = pl->order[o];
 		const struct placement_request *r = &pl->needs[j].req;
-		unsigned k = r->demand.gpus, taken = 0;
+		unsigned k = r->demand.gpus, taken = 0, idx = (unsigned)(v - pl->views);
+		unsigned cap = limit[j];
 		struct placement_choice ch;
 
 		if (!cache_node_offers(v->node, r->demand.gpu_resource))
 			continue;
-		/* A pinned need goes to its node alone; the others to the offered. */
-		if (pl->needs[j].pin ? pl->needs[j].pin != (unsigned)(v - pl->views) + 1
-				     : (unsigned)(v - pl->views) >= pl->n_offered)
+		/* A pinned need takes here only the members pinned here; the
+		 * others go to the offered candidates alone. */
+		if (pl->needs[j].pins) {
+			if (pl->needs[j].pins[idx] < cap)
+				cap = pl->needs[j].pins[idx];
+		} else if (idx >= pl->n_offered) {
 			continue;
-		while (taken < limit[j] && out->n < 64 && free_n >= k &&
+		}
+		while (taken < cap && out->n < 64 && free_n >= k &&
 		       placement_node_choose(v, r->demand.gpu_resource, free_mask, k, &r->policy, &ch) == 0) {
 			out->sets[out->n] = ch.set;
 			out->need[out->n++] = (uint8_t)j;

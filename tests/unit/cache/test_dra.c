@@ -161,6 +161,17 @@ static void test_claim_before_its_slice(void **state)
 	slice(c, "s1", "gpu.nvidia.com", "n1", 8, "index", true);
 	assert_usage(c, "n1", 0, 0);
 	assert_int_equal(cache_dra_node_devices(c, "n1"), 0);
+	/* A pool's generation rolling over: two slices publish the same
+	 * devices a while; each device counts once, and the older slice's
+	 * deletion leaves the newer one's. */
+	slice(c, "s1", "gpu.nvidia.com", "n1", 8, "index", false);
+	slice(c, "s1-next", "gpu.nvidia.com", "n1", 8, "index", false);
+	assert_int_equal(cache_dra_node_devices(c, "n1"), 8);
+	slice(c, "s1", "gpu.nvidia.com", "n1", 8, "index", true);
+	assert_int_equal(cache_dra_node_devices(c, "n1"), 8);
+	assert_usage(c, "n1", 0x81, 0);
+	slice(c, "s1-next", "gpu.nvidia.com", "n1", 8, "index", true);
+	assert_int_equal(cache_dra_node_devices(c, "n1"), 0);
 	cache_free(c);
 }
 

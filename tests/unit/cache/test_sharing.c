@@ -222,6 +222,14 @@ static void test_unhealthy_gpu_is_its_slots(void **state)
 	assert_true(n->unhealthy == (0xfULL << 4 | 0xfULL << 28));
 	assert_true(cache_node_gpu_slots(n, 2) == 0xfULL << 8);
 	cache_node_free(n);
+	/* 52 slices cut 7 a GPU: the last GPU's four slots past 52 exist not. */
+	n = shared_node(&o, "nvidia.com/gpu", 52, -1, "'nvidia.com/mig.strategy':'single',"
+			"'nvidia.com/gpu.product':'A100-SXM4-40GB-MIG-1g.5gb'", "");
+	assert_int_equal(n->gpu_physical, 8);
+	assert_int_equal(n->gpu_capacity, 56);
+	assert_int_equal(n->gpu_allocatable, 52);
+	assert_true(n->unhealthy == 0xfULL << 52);
+	cache_node_free(n);
 }
 
 static void test_slot_names_round_trip(void **state)

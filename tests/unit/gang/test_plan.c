@@ -2,8 +2,6 @@
  * used, refusals with reasons, mixed needs, and invariants over random
  * clusters. Pure: no manager, no clock.
  */
-#include <limits.h>
-
 #include "fixture.h"
 
 /* A cluster of test nodes: names, GPU counts, rack/spine labels, usage. */
@@ -445,16 +443,20 @@ static void test_gang_plan_mixed_fills_every_member_into_the_finest_domain(void 
 }
 
 /* Members pinned to one node each (their nodeSelector's hostname, as Kueue's
- * topology-aware scheduling pins them): a pinned need goes to its candidate
- * alone, the others to the offered candidates only, never to a candidate
- * there only for a pin; a pin no candidate matches cannot be placed. */
+ * topology-aware scheduling pins them): a pinned need puts on each candidate
+ * exactly the members pinned there, the others go to the offered candidates
+ * only, never to a candidate there only for a pin; a pin with no room, or
+ * none where it points, cannot be placed. */
 static void test_gang_plan_pinned_members_go_to_their_nodes(void **state)
 {
 	struct cluster c = { 0 };
 	struct gang_plan p;
 	char why[256];
+	/* By candidate: one pinned member on d; then one on b and one on d. */
+	static const uint16_t on_d[4] = { 0, 0, 0, 1 }, on_b_d[4] = { 0, 1, 0, 1 };
+	static const uint16_t two_on_d[4] = { 0, 0, 0, 2 }, nowhere[4] = { 0 };
 	struct gang_need needs[2] = { { .req = gpus(8), .count = 1 },
-				      { .req = gpus(8), .count = 1, .pin = 4 } };
+				      { .req = gpus(8), .count = 1, .pins = on_d } };
 
 	(void)state;
 	/* Offered: a and b; c and d are there for pins alone. */
@@ -470,25 +472,27 @@ static void test_gang_plan_pinned_members_go_to_their_nodes(void **state)
 	/* b0 and b1 both used: no common block, the spine level neither. */
 	assert_int_equal(p.level, -1);
 	gang_plan_fini(&p);
-	/* Both pinned, one to an offered node: each on its own. */
-	needs[0].pin = 2;
-	assert_int_equal(gang_plan_pinned(c.views, 4, 2, needs, 2, &gang_default_levels, &p, why,
+	/* Sixteen-node gangs need no more needs: one pinned need, a place on
+	 * each node; here two members pinned to b and d. */
+	needs[0].pins = on_b_d;
+	needs[0].count = 2;
+	assert_int_equal(gang_plan_pinned(c.views, 4, 2, needs, 1, &gang_default_levels, &p, why,
 					  sizeof(why)), 0);
-	for (unsigned s = 0; s < p.n_slots; s++)
-		assert_int_equal(p.slots[s].node, p.slots[s].need == 0 ? 1u : 3u);
+	assert_int_equal(p.n_slots, 2);
+	assert_int_equal(p.slots[0].node + p.slots[1].node, 1u + 3u);
+	assert_true(p.slots[0].node != p.slots[1].node);
 	gang_plan_fini(&p);
 	/* Two members pinned to one 8-GPU node: one fits, the plan fails. */
-	needs[0].pin = 4;
-	assert_int_equal(gang_plan_pinned(c.views, 4, 2, needs, 2, &gang_default_levels, &p, why,
+	needs[0].pins = two_on_d;
+	assert_int_equal(gang_plan_pinned(c.views, 4, 2, needs, 1, &gang_default_levels, &p, why,
 					  sizeof(why)), -ENOSPC);
 	assert_non_null(strstr(why, "hold 1"));
-	/* A pin no candidate is (UINT_MAX: not a node troupe knows). */
-	needs[0].pin = UINT_MAX;
-	assert_int_equal(gang_plan_pinned(c.views, 4, 2, needs, 2, &gang_default_levels, &p, why,
+	/* Pinned where no candidate is (a node troupe does not know). */
+	needs[0].pins = nowhere;
+	assert_int_equal(gang_plan_pinned(c.views, 4, 2, needs, 1, &gang_default_levels, &p, why,
 					  sizeof(why)), -ENOSPC);
 	/* Unpinned members never use a candidate past the offered ones. */
-	needs[0].pin = 0;
-	needs[1].pin = 0;
+	needs[0].pins = NULL;
 	needs[0].count = 3;
 	assert_int_equal(gang_plan_pinned(c.views, 4, 2, needs, 1, &gang_default_levels, &p, why,
 					  sizeof(why)), -ENOSPC);
