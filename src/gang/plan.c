@@ -4,7 +4,9 @@
  *   1. Capacity: for each candidate node, what it could take alone: its best
  *      set for one member after another from its free devices
  *      (placement_node_choose, so every member's topology policy holds),
- *      the largest need first.
+ *      the needs pinned to nodes first (gang_need.pins: their members can go
+ *      nowhere else), then the largest. A pinned need takes on each node
+ *      just the members pinned there; the others only the offered nodes.
  *   2. Domain: from the finest network level to the coarsest, group the nodes
  *      by that level's label and fill each domain (step 3) to see whether it
  *      holds the whole gang; the first level with one wins, and within it the
@@ -84,7 +86,7 @@ struct planner {
 	unsigned n_offered;             /* views past this are pinned needs' alone */
 	const struct gang_need *needs;
 	unsigned n_needs;
-	unsigned order[GANG_MAX_NEEDS];         /* needs, most GPUs first */
+	unsigned order[GANG_MAX_NEEDS];         /* needs, pinned then most GPUs first */
 	unsigned members, gpus;                 /* the whole gang */
 };
 
@@ -93,14 +95,13 @@ static void pack_node(const struct planner *pl, const struct cache_node_view *v,
 		      const unsigned *limit, struct pack *out)
 {
 	uint64_t free_mask = cache_view_free_mask(v);
-	unsigned free_n = cache_view_free_gpus(v);
+	unsigned free_n = cache_view_free_gpus(v), idx = (unsigned)(v - pl->views);
 
 	memset(out, 0, sizeof(*out));
 	for (unsigned o = 0; o < pl->n_needs; o++) {
 		unsigned j = pl->order[o];
 		const struct placement_request *r = &pl->needs[j].req;
-		unsigned k = r->demand.gpus, taken = 0, idx = (unsigned)(v - pl->views);
-		unsigned cap = limit[j];
+		unsigned k = r->demand.gpus, taken = 0, cap = limit[j];
 		struct placement_choice ch;
 
 		if (!cache_node_offers(v->node, r->demand.gpu_resource))
@@ -355,6 +356,14 @@ out:
 	return ret;
 }
 
+/* Whether need <a> is packed before need <b> (planner.order). */
+static bool goes_before(const struct gang_need *a, const struct gang_need *b)
+{
+	if (!a->pins != !b->pins)
+		return a->pins != NULL;
+	return a->req.demand.gpus > b->req.demand.gpus;
+}
+
 int gang_plan_mixed(const struct cache_node_view *views, unsigned n,
 		    const struct gang_need *needs, unsigned n_needs,
 		    const struct gang_levels *levels, struct gang_plan *out, char *why,
@@ -396,8 +405,9 @@ int gang_plan_pinned(const struct cache_node_view *views, unsigned n, unsigned n
 			ret = -ENOSPC;
 			goto out;
 		}
-		/* Insertion sort: most GPUs first, stable. */
-		while (o > 0 && needs[pl.order[o - 1]].req.demand.gpus < k) {
+		/* Insertion sort, stable: pinned needs first (a node's room goes
+		 * to the members that can go nowhere else), then most GPUs. */
+		while (o > 0 && goes_before(&needs[j], &needs[pl.order[o - 1]])) {
 			pl.order[o] = pl.order[o - 1];
 			o--;
 		}
@@ -427,7 +437,8 @@ int gang_plan_pinned(const struct cache_node_view *views, unsigned n, unsigned n
 	qsort(order, ncand, sizeof(*order), by_capacity);
 	all = fill(&pl, order, ncand, NULL);
 	if (all.placed < pl.members) {
-		snprintf(why, whylen, "%s; the offered nodes hold %u", what, all.placed);
+		snprintf(why, whylen, "%s; the offered nodes%s hold %u", what,
+			 n_offered < n ? " and the nodes members are pinned to" : "", all.placed);
 		ret = -ENOSPC;
 		goto out;
 	}

@@ -37,6 +37,24 @@ static void add_node(struct cluster *c, const char *name, unsigned gpus, const c
 	c->n++;
 }
 
+/* Node n<i> of 8 GPUs with random usage, in block b<0..blocks-1> (its number
+ * into <*block>) and spine s0 or s1, drawn from <seed>. Returns its free GPUs. */
+static unsigned add_random_node(struct cluster *c, unsigned i, unsigned blocks, unsigned *seed,
+				unsigned *block)
+{
+	char name[16], blk[16], spine[16];
+	uint64_t used = (uint64_t)rand_r(seed) & 0xFF & (uint64_t)rand_r(seed);
+	unsigned b = (unsigned)rand_r(seed) % blocks;
+
+	snprintf(name, sizeof(name), "n%u", i);
+	snprintf(blk, sizeof(blk), "b%u", b);
+	snprintf(spine, sizeof(spine), "s%u", (unsigned)rand_r(seed) % 2);
+	add_node(c, name, 8, spine, blk, used, true);
+	if (block)
+		*block = b;
+	return 8u - (unsigned)__builtin_popcountll(used);
+}
+
 static void cluster_free(struct cluster *c)
 {
 	for (unsigned i = 0; i < c->n; i++)
@@ -322,16 +340,8 @@ static void test_gang_plan_random_clusters_keep_the_invariants(void **state)
 		char why[256];
 		int ret;
 
-		for (unsigned i = 0; i < 1 + (unsigned)rand_r(&seed) % 40; i++) {
-			char name[16], block[16], spine[16];
-			uint64_t used = (uint64_t)rand_r(&seed) & 0xFF & (uint64_t)rand_r(&seed);
-
-			snprintf(name, sizeof(name), "n%u", i);
-			snprintf(block, sizeof(block), "b%u", (unsigned)rand_r(&seed) % 5);
-			snprintf(spine, sizeof(spine), "s%u", (unsigned)rand_r(&seed) % 2);
-			add_node(&c, name, 8, spine, block, used, true);
-			fit += (8u - (unsigned)__builtin_popcountll(used)) / k;
-		}
+		for (unsigned i = 0; i < 1 + (unsigned)rand_r(&seed) % 40; i++)
+			fit += add_random_node(&c, i, 5, &seed, NULL) / k;
 		ret = gang_plan_make(c.views, c.n, members, &r, &gang_default_levels, &p, why,
 				     sizeof(why));
 		if (fit >= members) {
@@ -499,6 +509,82 @@ static void test_gang_plan_pinned_members_go_to_their_nodes(void **state)
 	cluster_free(&c);
 }
 
+/* Random clusters with members pinned to random nodes, offered or not, beside
+ * members that are not pinned: any plan holds (check_mixed_plan), puts on each
+ * node exactly the members pinned there and the others on offered nodes only;
+ * and a gang whose pinned members fit where they are pinned, and whose other
+ * members fit in the offered nodes' room left, is never refused (a member
+ * that is not pinned never takes a pinned member's room). */
+static void test_gang_plan_pinned_random_clusters_keep_the_invariants(void **state)
+{
+	static const unsigned sizes[] = { 1, 2, 3, 4, 6, 8 };
+	unsigned seed = 5710, planned = 0, refused = 0;
+
+	(void)state;
+	for (unsigned round = 0; round < 400; round++) {
+		struct cluster c = { 0 };
+		uint16_t pins[2][64] = { { 0 } };
+		unsigned got[3][64] = { { 0 } };
+		struct gang_need needs[3];
+		unsigned n = 2 + (unsigned)rand_r(&seed) % 20, n_offered = 1 + (unsigned)rand_r(&seed) % n;
+		unsigned n_needs = 2 + (unsigned)rand_r(&seed) % 2, fit_free = 0;
+		bool pins_fit = true;
+		struct gang_plan p;
+		char why[256];
+		int ret;
+
+		for (unsigned i = 0; i < n; i++)
+			add_random_node(&c, i, 4, &seed, NULL);
+		/* Need 0 is not pinned; needs 1 and 2 are, each member to a node. */
+		for (unsigned j = 0; j < n_needs; j++) {
+			needs[j] = (struct gang_need){ .req = gpus(sizes[rand_r(&seed) % 6]) };
+			if (j == 0) {
+				needs[j].count = 1 + (unsigned)rand_r(&seed) % 6;
+				continue;
+			}
+			needs[j].count = 1 + (unsigned)rand_r(&seed) % 6;
+			for (unsigned m = 0; m < needs[j].count; m++)
+				pins[j - 1][rand_r(&seed) % n]++;
+			needs[j].pins = pins[j - 1];
+		}
+		for (unsigned i = 0; i < n; i++) {
+			unsigned f = cache_view_free_gpus(&c.views[i]), pinned = 0;
+
+			for (unsigned j = 1; j < n_needs; j++)
+				pinned += pins[j - 1][i] * needs[j].req.demand.gpus;
+			if (pinned > f)
+				pins_fit = false;
+			else if (i < n_offered)
+				fit_free += (f - pinned) / needs[0].req.demand.gpus;
+		}
+		ret = gang_plan_pinned(c.views, n, n_offered, needs, n_needs, &gang_default_levels,
+				       &p, why, sizeof(why));
+		if (ret == 0) {
+			check_mixed_plan(&c, &p, needs, n_needs);
+			for (unsigned s = 0; s < p.n_slots; s++) {
+				got[p.slots[s].need][p.slots[s].node]++;
+				if (!needs[p.slots[s].need].pins && p.slots[s].node >= n_offered)
+					fail_msg("round %u: a member not pinned on n%u, not offered",
+						 round, p.slots[s].node);
+			}
+			for (unsigned j = 1; j < n_needs; j++)
+				for (unsigned i = 0; i < n; i++)
+					if (got[j][i] != pins[j - 1][i])
+						fail_msg("round %u: need %u has %u on n%u, pinned %u",
+							 round, j, got[j][i], i, pins[j - 1][i]);
+			gang_plan_fini(&p);
+			planned++;
+		} else {
+			assert_int_equal(ret, -ENOSPC);
+			if (pins_fit && fit_free >= needs[0].count)
+				fail_msg("round %u: refused though every member fits: %s", round, why);
+			refused++;
+		}
+		cluster_free(&c);
+	}
+	assert_true(planned > 50 && refused > 50);
+}
+
 /* Random clusters and random mixes of 1, 2, 4 and 8-GPU members: any plan is
  * valid; a gang that would fit even with every member as large as the largest
  * is never refused; one asking more GPUs than are free always is. */
@@ -527,16 +613,8 @@ static void test_gang_plan_mixed_random_clusters_keep_the_invariants(void **stat
 			members += needs[j].count;
 		}
 		for (unsigned i = 0; i < 1 + (unsigned)rand_r(&seed) % 30; i++) {
-			char name[16], block[16], spine[16];
-			uint64_t used = (uint64_t)rand_r(&seed) & 0xFF & (uint64_t)rand_r(&seed);
-			unsigned f = 8u - (unsigned)__builtin_popcountll(used);
+			unsigned b, f = add_random_node(&c, i, 4, &seed, &b);
 
-			snprintf(name, sizeof(name), "n%u", i);
-			unsigned b = (unsigned)rand_r(&seed) % 4;
-
-			snprintf(block, sizeof(block), "b%u", b);
-			snprintf(spine, sizeof(spine), "s%u", (unsigned)rand_r(&seed) % 2);
-			add_node(&c, name, 8, spine, block, used, true);
 			free_all += f;
 			fit_as_max += f / kmax;
 			block_fit[b] += f / kmax;
@@ -579,6 +657,7 @@ int main(void)
 		cmocka_unit_test(test_gang_plan_mixed_needs_share_nodes),
 		cmocka_unit_test(test_gang_plan_mixed_fills_every_member_into_the_finest_domain),
 		cmocka_unit_test(test_gang_plan_pinned_members_go_to_their_nodes),
+		cmocka_unit_test(test_gang_plan_pinned_random_clusters_keep_the_invariants),
 		cmocka_unit_test(test_gang_plan_mixed_random_clusters_keep_the_invariants),
 	};
 
