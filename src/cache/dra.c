@@ -362,6 +362,29 @@ unsigned cache_dra_node_devices(struct cache *c, const char *node)
 	return n;
 }
 
+/* Fill <d> (its key set) from device <dev> of slice <slice> on <node> (NULL
+ * when the slice names none): what troupe reads of a device's attributes. */
+static void device_read(struct dra_device *d, const cJSON *dev, const char *slice,
+			const char *node)
+{
+	const char *uuid = json_str(attribute(dev, "uuid"), "string");
+	const cJSON *index = json_get(attribute(dev, "index"), "int");
+	const char *root = json_str(attribute(dev, ATTR_PCIE_ROOT), "string");
+	const cJSON *numa = json_get(attribute(dev, "numaNode"), "int");
+
+	if (!numa)
+		numa = json_get(attribute(dev, ATTR_NUMA_NODE), "int");
+	snprintf(d->slice, sizeof(d->slice), "%s", slice);
+	snprintf(d->node, sizeof(d->node), "%s", node && strlen(node) <= K8S_NAME_MAX ? node : "");
+	snprintf(d->uuid, sizeof(d->uuid), "%s", uuid && strlen(uuid) < sizeof(d->uuid) ? uuid : "");
+	d->index = cJSON_IsNumber(index) && index->valuedouble >= 0 &&
+			   index->valuedouble < CACHE_MAX_GPUS ? (int)index->valuedouble : -1;
+	snprintf(d->pcie_root, sizeof(d->pcie_root), "%s",
+		 root && strlen(root) < sizeof(d->pcie_root) ? root : "");
+	d->numa = cJSON_IsNumber(numa) && numa->valuedouble >= 0 && numa->valuedouble < 128
+			  ? (int)numa->valuedouble : -1;
+}
+
 /* Forget slice <name>'s devices; the node they were on into <node> ("" when
  * none). */
 static void slice_forget(struct cache *c, const char *name, char node[K8S_NAME_BUF])
@@ -415,9 +438,8 @@ int cache_dra_slice(struct cache *c, const cJSON *slice, bool deleted, char *err
 	snprintf(k->id, sizeof(k->id), "%s", name);
 	cJSON_ArrayForEach(dev, json_list(json_get(spec, "devices"))) {
 		const char *dn = json_str(dev, "name");
-		const char *uuid = json_str(attribute(dev, "uuid"), "string");
-		const cJSON *index = json_get(attribute(dev, "index"), "int");
 		struct dra_device *d;
+		void *old = NULL;
 
 		if (!dn || !dn[0] || strlen(dn) > 253)
 			continue;
@@ -427,40 +449,17 @@ int cache_dra_slice(struct cache *c, const cJSON *slice, bool deleted, char *err
 			break;
 		}
 		memcpy(d->key, k->keys[k->n - 1], sizeof(d->key));
-		snprintf(d->slice, sizeof(d->slice), "%s", name);
-		snprintf(d->node, sizeof(d->node), "%s",
-			 node && strlen(node) <= K8S_NAME_MAX ? node : "");
-		snprintf(d->uuid, sizeof(d->uuid), "%s",
-			 uuid && strlen(uuid) < sizeof(d->uuid) ? uuid : "");
-		d->index = cJSON_IsNumber(index) && index->valuedouble >= 0 &&
-				   index->valuedouble < CACHE_MAX_GPUS
-				   ? (int)index->valuedouble : -1;
-		{
-			const char *root = json_str(attribute(dev, ATTR_PCIE_ROOT), "string");
-			const cJSON *numa = json_get(attribute(dev, "numaNode"), "int");
-
-			if (!numa)
-				numa = json_get(attribute(dev, ATTR_NUMA_NODE), "int");
-			snprintf(d->pcie_root, sizeof(d->pcie_root), "%s",
-				 root && strlen(root) < sizeof(d->pcie_root) ? root : "");
-			d->numa = cJSON_IsNumber(numa) && numa->valuedouble >= 0 &&
-					  numa->valuedouble < 128
-					  ? (int)numa->valuedouble : -1;
+		device_read(d, dev, name, node);
+		if (strmap_put(&c->dra_devices, d->key, strlen(d->key), d, &old) < 0) {
+			free(d);
+			k->n--;
+			break;
 		}
-		{
-			void *old = NULL;
-
-			if (strmap_put(&c->dra_devices, d->key, strlen(d->key), d, &old) < 0) {
-				free(d);
-				k->n--;
-				break;
-			}
-			/* The same device in two slices of a pool (its generation
-			 * rolling over): the newer one's, counted once. */
-			if (old) {
-				node_count_add(c, ((struct dra_device *)old)->node, -1);
-				free(old);
-			}
+		/* The same device in two slices of a pool (its generation rolling
+		 * over): the newer one's, counted once. */
+		if (old) {
+			node_count_add(c, ((struct dra_device *)old)->node, -1);
+			free(old);
 		}
 		node_count_add(c, d->node, 1);
 	}

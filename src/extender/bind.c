@@ -45,19 +45,18 @@ struct bind_record {
 	char uuids[EXT_DEVICE_UUIDS_BUF];       /* troupe.io/gpu-uuids; "" when unknown */
 };
 
-/* The link and UUIDs of <devices> on the node of <v>, for a single pod and a
- * gang member alike: the worst link is worth recording only where the node's
- * topology is known and the set has two devices or more; the UUIDs where the
- * node lists them. Inside a cache read section. (The ids are formatted apart:
- * the claim may still change the devices.) */
+/* <devices> on the node of <v> as the Binding records them, for a single pod
+ * and a gang member alike: the ids (replica slots as "GPU:replica" on a shared
+ * node); the worst link, worth recording only where the node's topology is
+ * known and the set has two devices or more; the UUIDs where the node lists
+ * them. Inside a cache read section, on the record the devices were chosen on:
+ * a node replaced since may lay its slots out otherwise. */
 static void bind_record_devices(const struct cache_node_view *v, uint64_t devices,
 				struct bind_record *rec)
 {
 	const struct placement_topo *t = placement_node_topo(v->node);
 
 	rec->link[0] = '\0';
-	/* Named from the record the devices were chosen on: a node replaced
-	 * since may lay its slots out otherwise. */
 	cache_node_devices_format(v->node, devices, rec->ids, sizeof(rec->ids));
 	if (t && __builtin_popcountll(devices) >= 2) {
 		struct placement_choice c;
@@ -97,20 +96,19 @@ static char *binding_annotations(const struct bind_record *rec, const char *plan
 	return strbuf_take(&ann, NULL);
 }
 
-/* <devices> on <node> as troupe.io/gpu-ids names them (replica slots as
- * "GPU:replica" on a shared node), and, with <rec>, its link and UUIDs. */
-static void bind_format_ids(const struct ext_service *svc, const char *node, uint64_t devices,
-			    char *ids, size_t len, struct bind_record *rec)
+/* bind_record_devices for <devices> on <node> as the cache has it now; the
+ * ids alone when troupe does not know the node. */
+static void bind_name_devices(const struct ext_service *svc, const char *node, uint64_t devices,
+			      struct bind_record *rec)
 {
 	struct cache_node_view v;
 
 	cache_read_begin(svc->cache);
 	if (cache_node_lookup(svc->cache, node, strlen(node), &v)) {
-		cache_node_devices_format(v.node, devices, ids, len);
-		if (rec)
-			bind_record_devices(&v, devices, rec);
+		bind_record_devices(&v, devices, rec);
 	} else {
-		cache_devices_format(devices, ids, len);
+		cache_devices_format(devices, rec->ids, sizeof(rec->ids));
+		rec->link[0] = rec->uuids[0] = '\0';
 	}
 	cache_read_end(svc->cache);
 }
@@ -120,7 +118,7 @@ char *ext__binding_annotations(const struct ext_service *svc, const char *node,
 {
 	struct bind_record rec = { .ids = "" };
 
-	bind_format_ids(svc, node, devices, rec.ids, sizeof(rec.ids), &rec);
+	bind_name_devices(svc, node, devices, &rec);
 	snprintf(ids, idslen, "%s", rec.ids);
 	return binding_annotations(&rec, plan);
 }
@@ -351,8 +349,7 @@ static void gang_released(void *ctx, bool ok, const char *why, const char *plan)
 	bool complete = true;
 
 	/* What the Binding records, from the devices the member claimed. */
-	bind_format_ids(pk->svc, pk->node, pk->devices, pk->rec.ids, sizeof(pk->rec.ids),
-			     ok ? &pk->rec : NULL);
+	bind_name_devices(pk->svc, pk->node, pk->devices, &pk->rec);
 	if (!ok) {
 		/* The manager has already released the member's devices. */
 		log_info("extender", "bind: pod %s/%s: %s", pk->info.ns, pk->info.name, why);
@@ -660,10 +657,9 @@ bool ext_bind(const struct ext_service *svc, const char *body, size_t len, struc
 		else
 			ret = -EAGAIN;  /* the free mask moved under us: read again */
 	}
-	/* The ids bind_record_devices named, unless the devices are not the
-	 * ones chosen here (a repeated bind's, or none). */
-	if (!(ret == 0 && info.demand.gpus > 0 && rec.ids[0]))
-		bind_format_ids(svc, b.node, devices, rec.ids, sizeof(rec.ids), NULL);
+	/* Named above when chosen here; a repeated bind's devices, or none, now. */
+	if (ret != 0 || info.demand.gpus == 0)
+		bind_name_devices(svc, b.node, devices, &rec);
 	switch (ret) {
 	case 0:
 		if (info.demand.gpus > 0)       /* was it troupe's first choice? */

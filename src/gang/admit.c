@@ -129,6 +129,7 @@ static void census_member(const struct cache_pod_info *p, const char *uid, void 
 	x = &c->list[c->n++];
 	snprintf(x->uid, sizeof(x->uid), "%s", uid);
 	snprintf(x->pinned, sizeof(x->pinned), "%s", p->pinned);
+	c->pinned += p->pinned[0] != '\0';
 	/* A member whose request troupe cannot read is assumed to ask what the
 	 * asking member asks (nothing, when none asks); so is its policy when its
 	 * annotation is bad. */
@@ -222,8 +223,10 @@ static unsigned gang_needs(struct gang_manager *m, const struct gang *g,
 	*pins = NULL;
 	*n_pins = 0;
 	gang__census(m, mb->ns, mb->group, &c);
-	*pins = calloc(members ? members : 1, sizeof(**pins));
-	if (c.oom || !*pins) {
+	/* Room for the pinned places only when some member is pinned. */
+	if (!c.oom && c.pinned && !(*pins = calloc(c.pinned, sizeof(**pins))))
+		c.oom = true;
+	if (c.oom) {
 		snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
 		goto out;
 	}
@@ -406,6 +409,8 @@ static int pin_candidates(struct gang_manager *m, struct gang_need *needs, unsig
 	for (unsigned p = 0; p < n_pins; p++) {
 		unsigned i = 0;
 
+		/* Pinned even where no node is known: it then takes nothing. */
+		needs[pins[p].need].pins = &(*counts)[(size_t)pins[p].need * cap];
 		while (i < have && strcmp(ext[i].node->name, pins[p].node) != 0)
 			i++;
 		if (i == have && !cache_node_lookup(m->cache, pins[p].node, strlen(pins[p].node),
@@ -414,12 +419,7 @@ static int pin_candidates(struct gang_manager *m, struct gang_need *needs, unsig
 		if (i == have)
 			have++;
 		(*counts)[(size_t)pins[p].need * cap + i]++;
-		needs[pins[p].need].pins = &(*counts)[(size_t)pins[p].need * cap];
 	}
-	/* A pinned need none of whose nodes is known still takes nothing. */
-	for (unsigned p = 0; p < n_pins; p++)
-		if (!needs[pins[p].need].pins)
-			needs[pins[p].need].pins = &(*counts)[(size_t)pins[p].need * cap];
 	free(*own);
 	*own = ext;
 	*views = ext;

@@ -240,6 +240,7 @@ struct census {
 	unsigned n, cap;
 	unsigned exist, bound;          /* as cache_group_count counts them */
 	unsigned cpu_only;              /* unbound members asking no GPU */
+	unsigned pinned;                /* those in <list> pinned to a node */
 	uint32_t min_member;            /* the largest quorum a member names */
 	int32_t priority;               /* the highest member priority */
 	char queue[K8S_NAME_BUF];       /* the first member's queue */
@@ -252,7 +253,7 @@ void gang__census(struct gang_manager *m, const char *ns, const char *group, str
  * each, as the planner takes them) of the <members> places it wants, from its
  * census. The same at admission (c->mb set) and discovery. Members pinned to
  * a node are needs of their own kind (pinned or not is part of the kind), and
- * each pinned place goes into <pins> (room for <members>; NULL: not wanted)
+ * each pinned place goes into <pins> (room for c->pinned; NULL: not wanted)
  * with its node, *n_pins of them. Returns how many needs, 0 when they are more
  * than GANG_MAX_NEEDS kinds. */
 unsigned gang__needs(const struct census *c, unsigned members, struct gang_need *needs,
