@@ -379,7 +379,7 @@ static enum gang_bind_result bind_gang(const struct ext_service *svc,
 {
 	struct gang_member mb = ext__gang_member(uid, info->ns, info->name, info->group,
 						 info->min_member, req, info->priority,
-						 info->queue);
+						 info->queue, info->pinned);
 	struct parked *pk = calloc(1, sizeof(*pk));
 	enum gang_bind_result gr;
 	char reason[EXT_REPLY_ERROR_BUF], err[EXT_REQUEST_ERR_BUF];

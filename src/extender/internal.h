@@ -186,10 +186,11 @@ static inline struct gang_member ext__gang_member(const char *uid, const char *n
 						  const char *name, const char *group,
 						  uint32_t pod_min_member,
 						  const struct placement_request *req,
-						  int32_t priority, const char *queue)
+						  int32_t priority, const char *queue,
+						  const char *pinned)
 {
 	return (struct gang_member){ uid, ns, name, group, pod_min_member, *req, NULL, priority,
-				     queue };
+				     queue, pinned && pinned[0] ? pinned : NULL };
 }
 
 /* bind.c: the Binding's annotations (JSON, the caller frees it; NULL without
@@ -233,7 +234,7 @@ static inline struct gang_member ext__member_of(const struct cache_pod *pod,
 						const struct placement_request *req)
 {
 	return ext__gang_member(pod->uid, pod->ns, pod->name, pod->group, pod->min_member, req,
-				pod->priority, pod->queue);
+				pod->priority, pod->queue, pod->pinned);
 }
 
 #endif

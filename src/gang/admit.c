@@ -182,6 +182,7 @@ unsigned gang__needs(const struct census *c, unsigned members, struct gang_need 
 
 		if (i < others) {
 			r = &c->mb->req;
+			pin = c->mb->pinned ? c->mb->pinned : "";
 		} else if (i - others < c->n) {
 			r = &c->list[i - others].req;
 			pin = c->list[i - others].pinned;
@@ -210,21 +211,26 @@ unsigned gang__needs(const struct census *c, unsigned members, struct gang_need 
 	return n_needs;
 }
 
-/* The needs of the <members> places gang <g> still wants, for member <mb>.
+/* The needs of the <members> places gang <g> still wants, for member <mb>,
+ * with the pinned places in <*pins> (the caller frees it), and whether another
+ * unbound member asking GPUs is not pinned (<*others_free>).
  * Returns the number of needs, or 0 with <reason> set. Lock held (the cache
  * walk takes only cache locks). */
 static unsigned gang_needs(struct gang_manager *m, const struct gang *g,
 			   const struct gang_member *mb, unsigned members, struct gang_need *needs,
-			   struct gang_pin **pins, unsigned *n_pins, char *reason, size_t reasonlen)
+			   struct gang_pin **pins, unsigned *n_pins, bool *others_free,
+			   char *reason, size_t reasonlen)
 {
 	struct census c = { .mb = mb };
-	unsigned n_needs = 0;
+	unsigned n_needs = 0, pinned;
 
 	*pins = NULL;
 	*n_pins = 0;
 	gang__census(m, mb->ns, mb->group, &c);
+	*others_free = c.n > c.pinned;
 	/* Room for the pinned places only when some member is pinned. */
-	if (!c.oom && c.pinned && !(*pins = calloc(c.pinned, sizeof(**pins))))
+	pinned = c.pinned + (mb->pinned != NULL);
+	if (!c.oom && pinned && !(*pins = calloc(pinned, sizeof(**pins))))
 		c.oom = true;
 	if (c.oom) {
 		snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
@@ -242,10 +248,13 @@ out:
 /* ---- Slots -------------------------------------------------------------------- */
 
 /* Whether slot <s> is open and planned for a request like this member's (GPU
- * count, kind and topology policy). */
+ * count, kind and topology policy); one planned for a member pinned to its node
+ * is open only to a member pinned there, so a member free to go elsewhere never
+ * takes the room of one that cannot. */
 bool gang__slot_open_for(const struct reserved_slot *s, const struct gang_member *mb)
 {
-	return !s->member[0] && gang__same_request(&s->req, &mb->req);
+	return !s->member[0] && gang__same_request(&s->req, &mb->req) &&
+	       (!s->pinned || (mb->pinned && strcmp(mb->pinned, s->node) == 0));
 }
 
 /* Whether slot <s> can be this member's: its own already, or open for it. */
@@ -341,6 +350,7 @@ static bool plan_reserve(struct gang_manager *m, struct gang *g, const struct ga
 		snprintf(s->node, sizeof(s->node), "%s", views[plan->slots[i].node].node->name);
 		s->devices = plan->slots[i].devices;
 		s->req = needs[plan->slots[i].need].req;
+		s->pinned = needs[plan->slots[i].need].pins != NULL;
 		snprintf(s->res_key, sizeof(s->res_key), "gang-reservation/%s/%u/%u", g->key,
 			 g->generation, i);
 		if (cache_reserve_for(m->cache, s->res_key, s->node, s->devices, g->queue) < 0)
@@ -429,11 +439,12 @@ static int pin_candidates(struct gang_manager *m, struct gang_need *needs, unsig
 
 /* Plan gang <g> whole over the offered <views> (and the nodes its members are
  * pinned to) and reserve every place. True when it is planned; false with
- * <reason> set when it must wait. Lock held. */
+ * <reason> set when it must wait, and <*retry> set when the member should be
+ * retried as an error rather than refused. Lock held. */
 static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang_member *mb,
 		       const struct cache_node_view *views, unsigned n, unsigned members,
 		       unsigned timeout_s, uint32_t min_gpus, const struct shares *sh,
-		       char *reason, size_t reasonlen)
+		       bool *retry, char *reason, size_t reasonlen)
 {
 	struct gang_need needs[GANG_MAX_NEEDS];
 	struct gang_levels one;
@@ -442,23 +453,37 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 	struct gang_plan plan = { 0 };
 	struct gang_pin *pins = NULL;
 	uint16_t *pin_counts = NULL;
-	uint64_t offered_free = 0, now;
+	uint64_t offered_free = 0, all_free = 0, now;
 	unsigned n_needs, n_all, n_pins;
-	bool ok = false;
+	bool ok = false, others_free;
 	char why[PLAN_WHY_BUF];
 
-	n_needs = gang_needs(m, g, mb, members, needs, &pins, &n_pins, reason, reasonlen);
+	n_needs = gang_needs(m, g, mb, members, needs, &pins, &n_pins, &others_free, reason,
+			     reasonlen);
 	if (!n_needs)
 		goto out;
 	g->timeout_s = timeout_s;
 	note_needs(g, needs, n_needs);
-	for (unsigned j = 0; j < n; j++)
-		offered_free += cache_view_free_gpus(&views[j]);
+	/* The nodes members are pinned to join the candidates, for them alone. */
+	n_all = n;
+	if (pin_candidates(m, needs, n_needs, pins, n_pins, &views, &n_all, &own,
+			   &pin_counts) < 0) {
+		snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
+		goto out;
+	}
+	for (unsigned j = 0; j < n_all; j++) {
+		unsigned f = cache_view_free_gpus(&views[j]);
+
+		all_free += f;
+		if (j < n)
+			offered_free += f;
+	}
 	/* The PodGroup's minResources, when it names GPUs, must fit too. */
-	if (min_gpus && offered_free < min_gpus && !g->n_holds) {
+	if (min_gpus && all_free < min_gpus && !g->n_holds) {
 		snprintf(reason, reasonlen, "troupe: gang %s: its PodGroup's minResources needs %u "
-			 "GPUs; the offered nodes have %llu free", g->key, min_gpus,
-			 (unsigned long long)offered_free);
+			 "GPUs; the offered nodes%s have %llu free", g->key, min_gpus,
+			 n_all > n ? " and those its members are pinned to" : "",
+			 (unsigned long long)all_free);
 		goto out;
 	}
 	/* Fair order: a waiting gang before this one that would fit in what is
@@ -467,13 +492,6 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 	now = gang__now(m);
 	if (defer_to_head(m, g, sh, offered_free, now, reason, reasonlen))
 		goto out;
-	/* The nodes members are pinned to join the candidates, for them alone. */
-	n_all = n;
-	if (pin_candidates(m, needs, n_needs, pins, n_pins, &views, &n_all, &own,
-			   &pin_counts) < 0) {
-		snprintf(reason, reasonlen, "troupe: out of memory planning gang %s", g->key);
-		goto out;
-	}
 	/* Capacity held for this gang while it starved is its own to plan on: the
 	 * candidates' views count it free, and the holds are dropped just before
 	 * the plan is reserved in their place. */
@@ -494,6 +512,17 @@ static bool gang_admit(struct gang_manager *m, struct gang *g, const struct gang
 		snprintf(reason, reasonlen, "%s", g->reason);
 		m->stats.refused++;
 		gang__enter(g, GANG_WAITING, now);
+		/* kube-scheduler offers a pinned member its own node alone, so the
+		 * members free to go elsewhere were planned there only: one of
+		 * them, offered more, may plan the gang. An error makes
+		 * kube-scheduler retry this member after its backoff; refused, it
+		 * would wait for a cluster event that the other's plan is not. */
+		if (mb->pinned && others_free) {
+			*retry = true;
+			snprintf(reason, reasonlen, "%s; pod %s/%s is pinned to node %s and other "
+				 "members are not: retried until one of them, offered more nodes, "
+				 "plans the gang", g->reason, mb->ns, mb->name, mb->pinned);
+		}
 		goto out;
 	}
 	g->slots = calloc(plan.n_slots, sizeof(*g->slots));
@@ -658,9 +687,14 @@ again:
 	snprintf(g->queue, sizeof(g->queue), "%s", queue);
 	if (!gang__planned(g)) {
 		g->quorum = quorum;
-		if (!gang_admit(m, g, mb, views, n, quorum - bound, timeout_s, min_gpus, &sh, reason,
-				reasonlen))
+		bool retry = false;
+
+		if (!gang_admit(m, g, mb, views, n, quorum - bound, timeout_s, min_gpus, &sh,
+				&retry, reason, reasonlen)) {
+			if (retry)
+				ret = GANG_RETRY;
 			goto out;
+		}
 	}
 	sized = mark_open(g, mb, views, n, allowed, &any);
 	if (!sized) {

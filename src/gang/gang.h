@@ -213,6 +213,10 @@ struct gang_member {
 	const char *required_key;       /* troupe.io/gang-topology required:<key>, or NULL */
 	int32_t priority;               /* spec.priority */
 	const char *queue;              /* the pod's queue */
+	/* The node its spec.nodeSelector's kubernetes.io/hostname pins it to
+	 * (cache_pod.pinned), or NULL: a slot planned for members pinned to a
+	 * node is open to them alone. */
+	const char *pinned;
 };
 
 /* Parse troupe.io/gang-topology ("required:<label-key>"); NULL or "" is none.

@@ -56,6 +56,7 @@ struct reserved_slot {
 	char node[K8S_NAME_BUF];
 	uint64_t devices;
 	struct placement_request req;   /* the member request it was planned for */
+	bool pinned;                    /* planned for a member pinned to its node */
 	char res_key[TROUPE_RESERVATION_KEY_BUF];      /* the reservation while unclaimed */
 	char member[K8S_UID_BUF];       /* the pod that claimed it, "" when open */
 };

@@ -16,6 +16,15 @@ kube-scheduler calling troupe.
                                         the gang's plan after eviction); both
                                         low gangs are evicted whole, never left
                                         partly running, and the high gang binds
+  test_member_pinned_beside_one_free_to_move
+                                        a gang of two 4-GPU members, one pinned
+                                        to gpu-0000 by its nodeSelector (as
+                                        Kueue's topology assignment pins pods),
+                                        the other free between gpu-0000 and
+                                        gpu-0003, with 6 GPUs free on gpu-0000:
+                                        troupe keeps gpu-0000's room for the
+                                        pinned member and plans the other on
+                                        gpu-0003; both bind there
   test_cpu_only_member                  a CPU-only member does not reach troupe
                                         (managedResources) and binds at once,
                                         alone; with nvidia.com/gpu: 0 it reaches
@@ -148,6 +157,37 @@ class Gangs(E2E):
         # The third arrives: the gang binds whole.
         self.create(self.gang_pods("short", 3)[2])
         wait_until(lambda: len(self.bound("short")) == 3, timeout=90, what="gang bound")
+
+    def test_member_pinned_beside_one_free_to_move(self):
+        # gpu-0000 has 6 GPUs free: room for one 4-GPU member, not two.
+        self.create(gpu_pod("pin-filler", 2, hosts=["gpu-0000"]))
+        self.wait_bound("pin-filler")
+        self.podgroup("pin", 2)
+        free = gpu_pod("pin-free", 4, hosts=["gpu-0000", "gpu-0003"], labels={LABEL: "pin"})
+        pinned = gpu_pod("pin-pinned", 4, labels={LABEL: "pin"})
+        pinned["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "gpu-0000"}
+        # The pinned member first, so kube-scheduler's queue (the older pod
+        # first, its backoff over) tries it first once both exist.
+        mark = len(self.c.log("troupe"))
+        self.create(pinned)
+        self.wait_event("pin-pinned", "FailedScheduling", contains="waiting for its members")
+        time.sleep(2)
+        self.create(free)
+        # Offered gpu-0000 alone, which cannot hold both, the pinned member is
+        # answered with an error kube-scheduler retries, not refused (a
+        # refusal would wait for a cluster event that the other's plan is
+        # not). The free member, offered both nodes, plans the pinned one on
+        # gpu-0000 first and itself where room is left.
+        wait_until(lambda: "pin-pinned is pinned to node gpu-0000 and other members are not"
+                   in self.c.log("troupe")[mark:], timeout=60,
+                   what="troupe retrying the pinned member")
+        wait_until(lambda: len(self.bound("pin")) == 2, timeout=120,
+                   what="the gang with a pinned member bound")
+        self.assertEqual(self.pod("pin-pinned")["spec"]["nodeName"], "gpu-0000")
+        self.assertEqual(self.pod("pin-free")["spec"]["nodeName"], "gpu-0003")
+        self.assertEqual(invariants.violations(self.c), [])
+        for n in ("pin-filler", "pin-pinned", "pin-free"):
+            self.delete_pod(n, wait=False)
 
     def test_cpu_only_member(self):
         # Room for none of the GPU members: every H100 node is full.

@@ -312,6 +312,64 @@ static void test_gang_members_pinned_each_to_a_node(void **state)
 	two_nodes_fini(&t);
 }
 
+/* A member pinned to n0 by its nodeSelector beside one free to go elsewhere,
+ * each asking 4 GPUs, with 6 GPUs free on n0. The pinned member's filter sees
+ * n0 alone, which cannot hold both: it is answered GANG_RETRY (an error
+ * kube-scheduler retries after its backoff), not refused, since a refusal
+ * would wait for a cluster event the other member's plan is not. The free
+ * member's filter, over n0 and n1, plans the pinned one on n0 and itself on n1
+ * (the pinned need packed first), and each slot is open to its own member's
+ * kind alone. */
+static void test_gang_member_pinned_beside_one_free(void **state)
+{
+	struct two_nodes t;
+	struct cache_node_view n0;
+	struct gang_member free_mb;
+	bool has;
+
+	(void)state;
+	two_nodes_init(&t, "mix");
+	apply_json(t.c, "{\"metadata\":{\"name\":\"filler\",\"namespace\":\"ml\",\"uid\":\"f\","
+		   "\"annotations\":{\"troupe.io/gpu-ids\":\"0,1\"}},\"spec\":{\"nodeName\":\"n0\","
+		   "\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+		   "{\"nvidia.com/gpu\":\"2\"}}}]},\"status\":{\"phase\":\"Running\"}}", false);
+	for (int i = 0; i < 2; i++) {
+		char json[512];
+
+		snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"w%d\",\"namespace\":\"ml\","
+			 "\"uid\":\"w%d\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"mix\"}},"
+			 "\"spec\":{%s\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+			 "{\"nvidia.com/gpu\":\"4\"}}}]}}", i, i,
+			 i ? "" : "\"nodeSelector\":{\"kubernetes.io/hostname\":\"n0\"},");
+		apply_json(t.c, json, false);
+	}
+	apply_json(t.c, "{\"metadata\":{\"name\":\"mix\",\"namespace\":\"ml\"},"
+		   "\"spec\":{\"minMember\":2}}", true);
+	two_nodes_start(&t);
+	t.mb.req.demand.gpus = 4;
+	t.mb.pinned = "n0";
+	cache_read_begin(t.c);
+	assert_true(cache_node_lookup(t.c, "n0", 2, &n0));
+	assert_int_equal(gang_filter(t.gm, &t.mb, &n0, 1, t.allowed, t.reason, sizeof(t.reason)),
+			 GANG_RETRY);
+	cache_read_end(t.c);
+	assert_non_null(strstr(t.reason, "is pinned to node n0 and other members are not"));
+	free_mb = t.mb;
+	free_mb.uid = free_mb.name = "w1";
+	free_mb.pinned = NULL;
+	if (filter_two(t.c, t.gm, &free_mb, t.allowed, t.reason, sizeof(t.reason)) != GANG_ALLOWED)
+		fail_msg("the free member refused: %s", t.reason);
+	assert_false(t.allowed[0]);
+	assert_true(t.allowed[1]);
+	assert_int_equal(gang_has_slot(t.gm, &t.mb, "n0", &has), GANG_ALLOWED);
+	assert_true(has);
+	assert_int_equal(gang_has_slot(t.gm, &free_mb, "n0", &has), GANG_ALLOWED);
+	assert_false(has);
+	assert_int_equal(gang_has_slot(t.gm, &free_mb, "n1", &has), GANG_ALLOWED);
+	assert_true(has);
+	two_nodes_fini(&t);
+}
+
 /* Apply pod <uid> of group "team" (label only: no PodGroup, no quorum named)
  * asking 8 GPUs. */
 static void settle_pod(struct cache *c, const char *uid)
@@ -447,6 +505,7 @@ int main(void)
 		cmocka_unit_test(test_gang_takes_quorum_and_queue_from_a_volcano_podgroup),
 		cmocka_unit_test(test_gang_gated_member_is_not_there_yet),
 		cmocka_unit_test(test_gang_members_pinned_each_to_a_node),
+		cmocka_unit_test(test_gang_member_pinned_beside_one_free),
 		cmocka_unit_test(test_gang_without_a_quorum_waits_for_its_members_to_settle),
 	};
 
